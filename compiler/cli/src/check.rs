@@ -1,0 +1,129 @@
+//! `opcodec check FILE...`: validate workflows and report every problem.
+
+use std::path::PathBuf;
+
+use opcode_compiler::diagnostics::Diagnostic;
+use opcode_compiler::diagnostics::render::{human, json};
+use opcode_compiler::{Compiler, decode_utf8};
+
+use crate::output::{ColorChoice, eprint_line, print};
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Source snippets for people.
+    Human,
+    /// A JSON array of diagnostics for tools.
+    Json,
+}
+
+/// Arguments of `check`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Workflow files (JSON, bare or in opcode's wrapper format).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
+    /// Treat warnings as errors (exit 1 when there are any).
+    #[arg(long)]
+    deny_warnings: bool,
+    /// Colour the human output.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    color: ColorChoice,
+}
+
+/// One checked file.
+pub struct Checked {
+    /// The path as given.
+    pub file: String,
+    /// Its text (lossily decoded when it is not UTF-8).
+    pub text: String,
+    /// What was found.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Reads and checks one file; `Err` is an I/O error message.
+pub fn check_file(compiler: &Compiler, path: &PathBuf) -> Result<Checked, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let file = path.display().to_string();
+    match decode_utf8(&bytes) {
+        Ok(text) => Ok(Checked {
+            file,
+            text: text.to_owned(),
+            diagnostics: compiler.check(text).into_sorted(),
+        }),
+        Err(diagnostic) => Ok(Checked {
+            file,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            diagnostics: vec![diagnostic],
+        }),
+    }
+}
+
+/// The compiler with the standard actions.
+pub fn compiler() -> Compiler {
+    Compiler::new().with_actions(opcode_stdlib::catalog())
+}
+
+/// Runs `check`.
+pub fn run(args: &Args) -> u8 {
+    let compiler = compiler();
+    let mut all = Vec::new();
+    let mut io_error = false;
+    for path in &args.files {
+        match check_file(&compiler, path) {
+            Ok(checked) => all.push(checked),
+            Err(message) => {
+                eprint_line(&format!("error: {message}"));
+                io_error = true;
+            }
+        }
+    }
+    let (errors, warnings) = all
+        .iter()
+        .flat_map(|c| &c.diagnostics)
+        .fold(
+            (0, 0),
+            |(e, w), d| {
+                if d.is_error() { (e + 1, w) } else { (e, w + 1) }
+            },
+        );
+    match args.format {
+        Format::Json => {
+            let items: Vec<serde_json::Value> = all
+                .iter()
+                .flat_map(
+                    |c| match json::to_json_array(&c.diagnostics, &c.file, &c.text) {
+                        serde_json::Value::Array(items) => items,
+                        _ => Vec::new(),
+                    },
+                )
+                .collect();
+            print(&format!("{}\n", serde_json::Value::Array(items)));
+        }
+        Format::Human => {
+            let color = args.color.enabled();
+            for c in &all {
+                print(&human::render(&c.diagnostics, &c.file, &c.text, color));
+            }
+            print(&summary(all.len(), errors, warnings));
+        }
+    }
+    if io_error {
+        2
+    } else {
+        u8::from(errors > 0 || (args.deny_warnings && warnings > 0))
+    }
+}
+
+fn summary(files: usize, errors: usize, warnings: usize) -> String {
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    format!(
+        "checked {}: {}, {}\n",
+        plural(files, "file"),
+        plural(errors, "error"),
+        plural(warnings, "warning")
+    )
+}

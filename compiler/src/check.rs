@@ -1,0 +1,182 @@
+//! Semantic checks over the AST.
+//!
+//! Order: number the steps ([`model`]), validate dependencies and fallbacks
+//! ([`graph`]), then walk every step: parse its CEL ([`cel`]), resolve its
+//! references ([`references`]), check its action against the catalog
+//! ([`actions`]) and its own fields ([`steps`]). Every check reports into the
+//! sink and carries on.
+
+pub mod actions;
+pub mod cel;
+pub mod graph;
+pub mod jq;
+pub mod model;
+pub mod references;
+pub mod steps;
+
+use std::collections::BTreeSet;
+
+use opcode_vm::catalog::{Catalog, Ty};
+
+use self::graph::Graph;
+use self::model::{BlockRole, Model, StepIdx};
+use self::references::{Resolver, Site};
+use crate::ast::{Document, Expr, StepKind};
+use crate::diagnostics::Diagnostics;
+use crate::syntax::node::Node;
+
+/// The result of checking: the numbered workflow and its dependencies.
+pub struct Checked<'a> {
+    /// Steps and blocks, numbered.
+    pub model: Model<'a>,
+    /// Validated dependencies.
+    pub graph: Graph,
+}
+
+/// Runs every check on a lowered document.
+pub fn check<'a>(
+    doc: &'a Document,
+    catalog: &Catalog,
+    src: &str,
+    sink: &mut Diagnostics,
+) -> Checked<'a> {
+    let model = Model::build(doc, sink);
+    let graph = graph::build(&model, sink);
+    let (declared, types) = declared_inputs(doc);
+    let mut resolver = Resolver::new(&model, &graph, catalog, declared, types);
+    for s in 0..model.steps.len() {
+        check_step(s, &model, &mut resolver, catalog, src, sink);
+    }
+    if let Some(output) = &doc.workflow.output {
+        let pointer = format!("{}/output", doc.base_pointer);
+        resolver.template(output, Site::AfterRun, false, &pointer, sink);
+    }
+    Checked { model, graph }
+}
+
+fn check_step(
+    s: StepIdx,
+    model: &Model<'_>,
+    resolver: &mut Resolver<'_, '_>,
+    catalog: &Catalog,
+    src: &str,
+    sink: &mut Diagnostics,
+) {
+    let step = model.steps[s].step;
+    let site = if in_hook(model, s) {
+        Site::Hook(s)
+    } else {
+        Site::Step(s)
+    };
+    let cel_check = |expr: &Expr,
+                     site: Site,
+                     field: &str,
+                     resolver: &mut Resolver<'_, '_>,
+                     sink: &mut Diagnostics| {
+        let pointer = format!("{}/{field}", step.pointer);
+        match cel::analyze(expr, src, &pointer) {
+            Ok(refs) => resolver.cel(&refs, site, &pointer, sink),
+            Err(diagnostic) => sink.push(diagnostic),
+        }
+    };
+    if let Some(guard) = &step.guard {
+        cel_check(guard, site, "condition", resolver, sink);
+    }
+    match &step.kind {
+        StepKind::Action(action) => {
+            if let Some(params) = &action.params {
+                resolver.template(
+                    params,
+                    site,
+                    true,
+                    &format!("{}/params", step.pointer),
+                    sink,
+                );
+            }
+            actions::check(step, action, catalog, resolver, src, sink);
+        }
+        StepKind::Condition(c) => {
+            cel_check(&c.expression, site, "config/expression", resolver, sink)
+        }
+        StepKind::Loop(l) => {
+            if let Some(over) = &l.over {
+                let over_site = if matches!(site, Site::Hook(_)) {
+                    site
+                } else {
+                    Site::LoopOver(s)
+                };
+                cel_check(over, over_site, "config/over", resolver, sink);
+            }
+            if let Some(condition) = &l.condition {
+                cel_check(
+                    condition,
+                    Site::LoopCondition(s),
+                    "config/condition",
+                    resolver,
+                    sink,
+                );
+            }
+        }
+        StepKind::Reasoning(r) => {
+            for (key, value) in &r.data_inject {
+                let pointer = crate::syntax::lower::child_pointer(
+                    &format!("{}/config/data_inject", step.pointer),
+                    &key.value,
+                );
+                resolver.template(value, site, false, &pointer, sink);
+            }
+        }
+        StepKind::Parallel(_) | StepKind::Wait(_) => {}
+    }
+    steps::check(step, sink);
+}
+
+/// Is the step part of an `on_complete`/`on_error` hook?
+fn in_hook(model: &Model<'_>, s: StepIdx) -> bool {
+    let top = model.path_of(s)[0];
+    matches!(
+        model.blocks[model.steps[top].block].role,
+        BlockRole::OnComplete | BlockRole::OnError
+    )
+}
+
+/// Input names from `input_schema.properties` and the definition's `inputs`,
+/// with the JSON types the schema gives them.
+fn declared_inputs(doc: &Document) -> (Option<BTreeSet<String>>, Vec<(String, Ty)>) {
+    let schema = doc.wrapper.as_ref().and_then(|w| w.input_schema.as_ref());
+    let defaults = doc.workflow.inputs.as_ref();
+    if schema.is_none() && defaults.is_none() {
+        return (None, Vec::new());
+    }
+    let mut names = BTreeSet::new();
+    let mut types = Vec::new();
+    if let Some(properties) = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(|m| m.value.as_object())
+    {
+        for property in properties {
+            names.insert(property.key.clone());
+            if let Some(ty) = schema_type(&property.value) {
+                types.push((property.key.clone(), ty));
+            }
+        }
+    }
+    if let Some(members) = defaults.and_then(Node::as_object) {
+        names.extend(members.iter().map(|m| m.key.clone()));
+    }
+    (Some(names), types)
+}
+
+/// The [`Ty`] of a JSON Schema with a single `type`.
+fn schema_type(schema: &Node) -> Option<Ty> {
+    Some(match schema.get("type")?.value.as_str()? {
+        "string" => Ty::String,
+        "integer" => Ty::Int,
+        "number" => Ty::Number,
+        "boolean" => Ty::Bool,
+        "array" => Ty::array(Ty::Any),
+        "object" => Ty::map(Ty::Any),
+        "null" => Ty::Null,
+        _ => return None,
+    })
+}

@@ -1,0 +1,483 @@
+//! Action steps against the catalog: the action exists, required parameters
+//! are present, values have the right JSON type (literal values, and
+//! references whose type is known), unknown parameters are warned about,
+//! and the code some actions carry (`expr.eval`'s CEL, `json.jq`'s filter)
+//! parses.
+
+use opcode_vm::catalog::{ActionSpec, Catalog, Ty};
+
+use super::cel;
+use super::jq;
+use super::references::Resolver;
+use crate::ast::{ActionStep, Expr, Step, Template, TemplateKind, TextOrigin};
+use crate::diagnostics::codes::{E0015, E0031, E0040, E0041, E0042, E0048, E0049, W0002};
+use crate::diagnostics::{Diagnostic, Diagnostics, Fix, PatchOp, did_you_mean};
+use crate::duration::parse_millis;
+use crate::source::Span;
+use crate::syntax::lower::child_pointer;
+use crate::syntax::node::{Node, NodeKind};
+
+/// One parameter as written: its key and its value.
+struct Param<'t> {
+    key: &'t str,
+    key_span: Span,
+    value: ParamValue<'t>,
+}
+
+enum ParamValue<'t> {
+    Literal(&'t Node),
+    Template(&'t Template),
+}
+
+impl ParamValue<'_> {
+    fn span(&self) -> Span {
+        match self {
+            ParamValue::Literal(n) => n.span,
+            ParamValue::Template(t) => t.span,
+        }
+    }
+
+    fn literal(&self) -> Option<&Node> {
+        match self {
+            ParamValue::Literal(n) => Some(n),
+            ParamValue::Template(Template {
+                kind: TemplateKind::Literal(n),
+                ..
+            }) => Some(n),
+            ParamValue::Template(_) => None,
+        }
+    }
+}
+
+fn params_of(template: Option<&Template>) -> Vec<Param<'_>> {
+    let Some(template) = template else {
+        return Vec::new();
+    };
+    match &template.kind {
+        TemplateKind::Literal(node) => node
+            .as_object()
+            .unwrap_or_default()
+            .iter()
+            .map(|m| Param {
+                key: &m.key,
+                key_span: m.key_span,
+                value: ParamValue::Literal(&m.value),
+            })
+            .collect(),
+        TemplateKind::Object(members) => members
+            .iter()
+            .map(|(k, v)| Param {
+                key: &k.value,
+                key_span: k.span,
+                value: ParamValue::Template(v),
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Checks one action step.
+pub fn check(
+    step: &Step,
+    action: &ActionStep,
+    catalog: &Catalog,
+    resolver: &Resolver<'_, '_>,
+    src: &str,
+    sink: &mut Diagnostics,
+) {
+    let Some(spec) = catalog.get(&action.action.value) else {
+        unknown_action(step, action, catalog, sink);
+        return;
+    };
+    let params_pointer = format!("{}/params", step.pointer);
+    let params = params_of(action.params.as_ref());
+    for p in &spec.params {
+        if p.required && !params.iter().any(|given| given.key == p.name) {
+            let span = action
+                .params
+                .as_ref()
+                .map_or(action.action.span, |t| t.span);
+            sink.push(
+                Diagnostic::error(
+                    E0041,
+                    span,
+                    format!("`{}` needs parameter `{}`", spec.name, p.name),
+                )
+                .with_help(format!("{}: {}", p.name, p.doc))
+                .with_note(format!("signature: {}", spec.signature()))
+                .with_pointer(params_pointer.clone()),
+            );
+        }
+    }
+    for given in &params {
+        let pointer = child_pointer(&params_pointer, given.key);
+        match spec.param(given.key) {
+            Some(p) => check_type(spec, &p.name, &p.ty, given, resolver, &pointer, sink),
+            None if spec.open_params => {}
+            None => unknown_param(spec, given, &pointer, sink),
+        }
+    }
+    match spec.name.as_str() {
+        "expr.eval" => check_expr_eval(&params, src, &params_pointer, sink),
+        "json.jq" => check_jq_filter(&params, src, &params_pointer, sink),
+        "assert.equals" => check_never_equal(&params, resolver, &params_pointer, sink),
+        _ => {}
+    }
+}
+
+fn unknown_action(step: &Step, action: &ActionStep, catalog: &Catalog, sink: &mut Diagnostics) {
+    let name = &action.action.value;
+    let mut d = Diagnostic::error(
+        E0040,
+        action.action.span,
+        format!("unknown action `{name}`"),
+    )
+    .with_pointer(format!("{}/action", step.pointer));
+    if let Some(close) = catalog.closest(name) {
+        d = d
+            .with_help(format!("did you mean `{close}`?"))
+            .with_fix(Fix::replace(
+                format!("replace with `{close}`"),
+                action.action.span,
+                format!("\"{close}\""),
+                Some(PatchOp::Replace {
+                    path: format!("{}/action", step.pointer),
+                    value: close.into(),
+                }),
+            ));
+    } else {
+        let families: std::collections::BTreeSet<&str> = catalog
+            .iter()
+            .filter_map(|a| a.name.split_once('.').map(|(f, _)| f))
+            .collect();
+        d = d.with_help(format!(
+            "actions are named `<family>.<name>`; families: {}",
+            families.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    sink.push(d);
+}
+
+fn unknown_param(spec: &ActionSpec, given: &Param<'_>, pointer: &str, sink: &mut Diagnostics) {
+    let names: Vec<&str> = spec.params.iter().map(|p| p.name.as_str()).collect();
+    let mut d = Diagnostic::warning(
+        W0002,
+        given.key_span,
+        format!(
+            "`{}` has no parameter `{}`; it is ignored",
+            spec.name, given.key
+        ),
+    )
+    .with_note(format!("signature: {}", spec.signature()))
+    .with_pointer(pointer);
+    if let Some(close) = did_you_mean(given.key, &names) {
+        d = d
+            .with_help(format!("did you mean `{close}`?"))
+            .with_fix(Fix::replace(
+                format!("rename to `{close}`"),
+                given.key_span,
+                format!("\"{close}\""),
+                None,
+            ));
+    }
+    sink.push(d);
+}
+
+fn check_type(
+    spec: &ActionSpec,
+    name: &str,
+    ty: &Ty,
+    given: &Param<'_>,
+    resolver: &Resolver<'_, '_>,
+    pointer: &str,
+    sink: &mut Diagnostics,
+) {
+    let mismatch = |found: String| {
+        Diagnostic::error(
+            E0042,
+            given.value.span(),
+            format!(
+                "parameter `{name}` of `{}` must be {}, found {found}",
+                spec.name,
+                ty.describe()
+            ),
+        )
+        .with_pointer(pointer)
+    };
+    if let Some(node) = given.value.literal() {
+        let value = node.to_value();
+        if !ty.accepts(&value) {
+            let mut d = mismatch(node.kind_name().to_owned());
+            if let (Some(fixed), NodeKind::String(s)) = (coerce_literal(ty, node), &node.kind) {
+                d = d.with_fix(Fix::replace(
+                    format!("write `{fixed}` instead of \"{s}\""),
+                    node.span,
+                    fixed.to_string(),
+                    Some(PatchOp::Replace {
+                        path: pointer.to_owned(),
+                        value: fixed,
+                    }),
+                ));
+            }
+            sink.push(d);
+        } else if *ty == Ty::Duration
+            && let Some(text) = node.as_str()
+            && let Err(why) = parse_millis(text)
+        {
+            sink.push(
+                Diagnostic::error(E0015, node.span, format!("invalid duration: {why}"))
+                    .with_pointer(pointer),
+            );
+        }
+        return;
+    }
+    let ParamValue::Template(template) = &given.value else {
+        return;
+    };
+    match &template.kind {
+        TemplateKind::Text(_) if !ty.accepts(&serde_json::Value::String(String::new())) => {
+            sink.push(mismatch("text".into()).with_help(
+                "a string mixing text and `${{…}}` is rendered as text; to pass a value as-is, make the string exactly one `${{…}}`",
+            ));
+        }
+        TemplateKind::Ref(r) => {
+            if let Some(found) = resolver.reference_type(r)
+                && incompatible(&found, ty)
+            {
+                sink.push(mismatch(found.describe()));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Can no value of `found` ever satisfy `expected`?
+fn incompatible(found: &Ty, expected: &Ty) -> bool {
+    fn kind(ty: &Ty) -> Option<u8> {
+        match ty {
+            Ty::Null => Some(0),
+            Ty::Bool => Some(1),
+            Ty::Int | Ty::Number => Some(2),
+            Ty::String | Ty::Duration | Ty::Enum { .. } => Some(3),
+            Ty::Array { .. } => Some(4),
+            Ty::Map { .. } | Ty::Object { .. } => Some(5),
+            Ty::Any | Ty::OneOf { .. } => None,
+        }
+    }
+    if let Ty::OneOf { types } = expected {
+        return types.iter().all(|t| incompatible(found, t));
+    }
+    matches!((kind(found), kind(expected)), (Some(a), Some(b)) if a != b)
+}
+
+/// A string literal that should have been a number or boolean, converted.
+fn coerce_literal(ty: &Ty, node: &Node) -> Option<serde_json::Value> {
+    let text = node.as_str()?.trim();
+    let candidates = [
+        text.parse::<i64>().ok().map(serde_json::Value::from),
+        text.parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map(serde_json::Value::Number),
+        text.parse::<bool>().ok().map(serde_json::Value::Bool),
+    ];
+    candidates.into_iter().flatten().find(|v| ty.accepts(v))
+}
+
+fn check_expr_eval(params: &[Param<'_>], src: &str, pointer: &str, sink: &mut Diagnostics) {
+    let Some(given) = params.iter().find(|p| p.key == "expression") else {
+        return;
+    };
+    let Some(node) = given.value.literal() else {
+        return;
+    };
+    let Some(source) = node.as_str() else { return };
+    let expr = Expr {
+        source: source.to_owned(),
+        span: node.span,
+        origin: TextOrigin::JsonString(node.span),
+    };
+    let expression_pointer = child_pointer(pointer, "expression");
+    let Err(mut d) = cel::analyze(&expr, src, &expression_pointer) else {
+        return;
+    };
+    if let Some(rewritten) = expr_to_cel(source) {
+        d = Diagnostic::error(
+            E0048,
+            node.span,
+            "`expr.eval` takes a CEL expression; this is Expr-language syntax",
+        )
+        .with_help(format!("in CEL: {rewritten}"))
+        .with_fix(Fix::replace(
+            format!("rewrite as `{rewritten}`"),
+            node.span,
+            serde_json::to_string(&rewritten).unwrap_or_default(),
+            Some(PatchOp::Replace {
+                path: expression_pointer,
+                value: rewritten.clone().into(),
+            }),
+        ));
+    }
+    sink.push(d);
+}
+
+/// Rewrites Expr's `filter(list, {.x > 1})` family into CEL macros.
+pub fn expr_to_cel(source: &str) -> Option<String> {
+    let s = source.trim();
+    let open = s.find('(')?;
+    let name = &s[..open];
+    let inner = s[open + 1..].strip_suffix(')')?;
+    let brace = inner.rfind(", {").or_else(|| inner.rfind(",{"))?;
+    let list = inner[..brace].trim();
+    let body = inner[brace..]
+        .trim_start_matches(',')
+        .trim()
+        .strip_prefix('{')?
+        .strip_suffix('}')?
+        .trim();
+    let var = "x";
+    let mut converted = String::new();
+    let mut previous: Option<char> = None;
+    for c in body.chars() {
+        let at_start = previous
+            .is_none_or(|p| !(p.is_alphanumeric() || p == '_' || p == ']' || p == ')' || p == '.'));
+        if c == '.' && at_start {
+            converted.push_str(var);
+            converted.push('.');
+        } else if c == '#' {
+            converted.push_str(var);
+        } else {
+            converted.push(c);
+        }
+        previous = Some(c);
+    }
+    let rewritten = match name {
+        "filter" => format!("{list}.filter({var}, {converted})"),
+        "map" => format!("{list}.map({var}, {converted})"),
+        "all" => format!("{list}.all({var}, {converted})"),
+        "any" => format!("{list}.exists({var}, {converted})"),
+        "none" => format!("!{list}.exists({var}, {converted})"),
+        "count" => format!("{list}.filter({var}, {converted}).size()"),
+        _ => return None,
+    };
+    ::cel::parser::Parser::new()
+        .parse(&rewritten)
+        .ok()
+        .map(|_| rewritten)
+}
+
+fn check_jq_filter(params: &[Param<'_>], src: &str, pointer: &str, sink: &mut Diagnostics) {
+    let Some(given) = params.iter().find(|p| p.key == "filter") else {
+        return;
+    };
+    let Some(node) = given.value.literal() else {
+        return;
+    };
+    let Some(code) = node.as_str() else { return };
+    if let Err((message, range)) = jq::check(code) {
+        let span = TextOrigin::JsonString(node.span).file_span(src, range);
+        sink.push(
+            Diagnostic::error(E0031, span, format!("invalid jq filter: {message}"))
+                .with_secondary(node.span, "in this filter")
+                .with_pointer(child_pointer(pointer, "filter")),
+        );
+    }
+}
+
+fn check_never_equal(
+    params: &[Param<'_>],
+    resolver: &Resolver<'_, '_>,
+    pointer: &str,
+    sink: &mut Diagnostics,
+) {
+    let find = |key: &str| params.iter().find(|p| p.key == key);
+    let (Some(expected), Some(actual)) = (find("expected"), find("actual")) else {
+        return;
+    };
+    let ty_of = |p: &Param<'_>| -> Option<Ty> {
+        if let Some(node) = p.value.literal() {
+            return Some(match &node.kind {
+                NodeKind::Null => Ty::Null,
+                NodeKind::Bool(_) => Ty::Bool,
+                NodeKind::Number(_) => Ty::Number,
+                NodeKind::String(_) => Ty::String,
+                NodeKind::Array(_) | NodeKind::Object(_) => return None,
+            });
+        }
+        match &p.value {
+            ParamValue::Template(Template {
+                kind: TemplateKind::Ref(r),
+                ..
+            }) => resolver.reference_type(r),
+            ParamValue::Template(Template {
+                kind: TemplateKind::Text(_),
+                ..
+            }) => Some(Ty::String),
+            _ => None,
+        }
+    };
+    let (Some(e), Some(a)) = (ty_of(expected), ty_of(actual)) else {
+        return;
+    };
+    if !e.disjoint_scalar(&a) {
+        return;
+    }
+    let mut d = Diagnostic::error(
+        E0049,
+        expected.value.span(),
+        format!(
+            "`expected` is {} but `actual` is {}: they can never be equal",
+            e.describe(),
+            a.describe()
+        ),
+    )
+    .with_secondary(actual.value.span(), format!("this is {}", a.describe()))
+    .with_help("interpolation keeps types: a `${{…}}` that names a number passes a number")
+    .with_pointer(child_pointer(pointer, "expected"));
+    if let Some(node) = expected.value.literal()
+        && let Some(fixed) = coerce_literal(&a, node)
+    {
+        d = d.with_fix(Fix::replace(
+            format!("compare with `{fixed}`"),
+            node.span,
+            fixed.to_string(),
+            Some(PatchOp::Replace {
+                path: child_pointer(pointer, "expected"),
+                value: fixed,
+            }),
+        ));
+    }
+    sink.push(d);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrites_expr_filters_to_cel() {
+        assert_eq!(
+            expr_to_cel("filter(steps['fetch-data'].body.items, {.score >= inputs.threshold})")
+                .as_deref(),
+            Some("steps['fetch-data'].body.items.filter(x, x.score >= inputs.threshold)")
+        );
+        assert_eq!(
+            expr_to_cel("map(inputs.list, {# * 2})").as_deref(),
+            Some("inputs.list.map(x, x * 2)")
+        );
+        assert_eq!(expr_to_cel("1 + 2"), None);
+    }
+
+    #[test]
+    fn incompatible_types() {
+        assert!(incompatible(&Ty::Int, &Ty::String));
+        assert!(!incompatible(&Ty::Int, &Ty::Number));
+        assert!(!incompatible(&Ty::Any, &Ty::String));
+        assert!(incompatible(
+            &Ty::object([]),
+            &Ty::OneOf {
+                types: vec![Ty::String, Ty::array(Ty::Any)]
+            }
+        ));
+    }
+}

@@ -1,0 +1,360 @@
+//! CEL expressions: parse every one with the `cel` crate and find what it
+//! refers to.
+//!
+//! A parse error becomes `E0030` at the exact character, with help for the
+//! two mistakes people coming from opcode make: writing `loop.item` (`loop`
+//! is reserved in CEL; use `iter.item`) and writing `${{…}}` inside CEL. The
+//! references found (`steps['x']`, `steps.x`, `inputs.y`, `iter`) are checked
+//! by `check::references` like interpolation references.
+
+use std::fmt::Write;
+
+use cel::common::ast::operators::INDEX;
+use cel::common::ast::{Expr as CelExpr, IdedExpr, LiteralValue};
+
+use crate::ast::Expr;
+use crate::diagnostics::codes::E0030;
+use crate::diagnostics::{Diagnostic, Fix, PatchOp};
+use crate::source::Span;
+use crate::syntax::template::{self, Piece, Segment};
+
+/// What a CEL expression refers to.
+#[derive(Debug, Default)]
+pub struct CelRefs {
+    /// `steps['x']` / `steps.x`: the id and where it is written.
+    pub steps: Vec<(String, Span)>,
+    /// `steps` used as a whole or indexed dynamically.
+    pub dynamic_steps: bool,
+    /// Where `iter` is used, if anywhere.
+    pub iter: Option<Span>,
+    /// `inputs.x` / `inputs['x']`.
+    pub inputs: Vec<(String, Span)>,
+}
+
+/// Parses `expr`; reports errors; returns its references when it parses.
+pub fn analyze(expr: &Expr, src: &str, pointer: &str) -> Result<CelRefs, Diagnostic> {
+    let parsed = cel::parser::Parser::new().parse_with_source_info(&expr.source);
+    match parsed {
+        Ok((ast, info)) => {
+            let mut refs = CelRefs::default();
+            let locate = |id: u64| -> Span {
+                let (start, stop) = info.offset_for(id).unwrap_or((0, 0));
+                let start = char_to_byte(&expr.source, start as usize);
+                let stop = char_to_byte(&expr.source, stop as usize + 1).max(start);
+                expr.origin.file_span(src, start..stop)
+            };
+            walk(&ast, &mut refs, &locate);
+            Ok(refs)
+        }
+        Err(errors) => {
+            let first = errors.errors.first();
+            let (line, column) = first.map_or((1, 1), |e| e.pos);
+            let offset = line_col_to_byte(&expr.source, line, column);
+            let span = expr
+                .origin
+                .file_span(src, offset..offset.saturating_add(1).min(expr.source.len()));
+            let message = first.map_or_else(
+                || "invalid expression".to_owned(),
+                |e| plain_message(&e.msg),
+            );
+            Err(parse_error(expr, src, span, &message, pointer))
+        }
+    }
+}
+
+fn parse_error(expr: &Expr, src: &str, span: Span, message: &str, pointer: &str) -> Diagnostic {
+    let mut d = Diagnostic::error(E0030, span, format!("invalid CEL expression: {message}"))
+        .with_secondary(expr.span, "in this expression")
+        .with_pointer(pointer);
+    if !template::is_plain(&expr.source) {
+        d = d.with_help("CEL fields take an expression, not `${{…}}`: write `steps['fetch'].status_code`, `inputs.name`");
+        if let Some(rewritten) = rewrite_interpolation(&expr.source) {
+            let quoted = serde_json::to_string(&rewritten).unwrap_or_default();
+            d = d.with_fix(Fix::replace(
+                format!("rewrite as `{rewritten}`"),
+                expr.span,
+                quoted,
+                Some(PatchOp::Replace {
+                    path: pointer.to_owned(),
+                    value: rewritten.into(),
+                }),
+            ));
+        }
+    } else if mentions_loop(&expr.source) {
+        d = d.with_help("`loop` is a reserved word in CEL: write `iter.item` and `iter.index`");
+        let rewritten = expr.source.replace("loop.", "iter.");
+        let quoted = serde_json::to_string(&rewritten).unwrap_or_default();
+        d = d.with_fix(Fix::replace(
+            "replace `loop.` with `iter.`",
+            expr.span,
+            quoted,
+            Some(PatchOp::Replace {
+                path: pointer.to_owned(),
+                value: rewritten.into(),
+            }),
+        ));
+    }
+    let _ = src;
+    d
+}
+
+/// Shortens the parser's messages: `mismatched input 'x' expecting {…}` → "unexpected `x`".
+fn plain_message(message: &str) -> String {
+    let message = message.trim_start_matches("Syntax error: ");
+    for prefix in [
+        "mismatched input '",
+        "extraneous input '",
+        "token recognition error at: '",
+    ] {
+        if let Some(rest) = message.strip_prefix(prefix)
+            && let Some((token, _)) = rest.split_once('\'')
+        {
+            return if token == "<EOF>" {
+                "the expression ends too early".to_owned()
+            } else {
+                format!("unexpected `{token}`")
+            };
+        }
+    }
+    if let Some(rest) = message.strip_prefix("no viable alternative at input '")
+        && let Some((input, _)) = rest.rsplit_once('\'')
+    {
+        return format!("cannot parse `{input}`");
+    }
+    message.to_owned()
+}
+
+fn mentions_loop(source: &str) -> bool {
+    source.match_indices("loop.").any(|(i, _)| {
+        i == 0
+            || !source.as_bytes()[i - 1].is_ascii_alphanumeric() && source.as_bytes()[i - 1] != b'_'
+    })
+}
+
+/// `${{steps.x.output.y}} == 1` → `steps['x'].y == 1`, when every token is a plain reference.
+pub fn rewrite_interpolation(source: &str) -> Option<String> {
+    let pieces = template::parse_template(source).ok()?;
+    let mut out = String::new();
+    for piece in pieces {
+        match piece {
+            Piece::Text(t) => out.push_str(&t),
+            Piece::Ref(r, _) => out.push_str(&cel_path(&r.namespace, &r.segments)?),
+        }
+    }
+    Some(out.trim().to_owned())
+}
+
+/// The CEL spelling of a reference path.
+pub fn cel_path(namespace: &str, segments: &[(Segment, std::ops::Range<usize>)]) -> Option<String> {
+    let mut rest = segments.iter().map(|(s, _)| s);
+    let mut out = match namespace {
+        "steps" => {
+            let Some(Segment::Key(id)) = rest.next() else {
+                return None;
+            };
+            let mut rest_peek = rest.clone();
+            if rest_peek.next() == Some(&Segment::Key("output".into())) {
+                rest.next();
+            }
+            format!("steps['{id}']")
+        }
+        "loop" => "iter".to_owned(),
+        "secrets" => return None,
+        other => other.to_owned(),
+    };
+    for segment in rest {
+        match segment {
+            Segment::Key(k) if is_cel_ident(k) => {
+                out.push('.');
+                out.push_str(k);
+            }
+            Segment::Key(k) => {
+                let _ = write!(out, "['{}']", k.replace('\'', "\\'"));
+            }
+            Segment::Index(i) => {
+                let _ = write!(out, "[{i}]");
+            }
+        }
+    }
+    Some(out)
+}
+
+fn is_cel_ident(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn walk(e: &IdedExpr, refs: &mut CelRefs, locate: &dyn Fn(u64) -> Span) {
+    match &e.expr {
+        CelExpr::Ident(name) => match name.as_str() {
+            "steps" => refs.dynamic_steps = true,
+            "iter" => {
+                refs.iter.get_or_insert_with(|| locate(e.id));
+            }
+            _ => {}
+        },
+        CelExpr::Select(select) => {
+            if let CelExpr::Ident(root) = &select.operand.expr {
+                // The node's offset is the `.`; the reference spans `root.field`.
+                let dot = locate(e.id);
+                let span = Span {
+                    start: locate(select.operand.id).start,
+                    end: dot.start + 1 + select.field.len() as u32,
+                };
+                match root.as_str() {
+                    "steps" => return refs.steps.push((select.field.clone(), span)),
+                    "inputs" => return refs.inputs.push((select.field.clone(), span)),
+                    _ => {}
+                }
+            }
+            walk(&select.operand, refs, locate);
+        }
+        CelExpr::Call(call) => {
+            if call.func_name == INDEX
+                && let [
+                    target,
+                    IdedExpr {
+                        expr: CelExpr::Literal(LiteralValue::String(key)),
+                        ..
+                    },
+                ] = call.args.as_slice()
+                && let CelExpr::Ident(root) = &target.expr
+            {
+                // From the root name to the `]` after the key.
+                let key_span = locate(call.args[1].id);
+                let span = Span {
+                    start: locate(target.id).start,
+                    end: key_span.end + 1,
+                };
+                match root.as_str() {
+                    "steps" => return refs.steps.push((key.inner().to_owned(), span)),
+                    "inputs" => return refs.inputs.push((key.inner().to_owned(), span)),
+                    _ => {}
+                }
+            }
+            if let Some(target) = &call.target {
+                walk(target, refs, locate);
+            }
+            for arg in &call.args {
+                walk(arg, refs, locate);
+            }
+        }
+        CelExpr::Comprehension(c) => {
+            for part in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
+                walk(part, refs, locate);
+            }
+        }
+        CelExpr::List(list) => {
+            for item in &list.elements {
+                walk(item, refs, locate);
+            }
+        }
+        CelExpr::Map(map) => {
+            for entry in &map.entries {
+                if let cel::common::ast::EntryExpr::MapEntry(m) = &entry.expr {
+                    walk(&m.key, refs, locate);
+                    walk(&m.value, refs, locate);
+                }
+            }
+        }
+        CelExpr::Struct(s) => {
+            for entry in &s.entries {
+                if let cel::common::ast::EntryExpr::StructField(f) = &entry.expr {
+                    walk(&f.value, refs, locate);
+                }
+            }
+        }
+        CelExpr::Literal(_) | CelExpr::Unspecified => {}
+    }
+}
+
+/// Byte offset of the `chars`-th character of `s` (clamped).
+fn char_to_byte(s: &str, chars: usize) -> usize {
+    s.char_indices().nth(chars).map_or(s.len(), |(i, _)| i)
+}
+
+/// Byte offset of a 1-based (line, column in characters) position in `s`.
+fn line_col_to_byte(s: &str, line: isize, column: isize) -> usize {
+    let line = usize::try_from(line.max(1)).unwrap_or(1);
+    let column = usize::try_from(column.max(1)).unwrap_or(1);
+    let mut start = 0;
+    for (i, l) in s.split_inclusive('\n').enumerate() {
+        if i + 1 == line {
+            return start + char_to_byte(l, column - 1).min(l.len());
+        }
+        start += l.len();
+    }
+    s.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ast::TextOrigin;
+
+    fn expr(source: &str) -> Expr {
+        Expr {
+            source: source.to_owned(),
+            span: Span::new(0, source.len()),
+            origin: TextOrigin::Verbatim(0),
+        }
+    }
+
+    #[test]
+    fn finds_step_input_and_iter_references() {
+        let e =
+            expr("steps['fetch-a'].hash != steps.b.hash && inputs.x && iter.item in inputs['y-z']");
+        let refs = analyze(&e, &e.source, "").unwrap();
+        let ids: Vec<&str> = refs.steps.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["fetch-a", "b"]);
+        let inputs: Vec<&str> = refs.inputs.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(inputs, ["x", "y-z"]);
+        assert!(refs.iter.is_some());
+        assert!(!refs.dynamic_steps);
+        let (_, span) = &refs.steps[0];
+        assert_eq!(&e.source[span.range()], "steps['fetch-a']");
+    }
+
+    #[test]
+    fn dynamic_step_access_is_flagged() {
+        let e = expr("size(steps) > 0");
+        assert!(analyze(&e, &e.source, "").unwrap().dynamic_steps);
+    }
+
+    #[test]
+    fn parse_errors_point_at_the_character() {
+        let e = expr("inputs.a == ");
+        let d = analyze(&e, &e.source, "/x").unwrap_err();
+        assert_eq!(d.code.id, "E0030");
+        assert_eq!(d.pointer.as_deref(), Some("/x"));
+    }
+
+    #[test]
+    fn loop_keyword_gets_a_fix() {
+        let e = expr("loop.item == 'a'");
+        let d = analyze(&e, &e.source, "").unwrap_err();
+        assert!(d.help.unwrap().contains("iter.item"));
+        assert_eq!(d.fix.unwrap().edits[0].replacement, "\"iter.item == 'a'\"");
+    }
+
+    #[test]
+    fn interpolation_in_cel_gets_a_rewrite() {
+        assert_eq!(
+            rewrite_interpolation("${{steps.fetch.output.status_code}} == 200").as_deref(),
+            Some("steps['fetch'].status_code == 200")
+        );
+        assert_eq!(
+            rewrite_interpolation("${{ loop.item.name }}").as_deref(),
+            Some("iter.item.name")
+        );
+    }
+}

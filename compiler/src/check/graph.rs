@@ -1,0 +1,405 @@
+//! Dependencies: `depends_on`, fallbacks, cycles, and what is guaranteed to
+//! have finished before a step starts.
+//!
+//! The top-level steps form a DAG through `depends_on`. Every nested list
+//! (a branch, a loop body, a parallel branch) runs in source order, so each
+//! nested step depends on the one before it; its own `depends_on` may only
+//! name earlier siblings. A step named as another step's `fallback_step` is
+//! taken out of the schedule: it runs only in place of the failed step.
+//!
+//! A reference `steps.X` from step S is valid only when X is guaranteed to
+//! have finished when S starts: X is a transitive dependency of S (or an
+//! earlier sibling in a nested list), or of any step enclosing S, or X sits
+//! inside a finished `parallel`/`all` step in that set.
+
+use std::collections::HashSet;
+
+use opcode_vm::policy::{ParallelMode, Strategy};
+use petgraph::algo::tarjan_scc;
+use petgraph::graphmap::DiGraphMap;
+
+use super::model::{BlockRole, Model, StepIdx};
+use crate::ast::StepKind;
+use crate::diagnostics::codes::{
+    E0021, E0022, E0023, E0024, E0025, E0043, E0044, E0050, W0007, W0009,
+};
+use crate::diagnostics::{Diagnostic, Diagnostics, Fix, did_you_mean};
+
+/// The validated dependency structure.
+#[derive(Debug)]
+pub struct Graph {
+    /// Direct dependencies of each step, within its block (explicit and, in
+    /// nested lists, the previous step).
+    pub deps: Vec<Vec<StepIdx>>,
+    /// For a fallback-only step, the step it stands in for.
+    pub fallback_of: Vec<Option<StepIdx>>,
+    /// For a step with `fallback_step`, the fallback.
+    pub fallback: Vec<Option<StepIdx>>,
+}
+
+impl Graph {
+    /// Does this step run only as another step's fallback?
+    pub fn is_fallback_only(&self, step: StepIdx) -> bool {
+        self.fallback_of[step].is_some()
+    }
+}
+
+/// Validates `depends_on` and `fallback_step`, and detects cycles.
+pub fn build(model: &Model<'_>, sink: &mut Diagnostics) -> Graph {
+    let n = model.steps.len();
+    let mut graph = Graph {
+        deps: vec![Vec::new(); n],
+        fallback_of: vec![None; n],
+        fallback: vec![None; n],
+    };
+    resolve_fallbacks(model, &mut graph, sink);
+    for block in &model.blocks {
+        let mut previous: Option<StepIdx> = None;
+        for &s in &block.steps {
+            let info = &model.steps[s];
+            let mut seen = HashSet::new();
+            for dep in &info.step.depends_on {
+                let pointer = format!("{}/depends_on", info.step.pointer);
+                let Some(&target) = model.by_id.get(dep.value.as_str()) else {
+                    let siblings: Vec<&str> = block
+                        .steps
+                        .iter()
+                        .map(|&t| model.steps[t].step.id.value.as_str())
+                        .filter(|id| *id != info.step.id.value)
+                        .collect();
+                    let mut d = Diagnostic::error(
+                        E0021,
+                        dep.span,
+                        format!("`depends_on` names unknown step `{}`", dep.value),
+                    )
+                    .with_pointer(pointer);
+                    if let Some(close) = did_you_mean(&dep.value, &siblings) {
+                        d = d
+                            .with_help(format!("did you mean `{close}`?"))
+                            .with_fix(Fix::replace(
+                                format!("replace with `{close}`"),
+                                dep.span,
+                                format!("\"{close}\""),
+                                None,
+                            ));
+                    }
+                    sink.push(d);
+                    continue;
+                };
+                if target == s {
+                    sink.push(
+                        Diagnostic::error(
+                            E0022,
+                            dep.span,
+                            format!("step `{}` depends on itself", dep.value),
+                        )
+                        .with_help("remove this entry")
+                        .with_pointer(pointer),
+                    );
+                    continue;
+                }
+                if !seen.insert(target) {
+                    sink.push(
+                        Diagnostic::warning(
+                            W0007,
+                            dep.span,
+                            format!("`{}` is listed twice in `depends_on`", dep.value),
+                        )
+                        .with_pointer(pointer),
+                    );
+                    continue;
+                }
+                if model.steps[target].block != info.block {
+                    let mut d = Diagnostic::error(
+                        E0023,
+                        dep.span,
+                        format!(
+                            "`{}` is not in the same list of steps as `{}`",
+                            dep.value, info.step.id.value
+                        ),
+                    )
+                    .with_secondary(model.steps[target].step.id.span, "defined here")
+                    .with_pointer(pointer);
+                    d = if model.is_inside(s, target) {
+                        d.with_help("a step cannot depend on a step that contains it")
+                    } else {
+                        d.with_help(
+                            "`depends_on` names steps of the same list; a nested step already runs after everything its enclosing step depends on",
+                        )
+                    };
+                    sink.push(d);
+                    continue;
+                }
+                if let Some(owner) = graph.fallback_of[target] {
+                    sink.push(
+                        Diagnostic::error(
+                            E0025,
+                            dep.span,
+                            format!(
+                                "`{}` only runs as the fallback of `{}`",
+                                dep.value, model.steps[owner].step.id.value
+                            ),
+                        )
+                        .with_help(format!(
+                            "depend on `{}` instead: its output is the fallback's when it fails",
+                            model.steps[owner].step.id.value
+                        ))
+                        .with_pointer(pointer),
+                    );
+                    continue;
+                }
+                graph.deps[s].push(target);
+            }
+            if block.sequential() && !graph.is_fallback_only(s) {
+                if let Some(p) = previous
+                    && !graph.deps[s].contains(&p)
+                {
+                    graph.deps[s].push(p);
+                }
+                previous = Some(s);
+            }
+        }
+    }
+    report_cycles(model, &graph, sink);
+    graph
+}
+
+fn resolve_fallbacks(model: &Model<'_>, graph: &mut Graph, sink: &mut Diagnostics) {
+    for (s, info) in model.steps.iter().enumerate() {
+        let Some(on_error) = &info.step.on_error else {
+            continue;
+        };
+        if on_error.strategy.value != Strategy::FallbackStep {
+            continue;
+        }
+        let pointer = format!("{}/on_error", info.step.pointer);
+        let Some(name) = &on_error.fallback_step else {
+            sink.push(
+                Diagnostic::error(
+                    E0044,
+                    on_error.strategy.span,
+                    "strategy `fallback_step` needs `fallback_step`",
+                )
+                .with_help("name the step to run instead, or choose another strategy")
+                .with_pointer(pointer),
+            );
+            continue;
+        };
+        let target = model.by_id.get(name.value.as_str()).copied();
+        let Some(target) = target.filter(|t| model.steps[*t].block == info.block && *t != s) else {
+            let message = if target == Some(s) {
+                "a step cannot be its own fallback".to_owned()
+            } else if target.is_some() {
+                format!(
+                    "fallback step `{}` must be in the same list of steps",
+                    name.value
+                )
+            } else {
+                format!("fallback step `{}` does not exist", name.value)
+            };
+            sink.push(
+                Diagnostic::error(E0043, name.span, message)
+                    .with_pointer(format!("{pointer}/fallback_step")),
+            );
+            continue;
+        };
+        if let Some(previous) = graph.fallback_of[target] {
+            sink.push(
+                Diagnostic::error(
+                    E0050,
+                    name.span,
+                    format!(
+                        "`{}` is already the fallback of `{}`",
+                        name.value, model.steps[previous].step.id.value
+                    ),
+                )
+                .with_help("give each step its own fallback step")
+                .with_pointer(format!("{pointer}/fallback_step")),
+            );
+            continue;
+        }
+        graph.fallback_of[target] = Some(s);
+        graph.fallback[s] = Some(target);
+        let fallback_step = model.steps[target].step;
+        if let Some(first) = fallback_step.depends_on.first() {
+            sink.push(
+                Diagnostic::warning(
+                    W0009,
+                    first.span,
+                    format!(
+                        "`{}` runs as a fallback, so its `depends_on` is ignored",
+                        name.value
+                    ),
+                )
+                .with_help(format!(
+                    "it runs when `{}` fails, after `{}`'s own dependencies",
+                    info.step.id.value, info.step.id.value
+                ))
+                .with_pointer(format!("{}/depends_on", fallback_step.pointer)),
+            );
+        }
+    }
+}
+
+fn report_cycles(model: &Model<'_>, graph: &Graph, sink: &mut Diagnostics) {
+    let mut g: DiGraphMap<StepIdx, ()> = DiGraphMap::new();
+    for (s, deps) in graph.deps.iter().enumerate() {
+        g.add_node(s);
+        for &d in deps {
+            g.add_edge(d, s, ());
+        }
+    }
+    for component in tarjan_scc(&g) {
+        if component.len() < 2 {
+            continue;
+        }
+        let cycle = find_cycle(&g, &component);
+        let names: Vec<&str> = cycle
+            .iter()
+            .map(|&s| model.steps[s].step.id.value.as_str())
+            .collect();
+        let first = cycle[0];
+        let info = &model.steps[first];
+        // Point at the `depends_on` entry that closes the cycle.
+        let closing = cycle[cycle.len() - 1];
+        let closing_id = &model.steps[closing].step.id.value;
+        let span = info
+            .step
+            .depends_on
+            .iter()
+            .find(|d| &d.value == closing_id)
+            .map_or(info.step.id.span, |d| d.span);
+        let mut path = names.clone();
+        path.push(names[0]);
+        let nested = model.blocks[info.block].role != BlockRole::Root;
+        let mut d = Diagnostic::error(
+            E0024,
+            span,
+            format!("dependency cycle: {}", path.join(" → ")),
+        )
+        .with_pointer(format!("{}/depends_on", info.step.pointer));
+        for window in cycle.windows(2) {
+            let (from, to) = (window[0], window[1]);
+            if let Some(dep) = model.steps[to]
+                .step
+                .depends_on
+                .iter()
+                .find(|dep| dep.value == model.steps[from].step.id.value)
+            {
+                d = d.with_secondary(
+                    dep.span,
+                    format!(
+                        "`{}` waits for `{}`",
+                        model.steps[to].step.id.value, model.steps[from].step.id.value
+                    ),
+                );
+            }
+        }
+        d = if nested {
+            d.with_help("steps in a branch or body run in order: `depends_on` may only name earlier steps of the same list")
+        } else {
+            d.with_help("remove one of these dependencies")
+        };
+        sink.push(d);
+    }
+}
+
+/// A simple cycle through the strongly connected `component`, in edge order.
+fn find_cycle(g: &DiGraphMap<StepIdx, ()>, component: &[StepIdx]) -> Vec<StepIdx> {
+    let members: HashSet<StepIdx> = component.iter().copied().collect();
+    let start = *component.iter().min().unwrap_or(&component[0]);
+    let mut path = vec![start];
+    let mut on_path: HashSet<StepIdx> = HashSet::from([start]);
+    let mut current = start;
+    loop {
+        let mut next_nodes: Vec<StepIdx> = g
+            .neighbors(current)
+            .filter(|n| members.contains(n))
+            .collect();
+        next_nodes.sort_unstable();
+        if next_nodes.contains(&start) && path.len() > 1 {
+            return path;
+        }
+        let Some(&next) = next_nodes.iter().find(|n| !on_path.contains(n)) else {
+            return path;
+        };
+        if next_nodes.contains(&start) {
+            return path;
+        }
+        path.push(next);
+        on_path.insert(next);
+        current = next;
+    }
+}
+
+/// The steps guaranteed to have finished when each step starts.
+pub struct Guarantees<'m, 'a> {
+    model: &'m Model<'a>,
+    graph: &'m Graph,
+    memo: Vec<Option<Vec<bool>>>,
+}
+
+impl<'m, 'a> Guarantees<'m, 'a> {
+    /// Prepares the computation (done lazily per step).
+    pub fn new(model: &'m Model<'a>, graph: &'m Graph) -> Guarantees<'m, 'a> {
+        Guarantees {
+            model,
+            graph,
+            memo: vec![None; model.steps.len()],
+        }
+    }
+
+    /// Is `target` guaranteed finished when `step` starts?
+    pub fn finished_before(&mut self, step: StepIdx, target: StepIdx) -> bool {
+        self.before(step).get(target).copied().unwrap_or(false)
+    }
+
+    fn before(&mut self, step: StepIdx) -> &[bool] {
+        if self.memo[step].is_none() {
+            let set = self.compute(step);
+            self.memo[step] = Some(set);
+        }
+        self.memo[step].as_deref().unwrap_or_default()
+    }
+
+    fn compute(&mut self, step: StepIdx) -> Vec<bool> {
+        let n = self.model.steps.len();
+        // A fallback runs in place of the step it stands in for.
+        if let Some(owner) = self.graph.fallback_of[step] {
+            return self.before(owner).to_vec();
+        }
+        let mut set = match self.model.steps[step].parent {
+            Some(parent) => self.before(parent).to_vec(),
+            None => vec![false; n],
+        };
+        let mut stack: Vec<StepIdx> = self.graph.deps[step].clone();
+        while let Some(d) = stack.pop() {
+            if set[d] {
+                continue;
+            }
+            set[d] = true;
+            self.add_finished_children(d, &mut set);
+            stack.extend(self.graph.deps[d].iter().copied());
+        }
+        set
+    }
+
+    /// Marks the steps certainly finished inside a finished step: the
+    /// contents of a `parallel` step in `all` mode.
+    fn add_finished_children(&self, step: StepIdx, set: &mut [bool]) {
+        let StepKind::Parallel(p) = &self.model.steps[step].step.kind else {
+            return;
+        };
+        if p.mode.value != ParallelMode::All {
+            return;
+        }
+        for &block in &self.model.steps[step].children {
+            for &inner in &self.model.blocks[block].steps {
+                if !self.graph.is_fallback_only(inner) && !set[inner] {
+                    set[inner] = true;
+                    self.add_finished_children(inner, set);
+                }
+            }
+        }
+    }
+}

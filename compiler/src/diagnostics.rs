@@ -1,0 +1,287 @@
+//! Diagnostics are data.
+//!
+//! Every problem the compiler finds becomes one [`Diagnostic`]: a stable
+//! [`Code`], a severity, a message, labelled spans, a help line, and where
+//! possible a machine-applicable [`Fix`]. Phases push into a [`Diagnostics`]
+//! sink and keep going, so one run reports every problem. Rendering happens at
+//! the edge: [`render::human`] (ariadne) and [`render::json`] (tools, MCP).
+
+pub mod codes;
+pub mod render;
+
+use opcode_vm::Code;
+use serde::Serialize;
+
+use crate::source::Span;
+
+/// How bad a diagnostic is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The workflow is still valid; something looks wrong.
+    Warning,
+    /// The workflow cannot be compiled.
+    Error,
+}
+
+/// A span with a message, pointing into the source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Label {
+    /// Where.
+    pub span: Span,
+    /// What is there (may be empty).
+    pub message: String,
+    /// Is this the main location of the diagnostic?
+    pub primary: bool,
+}
+
+/// One text replacement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TextEdit {
+    /// The bytes to replace (empty to insert).
+    #[serde(skip)]
+    pub span: Span,
+    /// The new text.
+    pub replacement: String,
+}
+
+/// One JSON Patch (RFC 6902) operation, for clients that edit the JSON tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub enum PatchOp {
+    /// Replace the value at `path`.
+    Replace {
+        /// JSON Pointer of the value.
+        path: String,
+        /// The new value.
+        value: serde_json::Value,
+    },
+    /// Remove the value at `path`.
+    Remove {
+        /// JSON Pointer of the value.
+        path: String,
+    },
+    /// Add a value at `path`.
+    Add {
+        /// JSON Pointer where the value goes.
+        path: String,
+        /// The value.
+        value: serde_json::Value,
+    },
+}
+
+/// A machine-applicable correction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fix {
+    /// What applying it does, such as "replace with `http.get`".
+    pub message: String,
+    /// Text edits on the source, non-overlapping.
+    pub edits: Vec<TextEdit>,
+    /// The same change as JSON Patch operations on the document, when expressible.
+    pub patch: Vec<PatchOp>,
+}
+
+/// One problem found in a workflow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The stable code.
+    pub code: Code,
+    /// Error or warning.
+    pub severity: Severity,
+    /// One sentence, lower-case start, no final period.
+    pub message: String,
+    /// Where; the first primary label is the diagnostic's location.
+    pub labels: Vec<Label>,
+    /// Extra facts.
+    pub notes: Vec<String>,
+    /// How to fix it, in words.
+    pub help: Option<String>,
+    /// How to fix it, as edits.
+    pub fix: Option<Fix>,
+    /// JSON Pointer of the offending node in the document, when known.
+    pub pointer: Option<String>,
+}
+
+impl Diagnostic {
+    /// An error with a primary label at `span`.
+    pub fn error(code: Code, span: Span, message: impl Into<String>) -> Diagnostic {
+        Diagnostic::new(code, Severity::Error, span, message)
+    }
+
+    /// A warning with a primary label at `span`.
+    pub fn warning(code: Code, span: Span, message: impl Into<String>) -> Diagnostic {
+        Diagnostic::new(code, Severity::Warning, span, message)
+    }
+
+    fn new(code: Code, severity: Severity, span: Span, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            code,
+            severity,
+            message: message.into(),
+            labels: vec![Label {
+                span,
+                message: String::new(),
+                primary: true,
+            }],
+            notes: Vec::new(),
+            help: None,
+            fix: None,
+            pointer: None,
+        }
+    }
+
+    /// Sets the primary label's message.
+    pub fn with_label_message(mut self, message: impl Into<String>) -> Diagnostic {
+        if let Some(label) = self.labels.iter_mut().find(|l| l.primary) {
+            label.message = message.into();
+        }
+        self
+    }
+
+    /// Adds a secondary label.
+    pub fn with_secondary(mut self, span: Span, message: impl Into<String>) -> Diagnostic {
+        self.labels.push(Label {
+            span,
+            message: message.into(),
+            primary: false,
+        });
+        self
+    }
+
+    /// Adds a note.
+    pub fn with_note(mut self, note: impl Into<String>) -> Diagnostic {
+        self.notes.push(note.into());
+        self
+    }
+
+    /// Sets the help line.
+    pub fn with_help(mut self, help: impl Into<String>) -> Diagnostic {
+        self.help = Some(help.into());
+        self
+    }
+
+    /// Sets the fix.
+    pub fn with_fix(mut self, fix: Fix) -> Diagnostic {
+        self.fix = Some(fix);
+        self
+    }
+
+    /// Sets the JSON Pointer of the offending node.
+    pub fn with_pointer(mut self, pointer: impl Into<String>) -> Diagnostic {
+        self.pointer = Some(pointer.into());
+        self
+    }
+
+    /// The primary span.
+    pub fn span(&self) -> Span {
+        self.labels
+            .iter()
+            .find(|l| l.primary)
+            .map(|l| l.span)
+            .unwrap_or_default()
+    }
+
+    /// Is it an error?
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+impl Fix {
+    /// A fix replacing one span with new text, with an optional equivalent patch.
+    pub fn replace(
+        message: impl Into<String>,
+        span: Span,
+        replacement: impl Into<String>,
+        patch: Option<PatchOp>,
+    ) -> Fix {
+        Fix {
+            message: message.into(),
+            edits: vec![TextEdit {
+                span,
+                replacement: replacement.into(),
+            }],
+            patch: patch.into_iter().collect(),
+        }
+    }
+}
+
+/// The closest of `known` to `word`, if it is plausibly a typo of it.
+pub fn did_you_mean<'k>(word: &str, known: &[&'k str]) -> Option<&'k str> {
+    known
+        .iter()
+        .map(|k| (opcode_vm::catalog::edit_distance(k, word), *k))
+        .filter(|(d, k)| *d <= 2.max(k.len() / 3) && *d < k.len())
+        .min()
+        .map(|(_, k)| k)
+}
+
+/// The sink every phase reports into.
+#[derive(Debug, Default, Clone)]
+pub struct Diagnostics {
+    items: Vec<Diagnostic>,
+}
+
+impl Diagnostics {
+    /// An empty sink.
+    pub fn new() -> Diagnostics {
+        Diagnostics::default()
+    }
+
+    /// Records a diagnostic.
+    pub fn push(&mut self, diagnostic: Diagnostic) {
+        self.items.push(diagnostic);
+    }
+
+    /// Are there any errors (warnings do not count)?
+    pub fn has_errors(&self) -> bool {
+        self.items.iter().any(Diagnostic::is_error)
+    }
+
+    /// Number of errors.
+    pub fn error_count(&self) -> usize {
+        self.items.iter().filter(|d| d.is_error()).count()
+    }
+
+    /// Number of warnings.
+    pub fn warning_count(&self) -> usize {
+        self.items.len() - self.error_count()
+    }
+
+    /// The diagnostics, in the order found.
+    pub fn iter(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.items.iter()
+    }
+
+    /// Is the sink empty?
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Number of diagnostics.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// The diagnostics sorted by position, then code (a stable order for output).
+    pub fn into_sorted(mut self) -> Vec<Diagnostic> {
+        self.items
+            .sort_by(|a, b| (a.span(), a.code.id).cmp(&(b.span(), b.code.id)));
+        self.items
+    }
+}
+
+impl IntoIterator for Diagnostics {
+    type Item = Diagnostic;
+    type IntoIter = std::vec::IntoIter<Diagnostic>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.into_iter()
+    }
+}
+
+impl Extend<Diagnostic> for Diagnostics {
+    fn extend<T: IntoIterator<Item = Diagnostic>>(&mut self, iter: T) {
+        self.items.extend(iter);
+    }
+}

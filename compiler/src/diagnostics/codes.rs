@@ -1,0 +1,163 @@
+//! The compiler's code registry: every `E…` and `W…` code, one line each.
+//!
+//! Adding a code: add a line here and a page `spec/errors/<CODE>.md` (see
+//! CONTRIBUTING.md). A test checks that the registry and the pages match.
+
+use opcode_vm::{Code, code_registry};
+
+code_registry! { ALL, "../../../spec/errors/";
+    /// The file is not well-formed JSON.
+    E0001 = "invalid-json",
+    /// The file is not valid UTF-8.
+    E0002 = "invalid-utf8",
+    /// Arrays and objects are nested deeper than the reader allows.
+    E0003 = "nesting-too-deep",
+    /// A number cannot be represented.
+    E0004 = "number-out-of-range",
+    /// An object has the same key twice.
+    E0005 = "duplicate-key",
+    /// The file is larger than a workflow may be.
+    E0006 = "file-too-large",
+    /// A field has the wrong JSON type.
+    E0010 = "wrong-type",
+    /// A required field is missing.
+    E0011 = "missing-field",
+    /// A list of steps is empty.
+    E0012 = "empty-steps",
+    /// A step has an unknown `type`.
+    E0013 = "unknown-step-type",
+    /// A field holds a value outside its allowed set.
+    E0014 = "invalid-value",
+    /// A duration string cannot be parsed.
+    E0015 = "invalid-duration",
+    /// A step id is empty or uses characters that references cannot spell.
+    E0016 = "invalid-step-id",
+    /// A count is negative or not an integer.
+    E0017 = "invalid-count",
+    /// Two steps share an id.
+    E0020 = "duplicate-step-id",
+    /// `depends_on` names a step that does not exist.
+    E0021 = "unknown-dependency",
+    /// A step depends on itself.
+    E0022 = "self-dependency",
+    /// `depends_on` names a step outside the step's own list.
+    E0023 = "dependency-outside-block",
+    /// Dependencies form a cycle.
+    E0024 = "dependency-cycle",
+    /// `depends_on` names a step that only runs as a fallback.
+    E0025 = "depends-on-fallback",
+    /// A CEL expression does not parse.
+    E0030 = "invalid-cel",
+    /// A jq filter does not parse.
+    E0031 = "invalid-jq",
+    /// A `${{…}}` token is malformed.
+    E0032 = "invalid-interpolation",
+    /// A reference starts with an unknown namespace.
+    E0033 = "unknown-namespace",
+    /// A reference names a step that does not exist.
+    E0034 = "unknown-step-reference",
+    /// A reference names a step that may not have finished at that point.
+    E0035 = "step-not-guaranteed",
+    /// `loop.*` or `iter` is used outside a loop body.
+    E0036 = "loop-outside-loop",
+    /// A reference path is malformed for its namespace.
+    E0037 = "invalid-reference-path",
+    /// A step uses an action that does not exist.
+    E0040 = "unknown-action",
+    /// A required action parameter is missing.
+    E0041 = "missing-param",
+    /// An action parameter has the wrong type.
+    E0042 = "param-type",
+    /// `fallback_step` names a step that does not exist.
+    E0043 = "unknown-fallback-step",
+    /// The `fallback_step` strategy is used without naming a step.
+    E0044 = "missing-fallback-step",
+    /// A reasoning `fallback` is not one of its options.
+    E0045 = "invalid-fallback-option",
+    /// `expr.eval` uses Expr-language syntax that CEL does not accept.
+    E0048 = "expr-syntax",
+    /// An equality assertion compares values that can never be equal.
+    E0049 = "never-equal",
+    /// A step is the fallback of more than one step.
+    E0050 = "fallback-reused",
+    /// Two reasoning options share an id.
+    E0051 = "duplicate-option",
+    /// A field the language does not know is ignored.
+    W0001 = "unknown-field",
+    /// An action parameter the action does not know is ignored.
+    W0002 = "unknown-param",
+    /// A `while`/`until` loop has no `max_iter` bound.
+    W0003 = "unbounded-loop",
+    /// An input is used but not declared in `input_schema`.
+    W0004 = "undeclared-input",
+    /// A step is referenced by opcode's namespaced id.
+    W0005 = "namespaced-step-reference",
+    /// A retry policy retries more than ten times.
+    W0006 = "excessive-retries",
+    /// `depends_on` lists the same step twice.
+    W0007 = "duplicate-dependency",
+    /// A `data_inject` value is not a reference and is injected as text.
+    W0008 = "literal-data-inject",
+    /// A fallback step's own `depends_on` is ignored.
+    W0009 = "fallback-dependencies",
+    /// A reasoning step has no `prompt_context`.
+    W0011 = "missing-prompt",
+}
+
+/// Finds a compiler or run-time code by its id (case-insensitive).
+pub fn lookup(id: &str) -> Option<Code> {
+    ALL.iter()
+        .copied()
+        .find(|code| code.id.eq_ignore_ascii_case(id))
+        .or_else(|| opcode_vm::codes::lookup(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_named() {
+        let mut ids = BTreeSet::new();
+        let mut names = BTreeSet::new();
+        for code in ALL.iter().chain(opcode_vm::codes::RUNTIME) {
+            assert!(ids.insert(code.id), "duplicate code {}", code.id);
+            assert!(names.insert(code.name), "duplicate name {}", code.name);
+            assert!(
+                code.doc.starts_with(&format!("# {}: ", code.id)),
+                "{} page must start with `# {}: <summary>`",
+                code.id,
+                code.id
+            );
+            for section in ["## What it means", "## Example", "## How to fix"] {
+                assert!(
+                    code.doc.contains(section),
+                    "{} page lacks {section}",
+                    code.id
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_page_has_a_registry_entry() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/errors");
+        #[allow(clippy::disallowed_methods)] // test code reads the spec folder
+        let entries = std::fs::read_dir(dir).expect("spec/errors exists");
+        for entry in entries {
+            let name = entry.expect("readable").file_name();
+            let name = name.to_string_lossy();
+            if let Some(id) = name.strip_suffix(".md") {
+                if id == "README" {
+                    continue;
+                }
+                assert!(
+                    lookup(id).is_some(),
+                    "spec/errors/{name} has no registry entry"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! The opcode workflow compiler: read, validate, report.
+//!
+//! The pipeline, for one source text:
+//!
+//! ```text
+//! bytes ─► UTF-8 check ─► JSON reader (logos, spans) ─► Node tree
+//!       ─► lowering (structure, field types) ─► AST
+//!       ─► checks (ids, dependencies, references, CEL, jq, actions) ─► Diagnostics
+//! ```
+//!
+//! The compiler is pure: no files, no network, no clock. Action signatures
+//! arrive as data ([`Compiler::with_actions`]), usually from
+//! `opcode_stdlib::catalog()`.
+//!
+//! ```
+//! use opcode_compiler::Compiler;
+//!
+//! let compiler = Compiler::new();
+//! let diagnostics = compiler.check(r#"{"steps": [{"id": "a", "action": "nope"}]}"#);
+//! assert!(diagnostics.has_errors());
+//! assert_eq!(diagnostics.iter().next().unwrap().code.id, "E0040");
+//! ```
+#![deny(clippy::disallowed_methods)]
+#![warn(missing_docs)]
+
+pub mod ast;
+pub mod check;
+pub mod diagnostics;
+pub mod duration;
+pub mod source;
+pub mod syntax;
+
+use opcode_vm::catalog::{ActionSpec, Catalog};
+
+use crate::ast::Document;
+use crate::diagnostics::codes::{E0002, E0006};
+use crate::diagnostics::{Diagnostic, Diagnostics};
+use crate::source::Span;
+
+/// Largest workflow source accepted, in bytes.
+pub const MAX_SOURCE_BYTES: usize = 32 * 1024 * 1024;
+
+/// The compiler, configured with the actions workflows may use.
+#[derive(Debug, Clone, Default)]
+pub struct Compiler {
+    catalog: Catalog,
+}
+
+impl Compiler {
+    /// A compiler that knows no actions (every action step is an error).
+    pub fn new() -> Compiler {
+        Compiler::default()
+    }
+
+    /// Adds action signatures, such as `opcode_stdlib::catalog()`.
+    pub fn with_actions(mut self, actions: impl IntoIterator<Item = ActionSpec>) -> Compiler {
+        for spec in actions {
+            self.catalog.insert(spec);
+        }
+        self
+    }
+
+    /// The actions this compiler knows.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// Reads and lowers a source text into the AST, reporting structural problems.
+    pub fn parse(&self, src: &str, sink: &mut Diagnostics) -> Option<Document> {
+        if src.len() > MAX_SOURCE_BYTES {
+            sink.push(
+                Diagnostic::error(
+                    E0006,
+                    Span::at(0),
+                    format!(
+                        "the file is {} bytes; a workflow may be at most {MAX_SOURCE_BYTES}",
+                        src.len()
+                    ),
+                )
+                .with_help("split the workflow, or move data into inputs"),
+            );
+            return None;
+        }
+        let node = syntax::json::parse(src, sink)?;
+        syntax::lower::lower_document(src, &node, sink)
+    }
+
+    /// Runs every check on a source text and returns what was found.
+    pub fn check(&self, src: &str) -> Diagnostics {
+        let mut sink = Diagnostics::new();
+        if let Some(doc) = self.parse(src, &mut sink) {
+            check::check(&doc, &self.catalog, src, &mut sink);
+        }
+        sink
+    }
+}
+
+/// Decodes a file's bytes, or reports where the first invalid UTF-8 byte is.
+pub fn decode_utf8(bytes: &[u8]) -> Result<&str, Diagnostic> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        let at = e.valid_up_to();
+        Diagnostic::error(
+            E0002,
+            Span::new(at, at + e.error_len().unwrap_or(1)),
+            format!("invalid UTF-8 at byte {at}"),
+        )
+        .with_help("workflow files must be UTF-8 encoded")
+    })
+}

@@ -1,0 +1,176 @@
+//! Lowering values that carry code: templates (`${{…}}`), CEL expressions and
+//! `data_inject` references. Only the syntax is checked here; what a
+//! reference names is resolved later, in `check::references`.
+
+use super::Lowerer;
+use super::fields::Fields;
+use crate::ast::{Expr, Reference, Spanned, Template, TemplateKind, TextOrigin, TextPart};
+use crate::diagnostics::Diagnostic;
+use crate::diagnostics::codes::{E0032, W0008};
+use crate::syntax::node::{Node, NodeKind};
+use crate::syntax::template::{self, Piece, RawReference};
+
+/// The namespaces a reference may start with.
+pub const NAMESPACES: &[&str] = &["steps", "inputs", "workflow", "context", "secrets", "loop"];
+
+impl Lowerer<'_> {
+    /// Lowers a JSON value that may contain `${{…}}` tokens.
+    pub(crate) fn template(&mut self, node: &Node, pointer: &str) -> Template {
+        let kind = match &node.kind {
+            NodeKind::String(s) if !template::is_plain(s) => {
+                self.string_template(s, TextOrigin::JsonString(node.span), pointer)
+            }
+            NodeKind::Array(items) if contains_tokens(node) => TemplateKind::Array(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| self.template(item, &format!("{pointer}/{i}")))
+                    .collect(),
+            ),
+            NodeKind::Object(members) if contains_tokens(node) => TemplateKind::Object(
+                members
+                    .iter()
+                    .map(|m| {
+                        let child = super::child_pointer(pointer, &m.key);
+                        (
+                            Spanned::new(m.key.clone(), m.key_span),
+                            self.template(&m.value, &child),
+                        )
+                    })
+                    .collect(),
+            ),
+            _ => TemplateKind::Literal(node.clone()),
+        };
+        let kind = match kind {
+            // A string whose tokens were malformed is kept as literal text.
+            TemplateKind::Text(parts) if parts.is_empty() => TemplateKind::Literal(node.clone()),
+            other => other,
+        };
+        Template {
+            span: node.span,
+            kind,
+        }
+    }
+
+    /// Splits one string into text and references.
+    fn string_template(&mut self, s: &str, origin: TextOrigin, pointer: &str) -> TemplateKind {
+        let pieces = match template::parse_template(s) {
+            Ok(pieces) => pieces,
+            Err(e) => {
+                let mut diagnostic =
+                    Diagnostic::error(E0032, origin.file_span(self.src, e.span.clone()), e.message)
+                        .with_pointer(pointer);
+                if let Some(help) = e.help {
+                    diagnostic = diagnostic.with_help(help);
+                }
+                self.report(diagnostic);
+                return TemplateKind::Text(Vec::new());
+            }
+        };
+        match pieces.as_slice() {
+            [Piece::Ref(r, token)] => TemplateKind::Ref(self.reference(r, token.clone(), origin)),
+            _ => TemplateKind::Text(
+                pieces
+                    .into_iter()
+                    .map(|piece| match piece {
+                        Piece::Text(t) => TextPart::Text(t),
+                        Piece::Ref(r, token) => TextPart::Ref(self.reference(&r, token, origin)),
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Maps a raw reference's string offsets to file spans.
+    fn reference(
+        &self,
+        raw: &RawReference,
+        token: std::ops::Range<usize>,
+        origin: TextOrigin,
+    ) -> Reference {
+        Reference {
+            span: origin.file_span(self.src, token),
+            namespace: Spanned::new(
+                raw.namespace.clone(),
+                origin.file_span(self.src, raw.namespace_span.clone()),
+            ),
+            segments: raw
+                .segments
+                .iter()
+                .map(|(segment, span)| {
+                    Spanned::new(segment.clone(), origin.file_span(self.src, span.clone()))
+                })
+                .collect(),
+        }
+    }
+
+    /// A required CEL expression field (`condition`, `expression`, `over`…).
+    pub(crate) fn opt_expr(&mut self, fields: &Fields<'_>, key: &str) -> Option<Expr> {
+        let member = fields.get(key)?;
+        match &member.value.kind {
+            NodeKind::String(source) => Some(Expr {
+                source: source.clone(),
+                span: member.value.span,
+                origin: TextOrigin::JsonString(member.value.span),
+            }),
+            // A literal boolean guard is accepted and treated as the CEL constant.
+            NodeKind::Bool(b) => Some(Expr {
+                source: b.to_string(),
+                span: member.value.span,
+                origin: TextOrigin::Verbatim(member.value.span.start),
+            }),
+            _ => {
+                self.wrong_type(member, &fields.pointer_of(key), "a CEL expression string");
+                None
+            }
+        }
+    }
+
+    /// A `data_inject` value: a bare reference, a template, or a literal.
+    pub(crate) fn data_inject_value(&mut self, node: &Node, pointer: &str) -> Template {
+        let NodeKind::String(s) = &node.kind else {
+            return self.template(node, pointer);
+        };
+        if !template::is_plain(s) {
+            return self.template(node, pointer);
+        }
+        let origin = TextOrigin::JsonString(node.span);
+        match template::parse_reference(s) {
+            Ok(raw) if NAMESPACES.contains(&raw.namespace.as_str()) => {
+                let whole = 0..s.len();
+                Template {
+                    span: node.span,
+                    kind: TemplateKind::Ref(self.reference(&raw, whole, origin)),
+                }
+            }
+            _ => {
+                self.report(
+                    Diagnostic::warning(
+                        W0008,
+                        node.span,
+                        "this `data_inject` value is not a reference; it is shown as literal text",
+                    )
+                    .with_help(
+                        "references start with `steps.`, `inputs.`, `loop.`, `workflow.` or `context.`; \
+                         write `${{…}}` to mix text and references",
+                    )
+                    .with_pointer(pointer),
+                );
+                Template {
+                    span: node.span,
+                    kind: TemplateKind::Literal(node.clone()),
+                }
+            }
+        }
+    }
+}
+
+/// Does any string inside `node` contain `${{`?
+fn contains_tokens(node: &Node) -> bool {
+    match &node.kind {
+        NodeKind::String(s) => !template::is_plain(s),
+        NodeKind::Array(items) => items.iter().any(contains_tokens),
+        NodeKind::Object(members) => members.iter().any(|m| contains_tokens(&m.value)),
+        _ => false,
+    }
+}

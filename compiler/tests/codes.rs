@@ -1,0 +1,66 @@
+//! Every diagnostic code's page carries an example that triggers it. This
+//! test checks each example really reports its code, and snapshots the
+//! rendered diagnostics (SOURCE + DIAGNOSTICS), so the pages and the
+//! messages people read are reviewed together.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test helpers may panic
+use opcode_compiler::diagnostics::codes::ALL;
+use opcode_compiler::diagnostics::render::human;
+use opcode_compiler::{Compiler, MAX_SOURCE_BYTES, decode_utf8};
+
+fn compiler() -> Compiler {
+    Compiler::new().with_actions(opcode_stdlib::catalog())
+}
+
+/// The first fenced block under "## Example": (language, text).
+fn example(doc: &str) -> (&str, &str) {
+    let section = doc
+        .split("## Example")
+        .nth(1)
+        .expect("page has an Example section");
+    let fence = section.find("```").expect("example is fenced");
+    let rest = &section[fence + 3..];
+    let newline = rest.find('\n').expect("fence has a language line");
+    let lang = &rest[..newline];
+    let body = &rest[newline + 1..];
+    let end = body.find("```").expect("fence is closed");
+    (lang, body[..end].trim_end())
+}
+
+#[test]
+fn every_page_example_triggers_its_code() {
+    let compiler = compiler();
+    for code in ALL {
+        let (lang, source) = example(code.doc);
+        let (text, diagnostics) = match (code.id, lang) {
+            ("E0002", "text") => {
+                let bytes = b"{\"steps\": [{\"id\": \"a\", \"action\": \"workflow.log\", \"params\": {\"message\": \"caf\xe9\"}}]}";
+                let diagnostic = decode_utf8(bytes).expect_err("invalid UTF-8 is reported");
+                (
+                    String::from_utf8_lossy(bytes).into_owned(),
+                    vec![diagnostic],
+                )
+            }
+            ("E0006", "text") => {
+                let big = format!("{{\"steps\": []}}{}", " ".repeat(MAX_SOURCE_BYTES));
+                (String::new(), compiler.check(&big).into_sorted())
+            }
+            (_, "json") => (source.to_owned(), compiler.check(source).into_sorted()),
+            (id, other) => panic!("{id}: unexpected example language {other}"),
+        };
+        assert!(
+            diagnostics.iter().any(|d| d.code.id == code.id),
+            "{}: the page's example does not report it; got {:?}",
+            code.id,
+            diagnostics.iter().map(|d| d.code.id).collect::<Vec<_>>()
+        );
+        if code.id == "E0006" {
+            continue;
+        }
+        let rendered = human::render(&diagnostics, "workflow.json", &text, false);
+        insta::assert_snapshot!(
+            code.id,
+            format!("--- SOURCE\n{text}\n--- DIAGNOSTICS\n{rendered}")
+        );
+    }
+}

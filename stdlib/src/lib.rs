@@ -1,0 +1,20 @@
+//! The opcode standard library of actions.
+//!
+//! [`catalog()`] describes every built-in action as data (parameters, types,
+//! output shape, documentation). The compiler checks workflows against it
+//! and editors show it; it never needs the implementations.
+#![warn(missing_docs)]
+
+pub mod actions;
+
+use opcode_vm::catalog::{ActionSpec, Catalog};
+
+/// The signatures of every built-in action.
+pub fn catalog() -> Vec<ActionSpec> {
+    actions::specs()
+}
+
+/// The built-in actions as a [`Catalog`].
+pub fn builtin_catalog() -> Catalog {
+    Catalog::new(catalog())
+}
