@@ -9,7 +9,6 @@
 use opcode_vm::policy::{Backoff, LoopMode, OnTimeout, ParallelMode, Strategy};
 
 use crate::source::Span;
-use crate::syntax::node::Node;
 use crate::syntax::template::Segment;
 
 /// A value with the span it was written at.
@@ -30,6 +29,9 @@ impl<T> Spanned<T> {
 
 /// A duration in milliseconds.
 pub type Millis = u64;
+
+/// A plain JSON value with the span it was written at.
+pub type Json = Spanned<serde_json::Value>;
 
 /// A parsed workflow file.
 #[derive(Debug, Clone)]
@@ -52,13 +54,13 @@ pub struct Wrapper {
     /// Free-form category.
     pub category: Option<Spanned<String>>,
     /// Free-form feature tags.
-    pub features: Option<Node>,
+    pub features: Option<Json>,
     /// JSON Schema of the run inputs.
-    pub input_schema: Option<Node>,
+    pub input_schema: Option<Json>,
     /// JSON Schema of the workflow output.
-    pub output_schema: Option<Node>,
+    pub output_schema: Option<Json>,
     /// Triggers such as `{"cron": "0 9 * * 1"}`.
-    pub triggers: Option<Node>,
+    pub triggers: Option<Json>,
 }
 
 /// A workflow definition.
@@ -69,9 +71,9 @@ pub struct Workflow {
     /// The top-level steps.
     pub steps: Block,
     /// Default values for run inputs.
-    pub inputs: Option<Node>,
+    pub inputs: Option<Json>,
     /// The initial `context` namespace (`intent`, `notes`, anything else).
-    pub context: Option<Node>,
+    pub context: Option<Json>,
     /// Workflow deadline.
     pub timeout: Option<Spanned<Millis>>,
     /// What the deadline does.
@@ -83,7 +85,7 @@ pub struct Workflow {
     /// The workflow output, as a template.
     pub output: Option<Template>,
     /// Free-form metadata (`metadata.name` titles diagrams).
-    pub metadata: Option<Node>,
+    pub metadata: Option<Json>,
 }
 
 /// An ordered list of steps: the top level, a branch, or a loop body.
@@ -111,15 +113,15 @@ pub struct Step {
     /// Sibling steps that must finish first.
     pub depends_on: Vec<Spanned<String>>,
     /// CEL guard: the step is skipped when it is false.
-    pub guard: Option<Expr>,
+    pub guard: Option<Box<Expr>>,
     /// Retry policy.
-    pub retry: Option<Retry>,
+    pub retry: Option<Box<Retry>>,
     /// Per-attempt deadline.
     pub timeout: Option<Spanned<Millis>>,
     /// What happens when the step fails for good.
-    pub on_error: Option<OnError>,
+    pub on_error: Option<Box<OnError>>,
     /// Process isolation settings (checked by the runtime).
-    pub isolation: Option<Node>,
+    pub isolation: Option<Box<Json>>,
     /// Free text.
     pub description: Option<Spanned<String>>,
 }
@@ -161,17 +163,17 @@ impl Step {
 #[derive(Debug, Clone)]
 pub enum StepKind {
     /// Run an action.
-    Action(ActionStep),
+    Action(Box<ActionStep>),
     /// Branch on a CEL value.
-    Condition(ConditionStep),
+    Condition(Box<ConditionStep>),
     /// Repeat a body.
-    Loop(LoopStep),
+    Loop(Box<LoopStep>),
     /// Run branches concurrently.
-    Parallel(ParallelStep),
+    Parallel(Box<ParallelStep>),
     /// Wait for a duration or a named signal.
-    Wait(WaitStep),
+    Wait(Box<WaitStep>),
     /// Suspend until an agent or a person decides.
-    Reasoning(ReasoningStep),
+    Reasoning(Box<ReasoningStep>),
 }
 
 impl StepKind {
@@ -324,11 +326,21 @@ pub struct Expr {
 pub enum TextOrigin {
     /// Copied byte for byte from the file, starting at this offset.
     Verbatim(u32),
-    /// A JSON string literal at this span (quotes included), possibly with escapes.
+    /// A JSON string literal at this span (quotes included) that has escapes.
     JsonString(Span),
 }
 
 impl TextOrigin {
+    /// The origin of a JSON string node whose decoded text is `decoded`.
+    pub fn json_string(span: Span, decoded: &str) -> TextOrigin {
+        if span.len() == decoded.len() + 2 {
+            // No escapes: decoded byte i is source byte start + 1 + i.
+            TextOrigin::Verbatim(span.start + 1)
+        } else {
+            TextOrigin::JsonString(span)
+        }
+    }
+
     /// The file offset of byte `decoded` of the string.
     pub fn file_offset(self, src: &str, decoded: usize) -> usize {
         match self {
@@ -362,7 +374,7 @@ pub struct Template {
 #[derive(Debug, Clone)]
 pub enum TemplateKind {
     /// A value with no references anywhere inside.
-    Literal(Node),
+    Literal(serde_json::Value),
     /// A string that is exactly one reference: the referenced value, typed.
     Ref(Reference),
     /// A string mixing text and references: rendered as text.

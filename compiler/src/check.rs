@@ -23,7 +23,6 @@ use self::model::{BlockRole, Model, StepIdx};
 use self::references::{Resolver, Site};
 use crate::ast::{Document, Expr, StepKind};
 use crate::diagnostics::Diagnostics;
-use crate::syntax::node::Node;
 
 /// The result of checking: the numbered workflow and its dependencies.
 pub struct Checked<'a> {
@@ -96,7 +95,7 @@ fn check_step(
             actions::check(step, action, catalog, resolver, src, sink);
         }
         StepKind::Condition(c) => {
-            cel_check(&c.expression, site, "config/expression", resolver, sink)
+            cel_check(&c.expression, site, "config/expression", resolver, sink);
         }
         StepKind::Loop(l) => {
             if let Some(over) = &l.over {
@@ -133,7 +132,10 @@ fn check_step(
 
 /// Is the step part of an `on_complete`/`on_error` hook?
 fn in_hook(model: &Model<'_>, s: StepIdx) -> bool {
-    let top = model.path_of(s)[0];
+    let mut top = s;
+    while let Some(parent) = model.steps[top].parent {
+        top = parent;
+    }
     matches!(
         model.blocks[model.steps[top].block].role,
         BlockRole::OnComplete | BlockRole::OnError
@@ -151,25 +153,25 @@ fn declared_inputs(doc: &Document) -> (Option<BTreeSet<String>>, Vec<(String, Ty
     let mut names = BTreeSet::new();
     let mut types = Vec::new();
     if let Some(properties) = schema
-        .and_then(|s| s.get("properties"))
-        .and_then(|m| m.value.as_object())
+        .and_then(|s| s.value.get("properties"))
+        .and_then(serde_json::Value::as_object)
     {
-        for property in properties {
-            names.insert(property.key.clone());
-            if let Some(ty) = schema_type(&property.value) {
-                types.push((property.key.clone(), ty));
+        for (name, property) in properties {
+            names.insert(name.clone());
+            if let Some(ty) = schema_type(property) {
+                types.push((name.clone(), ty));
             }
         }
     }
-    if let Some(members) = defaults.and_then(Node::as_object) {
-        names.extend(members.iter().map(|m| m.key.clone()));
+    if let Some(members) = defaults.and_then(|d| d.value.as_object()) {
+        names.extend(members.keys().cloned());
     }
     (Some(names), types)
 }
 
 /// The [`Ty`] of a JSON Schema with a single `type`.
-fn schema_type(schema: &Node) -> Option<Ty> {
-    Some(match schema.get("type")?.value.as_str()? {
+fn schema_type(schema: &serde_json::Value) -> Option<Ty> {
+    Some(match schema.get("type")?.as_str()? {
         "string" => Ty::String,
         "integer" => Ty::Int,
         "number" => Ty::Number,

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use opcode_compiler::diagnostics::Diagnostic;
 use opcode_compiler::diagnostics::render::{human, json};
-use opcode_compiler::{Compiler, decode_utf8};
+use opcode_compiler::{Compiler, MAX_SOURCE_BYTES, decode_utf8};
 
 use crate::output::{ColorChoice, eprint_line, print};
 
@@ -49,17 +49,36 @@ pub fn check_file(compiler: &Compiler, path: &PathBuf) -> Result<Checked, String
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let file = path.display().to_string();
     match decode_utf8(&bytes) {
-        Ok(text) => Ok(Checked {
-            file,
-            text: text.to_owned(),
-            diagnostics: compiler.check(text).into_sorted(),
-        }),
+        Ok(text) => {
+            let diagnostics = compiler.check(text).into_sorted();
+            // An oversized file is reported at its start; keep only what the
+            // report shows instead of rendering megabytes.
+            let shown = if text.len() > MAX_SOURCE_BYTES {
+                head(text, 4096)
+            } else {
+                text
+            };
+            Ok(Checked {
+                file,
+                text: shown.to_owned(),
+                diagnostics,
+            })
+        }
         Err(diagnostic) => Ok(Checked {
             file,
             text: String::from_utf8_lossy(&bytes).into_owned(),
             diagnostics: vec![diagnostic],
         }),
     }
+}
+
+/// The first `max` bytes of `text`, cut at a character boundary.
+fn head(text: &str, max: usize) -> &str {
+    let mut end = max.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// The compiler with the standard actions.

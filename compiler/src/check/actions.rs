@@ -15,61 +15,33 @@ use crate::diagnostics::{Diagnostic, Diagnostics, Fix, PatchOp, did_you_mean};
 use crate::duration::parse_millis;
 use crate::source::Span;
 use crate::syntax::lower::child_pointer;
-use crate::syntax::node::{Node, NodeKind};
 
 /// One parameter as written: its key and its value.
 struct Param<'t> {
     key: &'t str,
     key_span: Span,
-    value: ParamValue<'t>,
+    value: &'t Template,
 }
 
-enum ParamValue<'t> {
-    Literal(&'t Node),
-    Template(&'t Template),
-}
-
-impl ParamValue<'_> {
-    fn span(&self) -> Span {
-        match self {
-            ParamValue::Literal(n) => n.span,
-            ParamValue::Template(t) => t.span,
-        }
-    }
-
-    fn literal(&self) -> Option<&Node> {
-        match self {
-            ParamValue::Literal(n) => Some(n),
-            ParamValue::Template(Template {
-                kind: TemplateKind::Literal(n),
-                ..
-            }) => Some(n),
-            ParamValue::Template(_) => None,
+impl Param<'_> {
+    /// The value when it holds no references.
+    fn literal(&self) -> Option<&serde_json::Value> {
+        match &self.value.kind {
+            TemplateKind::Literal(v) => Some(v),
+            _ => None,
         }
     }
 }
 
+/// The members of `params` (lowered as an object with one template per member).
 fn params_of(template: Option<&Template>) -> Vec<Param<'_>> {
-    let Some(template) = template else {
-        return Vec::new();
-    };
-    match &template.kind {
-        TemplateKind::Literal(node) => node
-            .as_object()
-            .unwrap_or_default()
-            .iter()
-            .map(|m| Param {
-                key: &m.key,
-                key_span: m.key_span,
-                value: ParamValue::Literal(&m.value),
-            })
-            .collect(),
-        TemplateKind::Object(members) => members
+    match template.map(|t| &t.kind) {
+        Some(TemplateKind::Object(members)) => members
             .iter()
             .map(|(k, v)| Param {
                 key: &k.value,
                 key_span: k.span,
-                value: ParamValue::Template(v),
+                value: v,
             })
             .collect(),
         _ => Vec::new(),
@@ -195,7 +167,7 @@ fn check_type(
     let mismatch = |found: String| {
         Diagnostic::error(
             E0042,
-            given.value.span(),
+            given.value.span,
             format!(
                 "parameter `{name}` of `{}` must be {}, found {found}",
                 spec.name,
@@ -204,37 +176,33 @@ fn check_type(
         )
         .with_pointer(pointer)
     };
-    if let Some(node) = given.value.literal() {
-        let value = node.to_value();
-        if !ty.accepts(&value) {
-            let mut d = mismatch(node.kind_name().to_owned());
-            if let (Some(fixed), NodeKind::String(s)) = (coerce_literal(ty, node), &node.kind) {
-                d = d.with_fix(Fix::replace(
-                    format!("write `{fixed}` instead of \"{s}\""),
-                    node.span,
-                    fixed.to_string(),
-                    Some(PatchOp::Replace {
-                        path: pointer.to_owned(),
-                        value: fixed,
-                    }),
-                ));
+    match &given.value.kind {
+        TemplateKind::Literal(value) => {
+            if !ty.accepts(value) {
+                let mut d = mismatch(kind_name(value).to_owned());
+                if let (Some(fixed), serde_json::Value::String(s)) =
+                    (coerce_literal(ty, value), value)
+                {
+                    d = d.with_fix(Fix::replace(
+                        format!("write `{fixed}` instead of \"{s}\""),
+                        given.value.span,
+                        fixed.to_string(),
+                        Some(PatchOp::Replace {
+                            path: pointer.to_owned(),
+                            value: fixed,
+                        }),
+                    ));
+                }
+                sink.push(d);
+            } else if *ty == Ty::Duration
+                && let Some(Err(why)) = value.as_str().map(parse_millis)
+            {
+                sink.push(
+                    Diagnostic::error(E0015, given.value.span, format!("invalid duration: {why}"))
+                        .with_pointer(pointer),
+                );
             }
-            sink.push(d);
-        } else if *ty == Ty::Duration
-            && let Some(text) = node.as_str()
-            && let Err(why) = parse_millis(text)
-        {
-            sink.push(
-                Diagnostic::error(E0015, node.span, format!("invalid duration: {why}"))
-                    .with_pointer(pointer),
-            );
         }
-        return;
-    }
-    let ParamValue::Template(template) = &given.value else {
-        return;
-    };
-    match &template.kind {
         TemplateKind::Text(_) if !ty.accepts(&serde_json::Value::String(String::new())) => {
             sink.push(mismatch("text".into()).with_help(
                 "a string mixing text and `${{…}}` is rendered as text; to pass a value as-is, make the string exactly one `${{…}}`",
@@ -248,6 +216,18 @@ fn check_type(
             }
         }
         _ => {}
+    }
+}
+
+/// The JSON type name of a value, for messages.
+fn kind_name(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "boolean",
+        serde_json::Value::Number(_) => "number",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "array",
+        serde_json::Value::Object(_) => "object",
     }
 }
 
@@ -271,8 +251,8 @@ fn incompatible(found: &Ty, expected: &Ty) -> bool {
 }
 
 /// A string literal that should have been a number or boolean, converted.
-fn coerce_literal(ty: &Ty, node: &Node) -> Option<serde_json::Value> {
-    let text = node.as_str()?.trim();
+fn coerce_literal(ty: &Ty, value: &serde_json::Value) -> Option<serde_json::Value> {
+    let text = value.as_str()?.trim();
     let candidates = [
         text.parse::<i64>().ok().map(serde_json::Value::from),
         text.parse::<f64>()
@@ -288,14 +268,14 @@ fn check_expr_eval(params: &[Param<'_>], src: &str, pointer: &str, sink: &mut Di
     let Some(given) = params.iter().find(|p| p.key == "expression") else {
         return;
     };
-    let Some(node) = given.value.literal() else {
+    let Some(source) = given.literal().and_then(serde_json::Value::as_str) else {
         return;
     };
-    let Some(source) = node.as_str() else { return };
+    let span = given.value.span;
     let expr = Expr {
         source: source.to_owned(),
-        span: node.span,
-        origin: TextOrigin::JsonString(node.span),
+        span,
+        origin: TextOrigin::json_string(span, source),
     };
     let expression_pointer = child_pointer(pointer, "expression");
     let Err(mut d) = cel::analyze(&expr, src, &expression_pointer) else {
@@ -304,13 +284,13 @@ fn check_expr_eval(params: &[Param<'_>], src: &str, pointer: &str, sink: &mut Di
     if let Some(rewritten) = expr_to_cel(source) {
         d = Diagnostic::error(
             E0048,
-            node.span,
+            span,
             "`expr.eval` takes a CEL expression; this is Expr-language syntax",
         )
         .with_help(format!("in CEL: {rewritten}"))
         .with_fix(Fix::replace(
             format!("rewrite as `{rewritten}`"),
-            node.span,
+            span,
             serde_json::to_string(&rewritten).unwrap_or_default(),
             Some(PatchOp::Replace {
                 path: expression_pointer,
@@ -370,15 +350,14 @@ fn check_jq_filter(params: &[Param<'_>], src: &str, pointer: &str, sink: &mut Di
     let Some(given) = params.iter().find(|p| p.key == "filter") else {
         return;
     };
-    let Some(node) = given.value.literal() else {
+    let Some(code) = given.literal().and_then(serde_json::Value::as_str) else {
         return;
     };
-    let Some(code) = node.as_str() else { return };
     if let Err((message, range)) = jq::check(code) {
-        let span = TextOrigin::JsonString(node.span).file_span(src, range);
+        let span = TextOrigin::json_string(given.value.span, code).file_span(src, range);
         sink.push(
             Diagnostic::error(E0031, span, format!("invalid jq filter: {message}"))
-                .with_secondary(node.span, "in this filter")
+                .with_secondary(given.value.span, "in this filter")
                 .with_pointer(child_pointer(pointer, "filter")),
         );
     }
@@ -395,24 +374,14 @@ fn check_never_equal(
         return;
     };
     let ty_of = |p: &Param<'_>| -> Option<Ty> {
-        if let Some(node) = p.value.literal() {
-            return Some(match &node.kind {
-                NodeKind::Null => Ty::Null,
-                NodeKind::Bool(_) => Ty::Bool,
-                NodeKind::Number(_) => Ty::Number,
-                NodeKind::String(_) => Ty::String,
-                NodeKind::Array(_) | NodeKind::Object(_) => return None,
-            });
-        }
-        match &p.value {
-            ParamValue::Template(Template {
-                kind: TemplateKind::Ref(r),
-                ..
-            }) => resolver.reference_type(r),
-            ParamValue::Template(Template {
-                kind: TemplateKind::Text(_),
-                ..
-            }) => Some(Ty::String),
+        match &p.value.kind {
+            TemplateKind::Literal(serde_json::Value::Null) => Some(Ty::Null),
+            TemplateKind::Literal(serde_json::Value::Bool(_)) => Some(Ty::Bool),
+            TemplateKind::Literal(serde_json::Value::Number(_)) => Some(Ty::Number),
+            TemplateKind::Literal(serde_json::Value::String(_)) | TemplateKind::Text(_) => {
+                Some(Ty::String)
+            }
+            TemplateKind::Ref(r) => resolver.reference_type(r),
             _ => None,
         }
     };
@@ -424,22 +393,22 @@ fn check_never_equal(
     }
     let mut d = Diagnostic::error(
         E0049,
-        expected.value.span(),
+        expected.value.span,
         format!(
             "`expected` is {} but `actual` is {}: they can never be equal",
             e.describe(),
             a.describe()
         ),
     )
-    .with_secondary(actual.value.span(), format!("this is {}", a.describe()))
+    .with_secondary(actual.value.span, format!("this is {}", a.describe()))
     .with_help("interpolation keeps types: a `${{…}}` that names a number passes a number")
     .with_pointer(child_pointer(pointer, "expected"));
-    if let Some(node) = expected.value.literal()
-        && let Some(fixed) = coerce_literal(&a, node)
+    if let Some(value) = expected.literal()
+        && let Some(fixed) = coerce_literal(&a, value)
     {
         d = d.with_fix(Fix::replace(
             format!("compare with `{fixed}`"),
-            node.span,
+            expected.value.span,
             fixed.to_string(),
             Some(PatchOp::Replace {
                 path: child_pointer(pointer, "expected"),

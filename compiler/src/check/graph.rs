@@ -12,11 +12,11 @@
 //! earlier sibling in a nested list), or of any step enclosing S, or X sits
 //! inside a finished `parallel`/`all` step in that set.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, VecDeque};
 
 use opcode_vm::policy::{ParallelMode, Strategy};
 use petgraph::algo::tarjan_scc;
-use petgraph::graphmap::DiGraphMap;
+use petgraph::graph::{DiGraph, NodeIndex};
 
 use super::model::{BlockRole, Model, StepIdx};
 use crate::ast::StepKind;
@@ -57,9 +57,9 @@ pub fn build(model: &Model<'_>, sink: &mut Diagnostics) -> Graph {
         let mut previous: Option<StepIdx> = None;
         for &s in &block.steps {
             let info = &model.steps[s];
-            let mut seen = HashSet::new();
+            let mut seen: Vec<StepIdx> = Vec::new();
             for dep in &info.step.depends_on {
-                let pointer = format!("{}/depends_on", info.step.pointer);
+                let pointer = || format!("{}/depends_on", info.step.pointer);
                 let Some(&target) = model.by_id.get(dep.value.as_str()) else {
                     let siblings: Vec<&str> = block
                         .steps
@@ -72,7 +72,7 @@ pub fn build(model: &Model<'_>, sink: &mut Diagnostics) -> Graph {
                         dep.span,
                         format!("`depends_on` names unknown step `{}`", dep.value),
                     )
-                    .with_pointer(pointer);
+                    .with_pointer(pointer());
                     if let Some(close) = did_you_mean(&dep.value, &siblings) {
                         d = d
                             .with_help(format!("did you mean `{close}`?"))
@@ -94,18 +94,18 @@ pub fn build(model: &Model<'_>, sink: &mut Diagnostics) -> Graph {
                             format!("step `{}` depends on itself", dep.value),
                         )
                         .with_help("remove this entry")
-                        .with_pointer(pointer),
+                        .with_pointer(pointer()),
                     );
                     continue;
                 }
-                if !seen.insert(target) {
+                if seen.contains(&target) {
                     sink.push(
                         Diagnostic::warning(
                             W0007,
                             dep.span,
                             format!("`{}` is listed twice in `depends_on`", dep.value),
                         )
-                        .with_pointer(pointer),
+                        .with_pointer(pointer()),
                     );
                     continue;
                 }
@@ -119,7 +119,7 @@ pub fn build(model: &Model<'_>, sink: &mut Diagnostics) -> Graph {
                         ),
                     )
                     .with_secondary(model.steps[target].step.id.span, "defined here")
-                    .with_pointer(pointer);
+                    .with_pointer(pointer());
                     d = if model.is_inside(s, target) {
                         d.with_help("a step cannot depend on a step that contains it")
                     } else {
@@ -144,10 +144,11 @@ pub fn build(model: &Model<'_>, sink: &mut Diagnostics) -> Graph {
                             "depend on `{}` instead: its output is the fallback's when it fails",
                             model.steps[owner].step.id.value
                         ))
-                        .with_pointer(pointer),
+                        .with_pointer(pointer()),
                     );
                     continue;
                 }
+                seen.push(target);
                 graph.deps[s].push(target);
             }
             if block.sequential() && !graph.is_fallback_only(s) {
@@ -242,18 +243,21 @@ fn resolve_fallbacks(model: &Model<'_>, graph: &mut Graph, sink: &mut Diagnostic
 }
 
 fn report_cycles(model: &Model<'_>, graph: &Graph, sink: &mut Diagnostics) {
-    let mut g: DiGraphMap<StepIdx, ()> = DiGraphMap::new();
+    let mut g: DiGraph<(), ()> = DiGraph::with_capacity(graph.deps.len(), graph.deps.len());
+    for _ in &graph.deps {
+        g.add_node(());
+    }
     for (s, deps) in graph.deps.iter().enumerate() {
-        g.add_node(s);
         for &d in deps {
-            g.add_edge(d, s, ());
+            g.add_edge(NodeIndex::new(d), NodeIndex::new(s), ());
         }
     }
     for component in tarjan_scc(&g) {
         if component.len() < 2 {
             continue;
         }
-        let cycle = find_cycle(&g, &component);
+        let members: Vec<StepIdx> = component.iter().map(|n| n.index()).collect();
+        let cycle = shortest_cycle(&g, &members);
         let names: Vec<&str> = cycle
             .iter()
             .map(|&s| model.steps[s].step.id.value.as_str())
@@ -304,39 +308,78 @@ fn report_cycles(model: &Model<'_>, graph: &Graph, sink: &mut Diagnostics) {
     }
 }
 
-/// A simple cycle through the strongly connected `component`, in edge order.
-fn find_cycle(g: &DiGraphMap<StepIdx, ()>, component: &[StepIdx]) -> Vec<StepIdx> {
-    let members: HashSet<StepIdx> = component.iter().copied().collect();
-    let start = *component.iter().min().unwrap_or(&component[0]);
-    let mut path = vec![start];
-    let mut on_path: HashSet<StepIdx> = HashSet::from([start]);
-    let mut current = start;
-    loop {
-        let mut next_nodes: Vec<StepIdx> = g
-            .neighbors(current)
-            .filter(|n| members.contains(n))
+/// The shortest cycle through the smallest step of a strongly connected
+/// `component`, in edge order (breadth-first search back to the start).
+fn shortest_cycle(g: &DiGraph<(), ()>, component: &[StepIdx]) -> Vec<StepIdx> {
+    let start = component.iter().copied().min().unwrap_or_default();
+    let mut parent: HashMap<StepIdx, StepIdx> = HashMap::new();
+    let mut queue = VecDeque::from([start]);
+    while let Some(current) = queue.pop_front() {
+        let mut next: Vec<StepIdx> = g
+            .neighbors(NodeIndex::new(current))
+            .map(NodeIndex::index)
+            .filter(|n| component.contains(n))
             .collect();
-        next_nodes.sort_unstable();
-        if next_nodes.contains(&start) && path.len() > 1 {
-            return path;
+        next.sort_unstable();
+        for n in next {
+            if n == start {
+                let mut cycle = vec![current];
+                let mut at = current;
+                while let Some(&p) = parent.get(&at) {
+                    cycle.push(p);
+                    at = p;
+                }
+                cycle.reverse();
+                return cycle;
+            }
+            if n != start && !parent.contains_key(&n) {
+                parent.insert(n, current);
+                queue.push_back(n);
+            }
         }
-        let Some(&next) = next_nodes.iter().find(|n| !on_path.contains(n)) else {
-            return path;
-        };
-        if next_nodes.contains(&start) {
-            return path;
-        }
-        path.push(next);
-        on_path.insert(next);
-        current = next;
     }
+    component.to_vec()
 }
 
 /// The steps guaranteed to have finished when each step starts.
+///
+/// `before(s)` = `before(parent)` ∪ for each dependency `d`: `before(d)` ∪
+/// `{d}` ∪ the contents of `d` if it is a `parallel`/`all` step. Sets are
+/// bitsets, computed on demand (only for steps whose references are
+/// checked) without recursion, in dependency order.
 pub struct Guarantees<'m, 'a> {
     model: &'m Model<'a>,
     graph: &'m Graph,
-    memo: Vec<Option<Vec<bool>>>,
+    memo: Vec<Option<BitSet>>,
+}
+
+/// A fixed-size set of step indices.
+#[derive(Debug, Clone)]
+struct BitSet(Vec<u64>);
+
+impl BitSet {
+    fn new(n: usize) -> BitSet {
+        BitSet(vec![0; n.div_ceil(64)])
+    }
+
+    fn insert(&mut self, i: usize) -> bool {
+        let (word, bit) = (i / 64, 1u64 << (i % 64));
+        let fresh = self.0[word] & bit == 0;
+        self.0[word] |= bit;
+        fresh
+    }
+
+    fn contains(&self, i: usize) -> bool {
+        self.0
+            .get(i / 64)
+            .is_some_and(|w| w & (1u64 << (i % 64)) != 0)
+    }
+
+    fn union(&mut self, other: &BitSet) {
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a |= b;
+        }
+    }
 }
 
 impl<'m, 'a> Guarantees<'m, 'a> {
@@ -351,42 +394,74 @@ impl<'m, 'a> Guarantees<'m, 'a> {
 
     /// Is `target` guaranteed finished when `step` starts?
     pub fn finished_before(&mut self, step: StepIdx, target: StepIdx) -> bool {
-        self.before(step).get(target).copied().unwrap_or(false)
+        self.ensure(step);
+        self.memo[step]
+            .as_ref()
+            .is_some_and(|set| set.contains(target))
     }
 
-    fn before(&mut self, step: StepIdx) -> &[bool] {
-        if self.memo[step].is_none() {
-            let set = self.compute(step);
-            self.memo[step] = Some(set);
+    /// The sets `step`'s set is built from.
+    fn prerequisites(&self, step: StepIdx) -> Vec<StepIdx> {
+        if let Some(owner) = self.graph.fallback_of[step] {
+            return vec![owner];
         }
-        self.memo[step].as_deref().unwrap_or_default()
+        let mut out = self.graph.deps[step].clone();
+        out.extend(self.model.steps[step].parent);
+        out
     }
 
-    fn compute(&mut self, step: StepIdx) -> Vec<bool> {
+    /// Computes `step`'s set and every set it needs, deepest first.
+    fn ensure(&mut self, step: StepIdx) {
+        if self.memo[step].is_some() {
+            return;
+        }
+        let mut on_stack = BitSet::new(self.model.steps.len());
+        on_stack.insert(step);
+        let mut stack = vec![(step, false)];
+        while let Some((s, expanded)) = stack.pop() {
+            if self.memo[s].is_some() {
+                continue;
+            }
+            if expanded {
+                let set = self.compute(s);
+                self.memo[s] = Some(set);
+                continue;
+            }
+            stack.push((s, true));
+            for p in self.prerequisites(s) {
+                // A step already on the stack is part of a cycle (reported
+                // elsewhere): it contributes nothing.
+                if self.memo[p].is_none() && on_stack.insert(p) {
+                    stack.push((p, false));
+                }
+            }
+        }
+    }
+
+    fn compute(&self, step: StepIdx) -> BitSet {
         let n = self.model.steps.len();
         // A fallback runs in place of the step it stands in for.
         if let Some(owner) = self.graph.fallback_of[step] {
-            return self.before(owner).to_vec();
+            return self.memo[owner].clone().unwrap_or_else(|| BitSet::new(n));
         }
-        let mut set = match self.model.steps[step].parent {
-            Some(parent) => self.before(parent).to_vec(),
-            None => vec![false; n],
-        };
-        let mut stack: Vec<StepIdx> = self.graph.deps[step].clone();
-        while let Some(d) = stack.pop() {
-            if set[d] {
-                continue;
+        let mut set = self.model.steps[step]
+            .parent
+            .and_then(|p| self.memo[p].clone())
+            .unwrap_or_else(|| BitSet::new(n));
+        for &d in &self.graph.deps[step] {
+            if let Some(before_d) = &self.memo[d] {
+                set.union(before_d);
             }
-            set[d] = true;
-            self.add_finished_children(d, &mut set);
-            stack.extend(self.graph.deps[d].iter().copied());
+            if set.insert(d) {
+                self.add_finished_children(d, &mut set);
+            }
         }
         set
     }
 
     /// Marks the steps certainly finished inside a finished step: the
     /// contents of a `parallel` step in `all` mode.
-    fn add_finished_children(&self, step: StepIdx, set: &mut [bool]) {
+    fn add_finished_children(&self, step: StepIdx, set: &mut BitSet) {
         let StepKind::Parallel(p) = &self.model.steps[step].step.kind else {
             return;
         };
@@ -395,8 +470,7 @@ impl<'m, 'a> Guarantees<'m, 'a> {
         }
         for &block in &self.model.steps[step].children {
             for &inner in &self.model.blocks[block].steps {
-                if !self.graph.is_fallback_only(inner) && !set[inner] {
-                    set[inner] = true;
+                if !self.graph.is_fallback_only(inner) && set.insert(inner) {
                     self.add_finished_children(inner, set);
                 }
             }

@@ -5,7 +5,7 @@
 //! top level first, then the `on_complete` and `on_error` hooks. Checks and
 //! codegen both work on these indices instead of walking the AST by name.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::ast::{Block, Document, Step, StepKind};
 use crate::diagnostics::codes::E0020;
@@ -89,7 +89,7 @@ impl<'a> Model<'a> {
         let mut model = Model {
             steps: Vec::new(),
             blocks: Vec::new(),
-            by_id: HashMap::new(),
+            by_id: HashMap::default(),
         };
         model.add_block(&doc.workflow.steps, None, BlockRole::Root, &[], sink);
         let hooks = [

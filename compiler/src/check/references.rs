@@ -553,13 +553,25 @@ impl<'m, 'a> Resolver<'m, 'a> {
         let Segment::Key(field) = &first.value else {
             return;
         };
-        let Some(Ty::Object { fields }) = self.output_type(target) else {
+        let Some(ty) = self.output_type(target) else {
             return;
         };
-        if fields.contains_key(field) {
-            return;
+        let alternatives = match ty {
+            Ty::OneOf { types } => types,
+            other => vec![other],
+        };
+        let mut names: Vec<&str> = Vec::new();
+        for alternative in &alternatives {
+            let Ty::Object { fields } = alternative else {
+                return;
+            };
+            if fields.contains_key(field) {
+                return;
+            }
+            names.extend(fields.keys().map(String::as_str));
         }
-        let names: Vec<&str> = fields.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        names.dedup();
         let step = self.model.steps[target].step;
         let mut d = Diagnostic::error(
             E0037,
@@ -590,8 +602,18 @@ impl<'m, 'a> Resolver<'m, 'a> {
         }
     }
 
-    /// The declared shape of a step's output.
+    /// The declared shape of a step's output (either shape when it has a fallback).
     pub fn output_type(&self, s: StepIdx) -> Option<Ty> {
+        let own = self.own_output_type(s)?;
+        match self.graph.fallback[s] {
+            Some(f) => Some(Ty::OneOf {
+                types: vec![own, self.own_output_type(f)?],
+            }),
+            None => Some(own),
+        }
+    }
+
+    fn own_output_type(&self, s: StepIdx) -> Option<Ty> {
         let step = self.model.steps[s].step;
         Some(match &step.kind {
             StepKind::Action(a) => self.catalog.get(&a.action.value)?.output.clone(),
@@ -639,6 +661,7 @@ impl<'m, 'a> Resolver<'m, 'a> {
                 let mut ty = self.output_type(target)?;
                 for segment in rest {
                     ty = match (segment, &ty) {
+                        (_, Ty::OneOf { .. }) => return None,
                         (Segment::Key(k), _) => ty.field(k)?.clone(),
                         (Segment::Index(_), Ty::Array { items }) => (**items).clone(),
                         _ => return None,

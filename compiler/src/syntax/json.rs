@@ -21,7 +21,7 @@ use crate::source::Span;
 pub const MAX_DEPTH: usize = 256;
 
 /// Reads a JSON document. Problems go to `sink`; `None` when it is unusable.
-pub fn parse(src: &str, sink: &mut Diagnostics) -> Option<Node> {
+pub fn parse<'s>(src: &'s str, sink: &mut Diagnostics) -> Option<Node<'s>> {
     let mut reader = Reader {
         src,
         lexer: Token::lexer(src),
@@ -48,24 +48,24 @@ pub fn parse(src: &str, sink: &mut Diagnostics) -> Option<Node> {
 /// Marker: the document is unusable; the diagnostic was already reported.
 struct Stop;
 
-type Spanned = (Result<Token, LexError>, Span);
+type Spanned<'s> = (Result<Token<'s>, LexError>, Span);
 
 /// A token looked at but not consumed.
-enum Peeked {
+enum Peeked<'s> {
     Nothing,
-    Token(Spanned),
+    Token(Spanned<'s>),
     End,
 }
 
 struct Reader<'src, 'sink> {
     src: &'src str,
-    lexer: logos::Lexer<'src, Token>,
-    peeked: Peeked,
+    lexer: logos::Lexer<'src, Token<'src>>,
+    peeked: Peeked<'src>,
     sink: &'sink mut Diagnostics,
 }
 
-impl Reader<'_, '_> {
-    fn next(&mut self) -> Option<Spanned> {
+impl<'src> Reader<'src, '_> {
+    fn next(&mut self) -> Option<Spanned<'src>> {
         match std::mem::replace(&mut self.peeked, Peeked::Nothing) {
             Peeked::Token(token) => return Some(token),
             Peeked::End => return None,
@@ -75,7 +75,7 @@ impl Reader<'_, '_> {
         Some((token, self.lexer.span().into()))
     }
 
-    fn peek(&mut self) -> Option<&Spanned> {
+    fn peek(&mut self) -> Option<&Spanned<'src>> {
         if matches!(self.peeked, Peeked::Nothing) {
             self.peeked = match self.next() {
                 Some(token) => Peeked::Token(token),
@@ -118,7 +118,7 @@ impl Reader<'_, '_> {
         Stop
     }
 
-    fn expect_value_token(&mut self, what: &str) -> Result<(Token, Span), Stop> {
+    fn expect_value_token(&mut self, what: &str) -> Result<(Token<'src>, Span), Stop> {
         match self.next() {
             Some((Ok(token), span)) => Ok((token, span)),
             Some((Err(error), span)) => Err(self.lex_error(&error, span)),
@@ -129,7 +129,7 @@ impl Reader<'_, '_> {
         }
     }
 
-    fn value(&mut self, depth: usize) -> Result<Node, Stop> {
+    fn value(&mut self, depth: usize) -> Result<Node<'src>, Stop> {
         let (token, span) = self.expect_value_token("a value")?;
         let kind = match token {
             Token::Null => NodeKind::Null,
@@ -179,7 +179,7 @@ impl Reader<'_, '_> {
     }
 
     /// After a `,`: is the next token the closer (a trailing comma)?
-    fn trailing_comma(&mut self, comma: Span, closer: &Token) -> Result<(), Stop> {
+    fn trailing_comma(&mut self, comma: Span, closer: &Token<'_>) -> Result<(), Stop> {
         if matches!(self.peek(), Some((Ok(t), _)) if t == closer) {
             self.sink.push(
                 Diagnostic::error(E0001, comma, "trailing comma")
@@ -191,7 +191,7 @@ impl Reader<'_, '_> {
         Ok(())
     }
 
-    fn array(&mut self, open: Span, depth: usize) -> Result<Node, Stop> {
+    fn array(&mut self, open: Span, depth: usize) -> Result<Node<'src>, Stop> {
         self.check_depth(open, depth)?;
         let mut items = Vec::new();
         if let Some((Ok(Token::RBracket), close)) = self.peek() {
@@ -237,9 +237,9 @@ impl Reader<'_, '_> {
         }
     }
 
-    fn object(&mut self, open: Span, depth: usize) -> Result<Node, Stop> {
+    fn object(&mut self, open: Span, depth: usize) -> Result<Node<'src>, Stop> {
         self.check_depth(open, depth)?;
-        let mut members: Vec<Member> = Vec::new();
+        let mut members: Vec<Member<'src>> = Vec::new();
         if let Some((Ok(Token::RBrace), close)) = self.peek() {
             let close = *close;
             self.next();
@@ -356,7 +356,7 @@ impl Reader<'_, '_> {
     }
 }
 
-fn describe(token: &Token) -> String {
+fn describe(token: &Token<'_>) -> String {
     match token {
         Token::LBrace => "`{`".into(),
         Token::RBrace => "`}`".into(),
@@ -386,7 +386,7 @@ fn truncate(s: &str, max: usize) -> String {
 mod tests {
     use super::*;
 
-    fn read(src: &str) -> (Option<Node>, Vec<Diagnostic>) {
+    fn read(src: &str) -> (Option<Node<'_>>, Vec<Diagnostic>) {
         let mut sink = Diagnostics::new();
         let node = parse(src, &mut sink);
         (node, sink.into_iter().collect())

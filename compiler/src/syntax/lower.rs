@@ -12,14 +12,14 @@ pub mod step;
 pub(crate) mod value;
 
 use self::fields::Fields;
-use crate::ast::{Block, Document, Workflow, Wrapper};
+use crate::ast::{Block, Document, Spanned, Workflow, Wrapper};
 use crate::diagnostics::codes::{E0010, E0011, E0012};
 use crate::diagnostics::{Diagnostic, Diagnostics};
 use crate::source::Span;
 use crate::syntax::node::{Node, NodeKind, pointer_token};
 
 /// Lowers a parsed JSON document (bare definition or opcode wrapper).
-pub fn lower_document(src: &str, root: &Node, sink: &mut Diagnostics) -> Option<Document> {
+pub fn lower_document(src: &str, root: &Node<'_>, sink: &mut Diagnostics) -> Option<Document> {
     let mut lowerer = Lowerer { src, sink };
     lowerer.document(root)
 }
@@ -61,7 +61,7 @@ impl Lowerer<'_> {
         self.sink.push(diagnostic);
     }
 
-    fn document(&mut self, root: &Node) -> Option<Document> {
+    fn document(&mut self, root: &Node<'_>) -> Option<Document> {
         let NodeKind::Object(_) = &root.kind else {
             self.report(
                 Diagnostic::error(
@@ -101,7 +101,7 @@ impl Lowerer<'_> {
         })
     }
 
-    fn wrapper(&mut self, fields: &Fields<'_>) -> Wrapper {
+    fn wrapper(&mut self, fields: &Fields<'_, '_>) -> Wrapper {
         Wrapper {
             name: self.opt_string(fields, "name"),
             description: self.opt_string(fields, "description"),
@@ -109,11 +109,13 @@ impl Lowerer<'_> {
             features: self.opt_typed(fields, "features", "array"),
             input_schema: self.opt_typed(fields, "input_schema", "object"),
             output_schema: self.opt_typed(fields, "output_schema", "object"),
-            triggers: fields.get("triggers").map(|m| m.value.clone()),
+            triggers: fields
+                .get("triggers")
+                .map(|m| Spanned::new(m.value.to_value(), m.value.span)),
         }
     }
 
-    fn workflow(&mut self, node: &Node, pointer: &str) -> Option<Workflow> {
+    fn workflow(&mut self, node: &Node<'_>, pointer: &str) -> Option<Workflow> {
         let fields = self.fields(node, pointer, "workflow definition", DEFINITION_FIELDS)?;
         let steps = if let Some(member) = fields.get("steps") {
             self.block(&member.value, &fields.pointer_of("steps"), "steps", true)
@@ -153,7 +155,7 @@ impl Lowerer<'_> {
     }
 
     /// A workflow hook: one step object (an array of one step is accepted too).
-    fn hook(&mut self, node: &Node, pointer: &str) -> Option<Box<crate::ast::Step>> {
+    fn hook(&mut self, node: &Node<'_>, pointer: &str) -> Option<Box<crate::ast::Step>> {
         if let Some(items) = node.as_array() {
             if let [only] = items {
                 return self.step(only, &format!("{pointer}/0")).map(Box::new);
@@ -171,7 +173,7 @@ impl Lowerer<'_> {
     /// Lowers an array of steps. `required` blocks must not be empty.
     pub(crate) fn block(
         &mut self,
-        node: &Node,
+        node: &Node<'_>,
         pointer: &str,
         what: &str,
         required: bool,
@@ -220,5 +222,10 @@ fn empty_block(span: Span, pointer: &str) -> Block {
 
 /// `pointer/key` with the key escaped.
 pub(crate) fn child_pointer(pointer: &str, key: &str) -> String {
-    format!("{pointer}/{}", pointer_token(key))
+    let token = pointer_token(key);
+    let mut out = String::with_capacity(pointer.len() + 1 + token.len());
+    out.push_str(pointer);
+    out.push('/');
+    out.push_str(&token);
+    out
 }

@@ -1,8 +1,10 @@
 //! The span-keeping JSON tree.
 //!
-//! Both readers produce these nodes before lowering to the workflow AST: the
-//! JSON reader directly, and (later) the `.opc` reader for embedded JSON
-//! values. Every key and every value keeps its byte span.
+//! The JSON reader produces these nodes before lowering to the workflow AST.
+//! Every key and every value keeps its byte span. Strings borrow from the
+//! source unless they contain escapes, so reading allocates little.
+
+use std::borrow::Cow;
 
 use serde_json::{Map, Number, Value};
 
@@ -10,16 +12,16 @@ use crate::source::Span;
 
 /// A JSON value with its span.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Node {
+pub struct Node<'s> {
     /// The value.
-    pub kind: NodeKind,
+    pub kind: NodeKind<'s>,
     /// Where it was written (for strings, including the quotes).
     pub span: Span,
 }
 
 /// The kinds of JSON value.
 #[derive(Debug, Clone, PartialEq)]
-pub enum NodeKind {
+pub enum NodeKind<'s> {
     /// `null`.
     Null,
     /// `true` / `false`.
@@ -27,27 +29,27 @@ pub enum NodeKind {
     /// A number (integers that fit stay integers).
     Number(Number),
     /// A string, unescaped.
-    String(String),
+    String(Cow<'s, str>),
     /// An array.
-    Array(Vec<Node>),
+    Array(Vec<Node<'s>>),
     /// An object, members in source order.
-    Object(Vec<Member>),
+    Object(Vec<Member<'s>>),
 }
 
 /// One `"key": value` member of an object.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Member {
+pub struct Member<'s> {
     /// The unescaped key.
-    pub key: String,
+    pub key: Cow<'s, str>,
     /// The key's span, quotes included.
     pub key_span: Span,
     /// The value.
-    pub value: Node,
+    pub value: Node<'s>,
 }
 
-impl Node {
+impl<'s> Node<'s> {
     /// A node (used by the readers and by tests).
-    pub fn new(kind: NodeKind, span: Span) -> Node {
+    pub fn new(kind: NodeKind<'s>, span: Span) -> Node<'s> {
         Node { kind, span }
     }
 
@@ -72,7 +74,7 @@ impl Node {
     }
 
     /// The members, if this is an object.
-    pub fn as_object(&self) -> Option<&[Member]> {
+    pub fn as_object(&self) -> Option<&[Member<'s>]> {
         match &self.kind {
             NodeKind::Object(members) => Some(members),
             _ => None,
@@ -80,7 +82,7 @@ impl Node {
     }
 
     /// The items, if this is an array.
-    pub fn as_array(&self) -> Option<&[Node]> {
+    pub fn as_array(&self) -> Option<&[Node<'s>]> {
         match &self.kind {
             NodeKind::Array(items) => Some(items),
             _ => None,
@@ -88,7 +90,7 @@ impl Node {
     }
 
     /// The member named `key`, if this is an object that has it.
-    pub fn get(&self, key: &str) -> Option<&Member> {
+    pub fn get(&self, key: &str) -> Option<&Member<'s>> {
         self.as_object()?.iter().find(|m| m.key == key)
     }
 
@@ -98,12 +100,12 @@ impl Node {
             NodeKind::Null => Value::Null,
             NodeKind::Bool(b) => Value::Bool(*b),
             NodeKind::Number(n) => Value::Number(n.clone()),
-            NodeKind::String(s) => Value::String(s.clone()),
+            NodeKind::String(s) => Value::String(s.clone().into_owned()),
             NodeKind::Array(items) => Value::Array(items.iter().map(Node::to_value).collect()),
             NodeKind::Object(members) => {
                 let mut map = Map::with_capacity(members.len());
                 for m in members {
-                    map.insert(m.key.clone(), m.value.to_value());
+                    map.insert(m.key.clone().into_owned(), m.value.to_value());
                 }
                 Value::Object(map)
             }
@@ -112,6 +114,10 @@ impl Node {
 }
 
 /// Escapes one JSON Pointer reference token (RFC 6901).
-pub fn pointer_token(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
+pub fn pointer_token(token: &str) -> Cow<'_, str> {
+    if token.contains(['~', '/']) {
+        Cow::Owned(token.replace('~', "~0").replace('/', "~1"))
+    } else {
+        Cow::Borrowed(token)
+    }
 }

@@ -79,7 +79,23 @@ fn error(message: impl Into<String>, span: Range<usize>) -> TemplateError {
 
 /// Is the string free of interpolation (no `${{` at all)?
 pub fn is_plain(s: &str) -> bool {
-    !s.contains("${{")
+    find_from(s, 0, b"${{").is_none()
+}
+
+/// The byte offset of `needle` in `s` at or after `from` (fast for the short
+/// strings of workflow files: no searcher set-up).
+fn find_from(s: &str, from: usize, needle: &[u8]) -> Option<usize> {
+    let hay = s.as_bytes().get(from..)?;
+    let (&first, rest) = needle.split_first()?;
+    let mut i = 0;
+    while let Some(p) = memchr::memchr(first, hay.get(i..)?) {
+        let at = i + p;
+        if hay.get(at + 1..).is_some_and(|tail| tail.starts_with(rest)) {
+            return Some(from + at);
+        }
+        i = at + 1;
+    }
+    None
 }
 
 /// Splits a string into text and references.
@@ -87,8 +103,7 @@ pub fn parse_template(s: &str) -> Result<Vec<Piece>, TemplateError> {
     let mut pieces = Vec::new();
     let mut text = String::new();
     let mut i = 0;
-    while let Some(found) = s[i..].find("${{") {
-        let start = i + found;
+    while let Some(start) = find_from(s, i, b"${{") {
         if start > 0 && s.as_bytes()[start - 1] == b'$' {
             // `$${{` is an escaped, literal `${{`.
             text.push_str(&s[i..start - 1]);
@@ -98,15 +113,13 @@ pub fn parse_template(s: &str) -> Result<Vec<Piece>, TemplateError> {
         }
         text.push_str(&s[i..start]);
         let inner_start = start + 3;
-        let close = s[inner_start..].find("}}").map(|c| inner_start + c);
-        let next_open = s[inner_start..].find("${{").map(|o| inner_start + o);
-        let Some(close) = close else {
+        let Some(close) = find_from(s, inner_start, b"}}") else {
             return Err(TemplateError {
                 help: Some("close the token with `}}`".into()),
                 ..error("unclosed `${{`", start..s.len())
             });
         };
-        if let Some(open) = next_open.filter(|o| *o < close) {
+        if let Some(open) = find_from(&s[..close], inner_start, b"${{") {
             return Err(TemplateError {
                 help: Some("interpolation tokens cannot be nested".into()),
                 ..error("`${{` inside another `${{`", open..open + 3)

@@ -6,6 +6,8 @@
 //! non-JSON habits (comments, single quotes, `NaN`) lex as errors with their
 //! own messages rather than as "unexpected character".
 
+use std::borrow::Cow;
+
 use logos::{FilterResult, Lexer, Logos};
 
 /// A lexing problem, with the byte range it covers (relative to the input).
@@ -33,7 +35,7 @@ pub enum LexError {
 }
 
 impl LexError {
-    fn from_lexer(lex: &mut Lexer<'_, Token>) -> LexError {
+    fn from_lexer<'s>(lex: &mut Lexer<'s, Token<'s>>) -> LexError {
         lex.slice()
             .chars()
             .next()
@@ -62,7 +64,7 @@ impl LexError {
 #[derive(Logos, Debug, Clone, PartialEq)]
 #[logos(error(LexError, LexError::from_lexer))]
 #[logos(skip r"[ \t\r\n]+")]
-pub enum Token {
+pub enum Token<'s> {
     /// `{`
     #[token("{")]
     LBrace,
@@ -94,9 +96,9 @@ pub enum Token {
     /// (`01`, `1.`, `+1` are lexed whole) so malformed numbers get one clear error.
     #[regex(r"[-+]?[0-9.][0-9A-Za-z_.+-]*", number)]
     Number,
-    /// A string, unescaped.
+    /// A string, unescaped (borrowed when it has no escapes).
     #[token("\"", lex_string)]
-    String(String),
+    String(Cow<'s, str>),
     /// Comments.
     #[regex(r"//[^\n]*|/\*([^*]|\*+[^*/])*\*+/", comment, allow_greedy = true)]
     Comment,
@@ -108,7 +110,7 @@ pub enum Token {
     BareWord,
 }
 
-fn number(lex: &mut Lexer<'_, Token>) -> FilterResult<(), LexError> {
+fn number<'s>(lex: &mut Lexer<'s, Token<'s>>) -> FilterResult<(), LexError> {
     if is_json_number(lex.slice()) {
         FilterResult::Emit(())
     } else {
@@ -152,20 +154,20 @@ fn is_json_number(s: &str) -> bool {
     i == b.len()
 }
 
-fn comment(_: &mut Lexer<'_, Token>) -> FilterResult<(), LexError> {
+fn comment<'s>(_: &mut Lexer<'s, Token<'s>>) -> FilterResult<(), LexError> {
     FilterResult::Error(LexError::Comment)
 }
 
-fn single_quoted(_: &mut Lexer<'_, Token>) -> FilterResult<(), LexError> {
+fn single_quoted<'s>(_: &mut Lexer<'s, Token<'s>>) -> FilterResult<(), LexError> {
     FilterResult::Error(LexError::SingleQuoted)
 }
 
-fn bare_word(lex: &mut Lexer<'_, Token>) -> FilterResult<(), LexError> {
+fn bare_word<'s>(lex: &mut Lexer<'s, Token<'s>>) -> FilterResult<(), LexError> {
     FilterResult::Error(LexError::BareWord(lex.slice().to_owned()))
 }
 
 /// Scans a string body after the opening quote, decoding escapes.
-fn lex_string(lex: &mut Lexer<'_, Token>) -> FilterResult<String, LexError> {
+fn lex_string<'s>(lex: &mut Lexer<'s, Token<'s>>) -> FilterResult<Cow<'s, str>, LexError> {
     let rest = lex.remainder();
     let base = lex.span().end;
     match scan_string(rest) {
@@ -187,18 +189,21 @@ fn lex_string(lex: &mut Lexer<'_, Token>) -> FilterResult<String, LexError> {
 /// Decodes a string body; returns the text and the bytes consumed (closing quote included).
 ///
 /// On error returns the error (offsets relative to `rest`) and how far to skip.
-fn scan_string(rest: &str) -> Result<(String, usize), (LexError, usize)> {
+fn scan_string(rest: &str) -> Result<(Cow<'_, str>, usize), (LexError, usize)> {
     let bytes = rest.as_bytes();
     let mut out = String::new();
+    let mut escaped = false;
     let mut i = 0;
     let mut plain_from = 0;
     while i < bytes.len() {
         match bytes[i] {
+            b'"' if !escaped => return Ok((Cow::Borrowed(&rest[..i]), i + 1)),
             b'"' => {
                 out.push_str(&rest[plain_from..i]);
-                return Ok((out, i + 1));
+                return Ok((Cow::Owned(out), i + 1));
             }
             b'\\' => {
+                escaped = true;
                 out.push_str(&rest[plain_from..i]);
                 let (ch, len) = decode_escape(&rest[i..])
                     .ok_or_else(|| (LexError::InvalidEscape(i), skip_to_quote(bytes, i + 1)))?;
@@ -307,7 +312,7 @@ pub fn raw_offset(raw: &str, decoded_offset: usize) -> usize {
 mod tests {
     use super::*;
 
-    fn tokens(src: &str) -> Vec<Result<Token, LexError>> {
+    fn tokens(src: &str) -> Vec<Result<Token<'_>, LexError>> {
         Token::lexer(src).collect()
     }
 

@@ -2,21 +2,21 @@
 //! the typed getters every lowering function uses.
 
 use super::{Lowerer, child_pointer};
-use crate::ast::{Millis, Spanned};
+use crate::ast::{Json, Millis, Spanned};
 use crate::diagnostics::codes::{E0010, E0014, E0015, E0017, W0001};
 use crate::diagnostics::{Diagnostic, Fix, PatchOp, did_you_mean as suggestion};
 use crate::duration::parse_millis;
 use crate::syntax::node::{Member, Node, NodeKind};
 
 /// The members of an object being lowered, with its JSON Pointer.
-pub(crate) struct Fields<'n> {
-    members: &'n [Member],
+pub(crate) struct Fields<'n, 's> {
+    members: &'n [Member<'s>],
     pub(crate) pointer: String,
 }
 
-impl<'n> Fields<'n> {
+impl<'n, 's> Fields<'n, 's> {
     /// The member named `key`.
-    pub(crate) fn get(&self, key: &str) -> Option<&'n Member> {
+    pub(crate) fn get(&self, key: &str) -> Option<&'n Member<'s>> {
         self.members.iter().find(|m| m.key == key)
     }
 
@@ -28,13 +28,13 @@ impl<'n> Fields<'n> {
 
 impl Lowerer<'_> {
     /// Checks that `node` is an object and warns about unknown keys.
-    pub(crate) fn fields<'n>(
+    pub(crate) fn fields<'n, 's>(
         &mut self,
-        node: &'n Node,
+        node: &'n Node<'s>,
         pointer: &str,
         what: &str,
         known: &[&str],
-    ) -> Option<Fields<'n>> {
+    ) -> Option<Fields<'n, 's>> {
         let Some(members) = node.as_object() else {
             self.report(
                 Diagnostic::error(
@@ -47,7 +47,7 @@ impl Lowerer<'_> {
             return None;
         };
         for member in members {
-            if !known.contains(&member.key.as_str()) {
+            if !known.contains(&&*member.key) {
                 self.unknown_field(member, pointer, what, known);
             }
         }
@@ -59,7 +59,7 @@ impl Lowerer<'_> {
 
     pub(crate) fn unknown_field(
         &mut self,
-        member: &Member,
+        member: &Member<'_>,
         pointer: &str,
         what: &str,
         known: &[&str],
@@ -97,7 +97,7 @@ impl Lowerer<'_> {
     }
 
     /// Reports that member `key` has the wrong type.
-    pub(crate) fn wrong_type(&mut self, member: &Member, pointer: &str, expected: &str) {
+    pub(crate) fn wrong_type(&mut self, member: &Member<'_>, pointer: &str, expected: &str) {
         self.report(
             Diagnostic::error(
                 E0010,
@@ -113,7 +113,11 @@ impl Lowerer<'_> {
     }
 
     /// An optional string field.
-    pub(crate) fn opt_string(&mut self, fields: &Fields<'_>, key: &str) -> Option<Spanned<String>> {
+    pub(crate) fn opt_string(
+        &mut self,
+        fields: &Fields<'_, '_>,
+        key: &str,
+    ) -> Option<Spanned<String>> {
         let member = fields.get(key)?;
         if let Some(s) = member.value.as_str() {
             return Some(Spanned::new(s.to_owned(), member.value.span));
@@ -122,11 +126,16 @@ impl Lowerer<'_> {
         None
     }
 
-    /// An optional field of a given JSON kind (`object` or `array`), kept as a node.
-    pub(crate) fn opt_typed(&mut self, fields: &Fields<'_>, key: &str, kind: &str) -> Option<Node> {
+    /// An optional field of a given JSON kind (`object` or `array`), as a plain value.
+    pub(crate) fn opt_typed(
+        &mut self,
+        fields: &Fields<'_, '_>,
+        key: &str,
+        kind: &str,
+    ) -> Option<Json> {
         let member = fields.get(key)?;
         if member.value.kind_name() == kind {
-            return Some(member.value.clone());
+            return Some(Spanned::new(member.value.to_value(), member.value.span));
         }
         let article = if kind == "object" {
             "an object"
@@ -138,7 +147,7 @@ impl Lowerer<'_> {
     }
 
     /// An optional boolean.
-    pub(crate) fn opt_bool(&mut self, fields: &Fields<'_>, key: &str) -> Option<bool> {
+    pub(crate) fn opt_bool(&mut self, fields: &Fields<'_, '_>, key: &str) -> Option<bool> {
         let member = fields.get(key)?;
         if let NodeKind::Bool(b) = member.value.kind {
             return Some(b);
@@ -148,7 +157,7 @@ impl Lowerer<'_> {
     }
 
     /// An optional non-negative integer.
-    pub(crate) fn opt_count(&mut self, fields: &Fields<'_>, key: &str) -> Option<Spanned<u64>> {
+    pub(crate) fn opt_count(&mut self, fields: &Fields<'_, '_>, key: &str) -> Option<Spanned<u64>> {
         let member = fields.get(key)?;
         if let NodeKind::Number(n) = &member.value.kind {
             if let Some(count) = n.as_u64() {
@@ -171,7 +180,7 @@ impl Lowerer<'_> {
     /// An optional duration string (`30s`, `1h30m`).
     pub(crate) fn opt_duration(
         &mut self,
-        fields: &Fields<'_>,
+        fields: &Fields<'_, '_>,
         key: &str,
     ) -> Option<Spanned<Millis>> {
         let member = fields.get(key)?;
@@ -199,7 +208,7 @@ impl Lowerer<'_> {
     /// An optional string from a fixed set.
     pub(crate) fn opt_enum<T>(
         &mut self,
-        fields: &Fields<'_>,
+        fields: &Fields<'_, '_>,
         key: &str,
         parse: fn(&str) -> Option<T>,
         spellings: &[&str],

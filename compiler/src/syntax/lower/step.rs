@@ -54,7 +54,7 @@ pub fn valid_step_id(id: &str) -> bool {
 
 impl Lowerer<'_> {
     /// Lowers one step object.
-    pub(crate) fn step(&mut self, node: &Node, pointer: &str) -> Option<Step> {
+    pub(crate) fn step(&mut self, node: &Node<'_>, pointer: &str) -> Option<Step> {
         let fields = self.fields(node, pointer, "a step", STEP_FIELDS)?;
         let id = self.step_id(node, &fields);
         let type_name = match fields.get("type") {
@@ -80,7 +80,7 @@ impl Lowerer<'_> {
             pointer: pointer.to_owned(),
             kind,
             depends_on: self.depends_on(&fields),
-            guard: self.opt_expr(&fields, "condition"),
+            guard: self.opt_expr(&fields, "condition").map(Box::new),
             retry: fields
                 .get("retry")
                 .and_then(|m| self.retry(&m.value, &fields.pointer_of("retry"))),
@@ -88,12 +88,12 @@ impl Lowerer<'_> {
             on_error: fields
                 .get("on_error")
                 .and_then(|m| self.on_error(&m.value, &fields.pointer_of("on_error"))),
-            isolation: self.opt_typed(&fields, "isolation", "object"),
+            isolation: self.opt_typed(&fields, "isolation", "object").map(Box::new),
             description: self.opt_string(&fields, "description"),
         })
     }
 
-    fn step_id(&mut self, node: &Node, fields: &Fields<'_>) -> Spanned<String> {
+    fn step_id(&mut self, node: &Node<'_>, fields: &Fields<'_, '_>) -> Spanned<String> {
         let Some(member) = fields.get("id") else {
             self.report(
                 Diagnostic::error(
@@ -167,14 +167,14 @@ impl Lowerer<'_> {
         self.report(diagnostic);
     }
 
-    fn depends_on(&mut self, fields: &Fields<'_>) -> Vec<Spanned<String>> {
+    fn depends_on(&mut self, fields: &Fields<'_, '_>) -> Vec<Spanned<String>> {
         let Some(member) = fields.get("depends_on") else {
             return Vec::new();
         };
         let pointer = fields.pointer_of("depends_on");
         match &member.value.kind {
             // A single id is accepted for convenience.
-            NodeKind::String(s) => vec![Spanned::new(s.clone(), member.value.span)],
+            NodeKind::String(s) => vec![Spanned::new(s.clone().into_owned(), member.value.span)],
             NodeKind::Array(items) => items
                 .iter()
                 .enumerate()
@@ -205,8 +205,8 @@ impl Lowerer<'_> {
     fn step_kind(
         &mut self,
         type_name: &Spanned<String>,
-        node: &Node,
-        fields: &Fields<'_>,
+        node: &Node<'_>,
+        fields: &Fields<'_, '_>,
     ) -> Option<StepKind> {
         if type_name.value == "action" {
             for key in ["config"] {
@@ -214,7 +214,9 @@ impl Lowerer<'_> {
                     self.ignored_field(member.key_span, key, "action", &fields.pointer_of(key));
                 }
             }
-            return self.action(node, fields).map(StepKind::Action);
+            return self
+                .action(node, fields)
+                .map(|a| StepKind::Action(Box::new(a)));
         }
         for key in ["action", "params"] {
             if let Some(member) = fields.get(key) {
@@ -244,23 +246,25 @@ impl Lowerer<'_> {
             "condition" => {
                 let config = self.fields(config_node, &pointer, &what, CONDITION_FIELDS)?;
                 self.condition(config_node, &config)
-                    .map(StepKind::Condition)
+                    .map(|c| StepKind::Condition(Box::new(c)))
             }
             "loop" => {
                 let config = self.fields(config_node, &pointer, &what, LOOP_FIELDS)?;
-                self.loop_step(config_node, &config).map(StepKind::Loop)
+                self.loop_step(config_node, &config)
+                    .map(|l| StepKind::Loop(Box::new(l)))
             }
             "parallel" => {
                 let config = self.fields(config_node, &pointer, &what, PARALLEL_FIELDS)?;
-                self.parallel(config_node, &config).map(StepKind::Parallel)
+                self.parallel(config_node, &config)
+                    .map(|p| StepKind::Parallel(Box::new(p)))
             }
             "wait" => {
                 let config = self.fields(config_node, &pointer, &what, WAIT_FIELDS)?;
-                Some(StepKind::Wait(self.wait(config_node, &config)))
+                Some(StepKind::Wait(Box::new(self.wait(config_node, &config))))
             }
             _ => {
                 let config = self.fields(config_node, &pointer, &what, REASONING_FIELDS)?;
-                Some(StepKind::Reasoning(self.reasoning(&config)))
+                Some(StepKind::Reasoning(Box::new(self.reasoning(&config))))
             }
         }
     }
@@ -276,7 +280,7 @@ impl Lowerer<'_> {
         );
     }
 
-    fn action(&mut self, node: &Node, fields: &Fields<'_>) -> Option<ActionStep> {
+    fn action(&mut self, node: &Node<'_>, fields: &Fields<'_, '_>) -> Option<ActionStep> {
         let action = if let Some(member) = fields.get("action") {
             if let Some(name) = member.value.as_str() {
                 Spanned::new(name.to_owned(), member.value.span)
@@ -294,7 +298,7 @@ impl Lowerer<'_> {
         };
         let params = match fields.get("params") {
             Some(member) if matches!(member.value.kind, NodeKind::Object(_) | NodeKind::Null) => {
-                Some(self.template(&member.value, &fields.pointer_of("params")))
+                Some(self.object_template(&member.value, &fields.pointer_of("params")))
             }
             Some(member) => {
                 self.wrong_type(member, &fields.pointer_of("params"), "an object");
@@ -305,13 +309,13 @@ impl Lowerer<'_> {
         Some(ActionStep { action, params })
     }
 
-    fn required<'n>(
+    fn required<'n, 's>(
         &mut self,
-        node: &Node,
-        fields: &Fields<'n>,
+        node: &Node<'_>,
+        fields: &Fields<'n, 's>,
         key: &str,
         what: &str,
-    ) -> Option<&'n crate::syntax::node::Member> {
+    ) -> Option<&'n crate::syntax::node::Member<'s>> {
         let member = fields.get(key);
         if member.is_none() {
             self.report(
@@ -322,7 +326,7 @@ impl Lowerer<'_> {
         member
     }
 
-    fn condition(&mut self, node: &Node, config: &Fields<'_>) -> Option<ConditionStep> {
+    fn condition(&mut self, node: &Node<'_>, config: &Fields<'_, '_>) -> Option<ConditionStep> {
         self.required(node, config, "expression", "a condition")?;
         let expression = self.opt_expr(config, "expression")?;
         let mut branches = Vec::new();
@@ -338,11 +342,14 @@ impl Lowerer<'_> {
                             &format!("branch `{}`", branch.key),
                             false,
                         );
-                        branches.push((Spanned::new(branch.key.clone(), branch.key_span), block));
+                        branches.push((
+                            Spanned::new(branch.key.clone().into_owned(), branch.key_span),
+                            block,
+                        ));
                     }
                 }
                 None => {
-                    self.wrong_type(member, &pointer, "an object of step arrays keyed by value")
+                    self.wrong_type(member, &pointer, "an object of step arrays keyed by value");
                 }
             }
         }
@@ -356,7 +363,7 @@ impl Lowerer<'_> {
         })
     }
 
-    fn loop_step(&mut self, node: &Node, config: &Fields<'_>) -> Option<LoopStep> {
+    fn loop_step(&mut self, node: &Node<'_>, config: &Fields<'_, '_>) -> Option<LoopStep> {
         let mode = self
             .opt_enum(config, "mode", LoopMode::parse, LoopMode::SPELLINGS)
             .unwrap_or_else(|| Spanned::new(LoopMode::ForEach, node.span));
@@ -398,7 +405,7 @@ impl Lowerer<'_> {
         })
     }
 
-    fn parallel(&mut self, node: &Node, config: &Fields<'_>) -> Option<ParallelStep> {
+    fn parallel(&mut self, node: &Node<'_>, config: &Fields<'_, '_>) -> Option<ParallelStep> {
         let mode = self
             .opt_enum(config, "mode", ParallelMode::parse, ParallelMode::SPELLINGS)
             .unwrap_or_else(|| Spanned::new(ParallelMode::All, node.span));
@@ -444,7 +451,7 @@ impl Lowerer<'_> {
         })
     }
 
-    fn wait(&mut self, node: &Node, config: &Fields<'_>) -> WaitStep {
+    fn wait(&mut self, node: &Node<'_>, config: &Fields<'_, '_>) -> WaitStep {
         let duration = self.opt_duration(config, "duration");
         let signal = self.opt_string(config, "signal");
         if config.get("duration").is_none() && config.get("signal").is_none() {
@@ -457,7 +464,7 @@ impl Lowerer<'_> {
         WaitStep { duration, signal }
     }
 
-    fn reasoning(&mut self, config: &Fields<'_>) -> ReasoningStep {
+    fn reasoning(&mut self, config: &Fields<'_, '_>) -> ReasoningStep {
         let mut options = Vec::new();
         if let Some(member) = config.get("options") {
             let pointer = config.pointer_of("options");
@@ -506,7 +513,8 @@ impl Lowerer<'_> {
                     for m in members {
                         let child = super::child_pointer(&pointer, &m.key);
                         let value = self.data_inject_value(&m.value, &child);
-                        data_inject.push((Spanned::new(m.key.clone(), m.key_span), value));
+                        data_inject
+                            .push((Spanned::new(m.key.clone().into_owned(), m.key_span), value));
                     }
                 }
                 None => self.wrong_type(member, &pointer, "an object"),
@@ -527,7 +535,7 @@ impl Lowerer<'_> {
         }
     }
 
-    fn retry(&mut self, node: &Node, pointer: &str) -> Option<Retry> {
+    fn retry(&mut self, node: &Node<'_>, pointer: &str) -> Option<Box<Retry>> {
         let fields = self.fields(node, pointer, "`retry`", RETRY_FIELDS)?;
         let max = match self.opt_count(&fields, "max") {
             Some(max) => max,
@@ -544,7 +552,7 @@ impl Lowerer<'_> {
             }
             None => return None,
         };
-        Some(Retry {
+        Some(Box::new(Retry {
             span: node.span,
             max,
             backoff: self
@@ -553,10 +561,10 @@ impl Lowerer<'_> {
             delay: self.opt_duration(&fields, "delay"),
             max_delay: self.opt_duration(&fields, "max_delay"),
             jitter: self.opt_bool(&fields, "jitter").unwrap_or(false),
-        })
+        }))
     }
 
-    fn on_error(&mut self, node: &Node, pointer: &str) -> Option<OnError> {
+    fn on_error(&mut self, node: &Node<'_>, pointer: &str) -> Option<Box<OnError>> {
         let fields = self.fields(node, pointer, "`on_error`", ON_ERROR_FIELDS)?;
         let strategy =
             match self.opt_enum(&fields, "strategy", Strategy::parse, Strategy::SPELLINGS) {
@@ -579,12 +587,12 @@ impl Lowerer<'_> {
                 }
                 None => return None,
             };
-        Some(OnError {
+        Some(Box::new(OnError {
             span: node.span,
             strategy,
             fallback_step: self
                 .opt_string(&fields, "fallback_step")
                 .filter(|f| !f.value.is_empty()),
-        })
+        }))
     }
 }

@@ -14,11 +14,33 @@ use crate::syntax::template::{self, Piece, RawReference};
 pub const NAMESPACES: &[&str] = &["steps", "inputs", "workflow", "context", "secrets", "loop"];
 
 impl Lowerer<'_> {
+    /// Lowers an object whose members each keep their own span (action
+    /// `params`), even when nothing in it is interpolated.
+    pub(crate) fn object_template(&mut self, node: &Node<'_>, pointer: &str) -> Template {
+        let NodeKind::Object(members) = &node.kind else {
+            return self.template(node, pointer);
+        };
+        let members = members
+            .iter()
+            .map(|m| {
+                let child = super::child_pointer(pointer, &m.key);
+                (
+                    Spanned::new(m.key.clone().into_owned(), m.key_span),
+                    self.template(&m.value, &child),
+                )
+            })
+            .collect();
+        Template {
+            span: node.span,
+            kind: TemplateKind::Object(members),
+        }
+    }
+
     /// Lowers a JSON value that may contain `${{…}}` tokens.
-    pub(crate) fn template(&mut self, node: &Node, pointer: &str) -> Template {
+    pub(crate) fn template(&mut self, node: &Node<'_>, pointer: &str) -> Template {
         let kind = match &node.kind {
             NodeKind::String(s) if !template::is_plain(s) => {
-                self.string_template(s, TextOrigin::JsonString(node.span), pointer)
+                self.string_template(s, TextOrigin::json_string(node.span, s), pointer)
             }
             NodeKind::Array(items) if contains_tokens(node) => TemplateKind::Array(
                 items
@@ -27,23 +49,14 @@ impl Lowerer<'_> {
                     .map(|(i, item)| self.template(item, &format!("{pointer}/{i}")))
                     .collect(),
             ),
-            NodeKind::Object(members) if contains_tokens(node) => TemplateKind::Object(
-                members
-                    .iter()
-                    .map(|m| {
-                        let child = super::child_pointer(pointer, &m.key);
-                        (
-                            Spanned::new(m.key.clone(), m.key_span),
-                            self.template(&m.value, &child),
-                        )
-                    })
-                    .collect(),
-            ),
-            _ => TemplateKind::Literal(node.clone()),
+            NodeKind::Object(_) if contains_tokens(node) => {
+                return self.object_template(node, pointer);
+            }
+            _ => TemplateKind::Literal(node.to_value()),
         };
         let kind = match kind {
             // A string whose tokens were malformed is kept as literal text.
-            TemplateKind::Text(parts) if parts.is_empty() => TemplateKind::Literal(node.clone()),
+            TemplateKind::Text(parts) if parts.is_empty() => TemplateKind::Literal(node.to_value()),
             other => other,
         };
         Template {
@@ -105,13 +118,13 @@ impl Lowerer<'_> {
     }
 
     /// A required CEL expression field (`condition`, `expression`, `over`…).
-    pub(crate) fn opt_expr(&mut self, fields: &Fields<'_>, key: &str) -> Option<Expr> {
+    pub(crate) fn opt_expr(&mut self, fields: &Fields<'_, '_>, key: &str) -> Option<Expr> {
         let member = fields.get(key)?;
         match &member.value.kind {
             NodeKind::String(source) => Some(Expr {
-                source: source.clone(),
+                source: source.clone().into_owned(),
                 span: member.value.span,
-                origin: TextOrigin::JsonString(member.value.span),
+                origin: TextOrigin::json_string(member.value.span, source),
             }),
             // A literal boolean guard is accepted and treated as the CEL constant.
             NodeKind::Bool(b) => Some(Expr {
@@ -127,14 +140,14 @@ impl Lowerer<'_> {
     }
 
     /// A `data_inject` value: a bare reference, a template, or a literal.
-    pub(crate) fn data_inject_value(&mut self, node: &Node, pointer: &str) -> Template {
+    pub(crate) fn data_inject_value(&mut self, node: &Node<'_>, pointer: &str) -> Template {
         let NodeKind::String(s) = &node.kind else {
             return self.template(node, pointer);
         };
         if !template::is_plain(s) {
             return self.template(node, pointer);
         }
-        let origin = TextOrigin::JsonString(node.span);
+        let origin = TextOrigin::json_string(node.span, s);
         match template::parse_reference(s) {
             Ok(raw) if NAMESPACES.contains(&raw.namespace.as_str()) => {
                 let whole = 0..s.len();
@@ -158,7 +171,7 @@ impl Lowerer<'_> {
                 );
                 Template {
                     span: node.span,
-                    kind: TemplateKind::Literal(node.clone()),
+                    kind: TemplateKind::Literal(node.to_value()),
                 }
             }
         }
@@ -166,7 +179,7 @@ impl Lowerer<'_> {
 }
 
 /// Does any string inside `node` contain `${{`?
-fn contains_tokens(node: &Node) -> bool {
+fn contains_tokens(node: &Node<'_>) -> bool {
     match &node.kind {
         NodeKind::String(s) => !template::is_plain(s),
         NodeKind::Array(items) => items.iter().any(contains_tokens),

@@ -1,0 +1,209 @@
+//! The `opcodec` binary, driven as a user would: exit codes, output formats,
+//! and hostile inputs that must get a diagnostic, never a panic.
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test helpers may panic
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn opcodec(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_opcodec"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("opcodec runs")
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Writes `content` to a fresh temporary file and returns its path.
+fn temp_file(name: &str, content: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("opcodec-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, content).unwrap();
+    path
+}
+
+fn json_diagnostics(path: &Path) -> (i32, Vec<serde_json::Value>) {
+    let output = opcodec(&["check", "--format", "json", path.to_str().unwrap()]);
+    let value: serde_json::Value = serde_json::from_str(&stdout(&output)).expect("JSON output");
+    (
+        output.status.code().unwrap(),
+        value.as_array().unwrap().clone(),
+    )
+}
+
+#[test]
+fn every_example_checks_without_errors_except_the_documented_two() {
+    let mut args = vec!["check".to_owned(), "--color".into(), "never".into()];
+    let mut examples: Vec<String> = std::fs::read_dir(repo().join("examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("workflow.json").is_file())
+        .map(|p| {
+            format!(
+                "examples/{}/workflow.json",
+                p.file_name().unwrap().to_string_lossy()
+            )
+        })
+        .filter(|p| !p.contains("multi-agent-review") && !p.contains("secret-rotation"))
+        .collect();
+    examples.sort();
+    args.extend(examples);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = opcodec(&refs);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+    assert!(stdout(&output).contains(" 0 errors"), "{}", stdout(&output));
+}
+
+#[test]
+fn errors_point_at_the_offending_value() {
+    let path = temp_file(
+        "bad-action.json",
+        br#"{
+  "steps": [
+    {"id": "fetch", "action": "http.gett", "params": {"url": "https://x"}}
+  ]
+}"#,
+    );
+    let (code, diagnostics) = json_diagnostics(&path);
+    assert_eq!(code, 1);
+    let d = &diagnostics[0];
+    assert_eq!(d["code"], "E0040");
+    assert_eq!(d["severity"], "error");
+    assert_eq!(
+        (d["line"].as_u64(), d["column"].as_u64()),
+        (Some(3), Some(31))
+    );
+    assert_eq!(
+        (d["end_line"].as_u64(), d["end_column"].as_u64()),
+        (Some(3), Some(42))
+    );
+    assert_eq!(d["pointer"], "/steps/0/action");
+    assert_eq!(d["file"], path.to_str().unwrap());
+    assert!(d["help"].as_str().unwrap().contains("http.get"));
+    assert_eq!(d["fix"]["edits"][0]["replacement"], "\"http.get\"");
+    assert_eq!(d["fix"]["patch"][0]["op"], "replace");
+}
+
+#[test]
+fn cycles_and_misreferences_exit_1() {
+    let path = temp_file(
+        "cycle.json",
+        br#"{"steps": [
+  {"id": "a", "action": "workflow.log", "depends_on": ["b"]},
+  {"id": "b", "action": "workflow.log", "depends_on": ["a"], "params": {"message": "${{steps.c.output}}"}}
+]}"#,
+    );
+    let (code, diagnostics) = json_diagnostics(&path);
+    assert_eq!(code, 1);
+    let codes: Vec<&str> = diagnostics
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
+    assert!(codes.contains(&"E0024"), "{codes:?}");
+    assert!(codes.contains(&"E0034"), "{codes:?}");
+    let cycle = diagnostics.iter().find(|d| d["code"] == "E0024").unwrap();
+    assert!(cycle["message"].as_str().unwrap().contains("a → b → a"));
+}
+
+#[test]
+fn warnings_pass_unless_denied() {
+    let path = temp_file("warn.json", br#"{"steps": [{"id": "a", "action": "workflow.log", "retry": {"max": 1, "backof": "none"}}]}"#);
+    let p = path.to_str().unwrap();
+    assert_eq!(opcodec(&["check", p]).status.code(), Some(0));
+    assert_eq!(
+        opcodec(&["check", "--deny-warnings", p]).status.code(),
+        Some(1)
+    );
+}
+
+#[test]
+fn usage_and_io_errors_exit_2() {
+    assert_eq!(opcodec(&["check"]).status.code(), Some(2));
+    assert_eq!(opcodec(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(
+        opcodec(&["check", "/nonexistent/workflow.json"])
+            .status
+            .code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn explain_prints_the_page() {
+    let output = opcodec(&["explain", "e0024"]);
+    assert_eq!(output.status.code(), Some(0));
+    let text = stdout(&output);
+    assert!(text.starts_with("# E0024: dependency cycle"));
+    assert!(text.contains("## How to fix"));
+    assert_eq!(opcodec(&["explain", "E9999"]).status.code(), Some(2));
+}
+
+#[test]
+fn hostile_inputs_get_a_diagnostic_not_a_panic() {
+    let deep = format!(
+        "{{\"steps\": {}{}}}",
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    let mut huge = b"{\"steps\": [".to_vec();
+    while huge.len() < 50 * 1024 * 1024 {
+        huge.extend_from_slice(br#"{"id": "s", "action": "workflow.log"},"#);
+    }
+    huge.extend_from_slice(b"{}]}");
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "truncated.json",
+            br#"{"steps": [{"id": "a", "action": "workflow.lo"#.to_vec(),
+            "E0001",
+        ),
+        ("deep.json", deep.into_bytes(), "E0003"),
+        ("huge.json", huge, "E0006"),
+        (
+            "latin1.json",
+            b"{\"steps\": [{\"id\": \"caf\xe9\"}]}".to_vec(),
+            "E0002",
+        ),
+        (
+            "bignum.json",
+            br#"{"steps": [{"id": "a", "action": "workflow.log", "params": {"n": 1e999999}}]}"#
+                .to_vec(),
+            "E0004",
+        ),
+        ("not-object.json", b"[1, 2, 3]".to_vec(), "E0010"),
+        ("empty.json", Vec::new(), "E0001"),
+    ];
+    for (name, content, expected) in cases {
+        let path = temp_file(name, &content);
+        let (code, diagnostics) = json_diagnostics(&path);
+        assert_eq!(code, 1, "{name}");
+        assert_eq!(diagnostics[0]["code"], expected, "{name}: {diagnostics:?}");
+        // The human renderer must cope too.
+        let output = opcodec(&["check", "--color", "never", path.to_str().unwrap()]);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{name}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+#[test]
+fn human_output_snapshot() {
+    let output = opcodec(&[
+        "check",
+        "--color",
+        "never",
+        "compiler/cli/tests/inputs/broken.json",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    insta::assert_snapshot!(stdout(&output));
+}

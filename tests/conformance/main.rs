@@ -1,0 +1,113 @@
+//! The conformance suite: every folder of `examples/` is a test.
+//!
+//! Each folder holds `workflow.json` and `expect.toml`. For each folder this
+//! generates `check::<name>` (the diagnostic codes `opcodec check` reports
+//! are exactly the expected ones) and `schema::<name>` (the file is valid
+//! against `spec/workflow.schema.json`, checked with the `jsonschema` crate).
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test harness code may panic
+
+mod expect;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use opcode_compiler::Compiler;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn example_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root().join("examples"))
+        .expect("examples/ exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("workflow.json").is_file())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+fn name_of(dir: &Path) -> String {
+    dir.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+fn check_trial(dir: PathBuf) -> Trial {
+    Trial::test(format!("check::{}", name_of(&dir)), move || {
+        let expect = expect::load(&dir)?;
+        let text = std::fs::read_to_string(dir.join("workflow.json")).map_err(|e| e.to_string())?;
+        let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
+        let diagnostics = compiler.check(&text);
+        let codes = |errors: bool| -> BTreeSet<String> {
+            diagnostics
+                .iter()
+                .filter(|d| d.is_error() == errors)
+                .map(|d| d.code.id.to_owned())
+                .collect()
+        };
+        let (errors, warnings) = (codes(true), codes(false));
+        let want_errors: BTreeSet<String> = expect.check.errors.iter().cloned().collect();
+        let want_warnings: BTreeSet<String> = expect.check.warnings.iter().cloned().collect();
+        if errors != want_errors || warnings != want_warnings {
+            let messages: Vec<String> = diagnostics
+                .iter()
+                .map(|d| format!("{}: {}", d.code.id, d.message))
+                .collect();
+            return Err(Failed::from(format!(
+                "expected errors {want_errors:?} warnings {want_warnings:?}, got errors {errors:?} warnings {warnings:?}:\n{}",
+                messages.join("\n")
+            )));
+        }
+        Ok(())
+    })
+}
+
+fn schema_trial(dir: PathBuf, validator: std::sync::Arc<jsonschema::Validator>) -> Trial {
+    Trial::test(format!("schema::{}", name_of(&dir)), move || {
+        let text = std::fs::read_to_string(dir.join("workflow.json")).map_err(|e| e.to_string())?;
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        let errors: Vec<String> = validator
+            .iter_errors(&value)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(Failed::from(errors.join("\n")))
+        }
+    })
+}
+
+/// The schema must also reject things: a step without an id, an unknown type.
+fn schema_rejects_trial(validator: std::sync::Arc<jsonschema::Validator>) -> Trial {
+    Trial::test("schema::rejects-invalid-workflows", move || {
+        let bad = [
+            serde_json::json!({"steps": [{"action": "workflow.log"}]}),
+            serde_json::json!({"steps": [{"id": "a", "type": "lop", "config": {}}]}),
+            serde_json::json!({"steps": [{"id": "a", "type": "loop", "config": {"over": "x"}}]}),
+            serde_json::json!({"steps": []}),
+            serde_json::json!({"steps": [{"id": "a", "action": "x.y", "timeout": "5 min"}]}),
+        ];
+        for doc in bad {
+            if validator.is_valid(&doc) {
+                return Err(Failed::from(format!("schema accepted {doc}")));
+            }
+        }
+        Ok(())
+    })
+}
+
+fn main() {
+    let args = Arguments::from_args();
+    let schema_text =
+        std::fs::read_to_string(root().join("spec/workflow.schema.json")).expect("schema exists");
+    let schema: serde_json::Value = serde_json::from_str(&schema_text).expect("schema is JSON");
+    let validator =
+        std::sync::Arc::new(jsonschema::draft202012::new(&schema).expect("schema compiles"));
+    let mut trials = vec![schema_rejects_trial(validator.clone())];
+    for dir in example_dirs() {
+        trials.push(check_trial(dir.clone()));
+        trials.push(schema_trial(dir, validator.clone()));
+    }
+    libtest_mimic::run(&args, trials).exit();
+}

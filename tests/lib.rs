@@ -1,0 +1,1 @@
+//! Integration tests live in the test targets of this crate; see `conformance/`.
