@@ -206,6 +206,44 @@ impl Fix {
     }
 }
 
+/// Applies the text edits of every diagnostic's fix to `src`, skipping a fix
+/// that overlaps one already taken. Returns the new text and how many fixes
+/// were applied.
+pub fn apply_fixes<'d>(
+    src: &str,
+    diagnostics: impl IntoIterator<Item = &'d Diagnostic>,
+) -> (String, usize) {
+    let mut taken: Vec<&TextEdit> = Vec::new();
+    let mut applied = 0;
+    for fix in diagnostics.into_iter().filter_map(|d| d.fix.as_ref()) {
+        let overlaps = fix.edits.iter().any(|e| {
+            taken.iter().any(|t| {
+                e.span.start < t.span.end.max(t.span.start + 1)
+                    && t.span.start < e.span.end.max(e.span.start + 1)
+            })
+        });
+        let in_bounds = fix.edits.iter().all(|e| {
+            e.span.end as usize <= src.len()
+                && src.is_char_boundary(e.span.start as usize)
+                && src.is_char_boundary(e.span.end as usize)
+        });
+        if !overlaps && in_bounds && !fix.edits.is_empty() {
+            taken.extend(&fix.edits);
+            applied += 1;
+        }
+    }
+    taken.sort_by_key(|e| (e.span.start, e.span.end));
+    let mut out = String::with_capacity(src.len());
+    let mut at = 0;
+    for edit in taken {
+        out.push_str(&src[at..edit.span.start as usize]);
+        out.push_str(&edit.replacement);
+        at = edit.span.end as usize;
+    }
+    out.push_str(&src[at..]);
+    (out, applied)
+}
+
 /// The closest of `known` to `word`, if it is plausibly a typo of it.
 pub fn did_you_mean<'k>(word: &str, known: &[&'k str]) -> Option<&'k str> {
     known

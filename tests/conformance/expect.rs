@@ -10,6 +10,8 @@ use serde::Deserialize;
 pub struct Expect {
     /// What `opcodec check` reports.
     pub check: Check,
+    /// What it reports for `original.json`, opcode's file before our fix.
+    pub original: Option<Check>,
 }
 
 /// Expected diagnostic codes.

@@ -32,33 +32,63 @@ fn name_of(dir: &Path) -> String {
     dir.file_name().unwrap().to_string_lossy().into_owned()
 }
 
+fn compiler() -> Compiler {
+    Compiler::new().with_actions(opcode_stdlib::catalog())
+}
+
+/// Checks `file` and compares the codes reported with `want`.
+fn expect_codes(file: &Path, want: &expect::Check) -> Result<(), Failed> {
+    let text = std::fs::read_to_string(file).map_err(|e| e.to_string())?;
+    let diagnostics = compiler().check(&text);
+    let codes = |errors: bool| -> BTreeSet<String> {
+        diagnostics
+            .iter()
+            .filter(|d| d.is_error() == errors)
+            .map(|d| d.code.id.to_owned())
+            .collect()
+    };
+    let (errors, warnings) = (codes(true), codes(false));
+    let want_errors: BTreeSet<String> = want.errors.iter().cloned().collect();
+    let want_warnings: BTreeSet<String> = want.warnings.iter().cloned().collect();
+    if errors != want_errors || warnings != want_warnings {
+        let messages: Vec<String> = diagnostics
+            .iter()
+            .map(|d| format!("{}: {}", d.code.id, d.message))
+            .collect();
+        return Err(Failed::from(format!(
+            "expected errors {want_errors:?} warnings {want_warnings:?}, got errors {errors:?} warnings {warnings:?}:\n{}",
+            messages.join("\n")
+        )));
+    }
+    Ok(())
+}
+
 fn check_trial(dir: PathBuf) -> Trial {
     Trial::test(format!("check::{}", name_of(&dir)), move || {
         let expect = expect::load(&dir)?;
-        let text = std::fs::read_to_string(dir.join("workflow.json")).map_err(|e| e.to_string())?;
-        let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
-        let diagnostics = compiler.check(&text);
-        let codes = |errors: bool| -> BTreeSet<String> {
-            diagnostics
-                .iter()
-                .filter(|d| d.is_error() == errors)
-                .map(|d| d.code.id.to_owned())
-                .collect()
-        };
-        let (errors, warnings) = (codes(true), codes(false));
-        let want_errors: BTreeSet<String> = expect.check.errors.iter().cloned().collect();
-        let want_warnings: BTreeSet<String> = expect.check.warnings.iter().cloned().collect();
-        if errors != want_errors || warnings != want_warnings {
-            let messages: Vec<String> = diagnostics
-                .iter()
-                .map(|d| format!("{}: {}", d.code.id, d.message))
-                .collect();
-            return Err(Failed::from(format!(
-                "expected errors {want_errors:?} warnings {want_warnings:?}, got errors {errors:?} warnings {warnings:?}:\n{}",
-                messages.join("\n")
-            )));
+        expect_codes(&dir.join("workflow.json"), &expect.check)?;
+        let original = dir.join("original.json");
+        match (&expect.original, original.is_file()) {
+            (Some(want), true) => {
+                expect_codes(&original, want)?;
+                // Applying the fixes to opcode's file gives our workflow.json.
+                let text = std::fs::read_to_string(&original).map_err(|e| e.to_string())?;
+                let diagnostics = compiler().check(&text).into_sorted();
+                let (fixed, _) = opcode_compiler::diagnostics::apply_fixes(&text, &diagnostics);
+                let ours = std::fs::read_to_string(dir.join("workflow.json"))
+                    .map_err(|e| e.to_string())?;
+                if fixed != ours {
+                    return Err(Failed::from(
+                        "workflow.json is not original.json with its fixes applied",
+                    ));
+                }
+                Ok(())
+            }
+            (None, false) => Ok(()),
+            _ => Err(Failed::from(
+                "original.json and [original] in expect.toml go together",
+            )),
         }
-        Ok(())
     })
 }
 

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use opcode_compiler::diagnostics::Diagnostic;
 use opcode_compiler::diagnostics::render::{human, json};
+use opcode_compiler::diagnostics::{Diagnostic, apply_fixes};
 use opcode_compiler::{Compiler, MAX_SOURCE_BYTES, decode_utf8};
 
 use crate::output::{ColorChoice, eprint_line, print};
@@ -32,6 +32,9 @@ pub struct Args {
     /// Colour the human output.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     color: ColorChoice,
+    /// Apply every suggested fix to the files, then report what remains.
+    #[arg(long)]
+    fix: bool,
 }
 
 /// One checked file.
@@ -72,6 +75,25 @@ pub fn check_file(compiler: &Compiler, path: &PathBuf) -> Result<Checked, String
     }
 }
 
+/// Applies the fixes of one file's diagnostics in place (repeating while
+/// fixes reveal more, at most a few rounds).
+fn fix_file(compiler: &Compiler, path: &PathBuf) -> Result<(), String> {
+    for _ in 0..4 {
+        let checked = check_file(compiler, path)?;
+        let (fixed, applied) = apply_fixes(&checked.text, &checked.diagnostics);
+        if applied == 0 {
+            break;
+        }
+        std::fs::write(path, fixed).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        eprint_line(&format!(
+            "{}: applied {applied} fix{}",
+            path.display(),
+            if applied == 1 { "" } else { "es" }
+        ));
+    }
+    Ok(())
+}
+
 /// The first `max` bytes of `text`, cut at a character boundary.
 fn head(text: &str, max: usize) -> &str {
     let mut end = max.min(text.len());
@@ -92,6 +114,13 @@ pub fn run(args: &Args) -> u8 {
     let mut all = Vec::new();
     let mut io_error = false;
     for path in &args.files {
+        if args.fix
+            && let Err(message) = fix_file(&compiler, path)
+        {
+            eprint_line(&format!("error: {message}"));
+            io_error = true;
+            continue;
+        }
         match check_file(&compiler, path) {
             Ok(checked) => all.push(checked),
             Err(message) => {

@@ -1,0 +1,122 @@
+//! Semantics of the checks that are easy to get subtly wrong: which step
+//! outputs are available where.
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test helpers may panic
+
+use opcode_compiler::Compiler;
+
+fn codes(src: &str) -> Vec<&'static str> {
+    let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
+    compiler
+        .check(src)
+        .into_sorted()
+        .into_iter()
+        .map(|d| d.code.id)
+        .collect()
+}
+
+fn log(id: &str, message: &str) -> String {
+    format!(r#"{{"id": "{id}", "action": "workflow.log", "params": {{"message": "{message}"}}}}"#)
+}
+
+#[test]
+fn transitive_dependencies_are_available() {
+    let src = format!(
+        r#"{{"steps": [{}, {{"id": "b", "action": "workflow.log", "depends_on": ["a"]}}, {{"id": "c", "action": "workflow.log", "depends_on": ["b"], "params": {{"message": "a: ${{{{steps.a.output.logged}}}}"}}}}]}}"#,
+        log("a", "x")
+    );
+    assert_eq!(codes(&src), Vec::<&str>::new());
+}
+
+#[test]
+fn steps_inside_a_finished_parallel_all_are_available_but_not_race() {
+    let parallel = |mode: &str| {
+        format!(
+            r#"{{"steps": [
+                {{"id": "p", "type": "parallel", "config": {{"mode": "{mode}", "branches": [[{}], [{}]]}}}},
+                {{"id": "after", "action": "workflow.log", "depends_on": ["p"], "params": {{"message": "x: ${{{{steps.x.output.logged}}}}"}}}}
+            ]}}"#,
+            log("x", "1"),
+            log("y", "2")
+        )
+    };
+    assert_eq!(codes(&parallel("all")), Vec::<&str>::new());
+    assert_eq!(codes(&parallel("race")), vec!["E0035"]);
+}
+
+#[test]
+fn branch_steps_are_not_available_after_the_condition() {
+    let src = format!(
+        r#"{{"steps": [
+            {{"id": "c", "type": "condition", "config": {{"expression": "true", "branches": {{"true": [{}]}}}}}},
+            {{"id": "after", "action": "workflow.log", "depends_on": ["c"], "params": {{"message": "${{{{steps.x.output}}}}"}}}}
+        ]}}"#,
+        log("x", "1")
+    );
+    assert!(codes(&src).contains(&"E0035"));
+}
+
+#[test]
+fn earlier_steps_of_a_branch_and_the_enclosing_dependencies_are_available() {
+    let src = format!(
+        r#"{{"steps": [
+            {},
+            {{"id": "loop", "type": "loop", "depends_on": ["a"], "config": {{"over": "[1, 2]", "body": [
+                {},
+                {{"id": "second", "action": "workflow.log", "params": {{"message": "${{{{steps.first.output.logged}}}} ${{{{steps.a.output.logged}}}} ${{{{loop.index}}}}"}}}}
+            ]}}}}
+        ]}}"#,
+        log("a", "x"),
+        log("first", "y")
+    );
+    assert_eq!(codes(&src), Vec::<&str>::new());
+}
+
+#[test]
+fn loop_body_steps_are_not_available_outside_but_the_until_condition_sees_them() {
+    let src = r#"{"steps": [
+        {"id": "l", "type": "loop", "config": {"mode": "until", "max_iter": 3, "condition": "steps['n'].result > 2", "body": [
+            {"id": "n", "action": "expr.eval", "params": {"expression": "iter.index"}}
+        ]}},
+        {"id": "after", "action": "workflow.log", "depends_on": ["l"], "params": {"message": "${{steps.n.output.result}}"}}
+    ]}"#;
+    assert_eq!(codes(src), vec!["E0035"]);
+}
+
+#[test]
+fn workflow_output_and_hooks_may_read_any_step_outside_loops() {
+    let src = format!(
+        r#"{{"on_complete": {{"id": "done", "action": "workflow.log", "params": {{"message": "x: ${{{{steps.x.output.logged}}}}"}}}},
+            "steps": [{{"id": "c", "type": "condition", "config": {{"expression": "true", "branches": {{"true": [{}]}}}}}}],
+            "output": {{"x": "${{{{steps.x.output}}}}"}}}}"#,
+        log("x", "1")
+    );
+    assert_eq!(codes(&src), Vec::<&str>::new());
+}
+
+#[test]
+fn a_fallback_step_stands_in_and_cannot_be_depended_on() {
+    let src = r#"{"steps": [
+        {"id": "main", "action": "workflow.fail", "on_error": {"strategy": "fallback_step", "fallback_step": "alt"}},
+        {"id": "alt", "action": "expr.eval", "params": {"expression": "1"}},
+        {"id": "use", "action": "workflow.log", "depends_on": ["main"], "params": {"message": "${{steps.main.output.result}}"}},
+        {"id": "bad", "action": "workflow.log", "depends_on": ["alt"]}
+    ]}"#;
+    assert_eq!(codes(src), vec!["E0025"]);
+}
+
+#[test]
+fn secrets_only_in_action_params() {
+    let src = r#"{"steps": [
+        {"id": "a", "action": "http.get", "params": {"url": "https://x", "headers": {"Authorization": "Bearer ${{secrets.TOKEN}}"}}}
+    ], "output": {"leak": "${{secrets.TOKEN}}"}}"#;
+    assert_eq!(codes(src), vec!["E0037"]);
+}
+
+#[test]
+fn guards_and_conditions_are_checked_like_interpolation() {
+    let src = r#"{"steps": [
+        {"id": "a", "action": "workflow.log"},
+        {"id": "b", "action": "workflow.log", "condition": "steps['a'].logged && iter.index > 0"}
+    ]}"#;
+    assert_eq!(codes(src), vec!["E0035", "E0036"]);
+}
