@@ -25,11 +25,13 @@
 
 pub mod ast;
 pub mod check;
+pub mod codegen;
 pub mod diagnostics;
 pub mod duration;
 pub mod source;
 pub mod syntax;
 
+use opcode_vm::Program;
 use opcode_vm::catalog::{ActionSpec, Catalog};
 
 use crate::ast::Document;
@@ -92,6 +94,22 @@ impl Compiler {
             check::check(&doc, &self.catalog, src, &mut sink);
         }
         sink
+    }
+
+    /// Checks and compiles a source text. The Program is produced only when
+    /// there is no error; warnings are returned either way. `file` names the
+    /// source in run-time messages.
+    pub fn compile(&self, src: &str, file: &str) -> (Option<Program>, Diagnostics) {
+        let mut sink = Diagnostics::new();
+        let Some(doc) = self.parse(src, &mut sink) else {
+            return (None, sink);
+        };
+        let checked = check::check(&doc, &self.catalog, src, &mut sink);
+        if sink.has_errors() {
+            return (None, sink);
+        }
+        let program = codegen::generate(&doc, &checked, src, file);
+        (Some(program), sink)
     }
 }
 

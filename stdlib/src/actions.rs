@@ -3,15 +3,15 @@
 //! Each module declares its actions' signatures (`specs`), with opcode's
 //! parameter names and output shapes (reference §5).
 
-mod assert;
-mod crypto;
-mod expr;
-mod fs;
-mod http;
-mod json;
-mod shell;
+pub mod assert;
+pub mod crypto;
+pub mod expr;
+pub mod fs;
+pub mod http;
+pub mod json;
+pub mod shell;
 mod spec;
-mod workflow;
+pub mod workflow;
 
 use opcode_vm::catalog::ActionSpec;
 
@@ -27,6 +27,17 @@ pub fn specs() -> Vec<ActionSpec> {
     all.extend(json::specs());
     all.extend(workflow::specs());
     all
+}
+
+/// The error for an action name the family does not have.
+#[cfg(feature = "runtime")]
+fn unknown(call: &crate::exec::Call) -> opcode_vm::error::ActionError {
+    opcode_vm::error::ActionError::new(
+        opcode_vm::codes::R0107,
+        "ACTION_UNAVAILABLE",
+        format!("action `{}` is not available", call.action),
+        false,
+    )
 }
 
 #[cfg(test)]

@@ -6,6 +6,16 @@
 #![warn(missing_docs)]
 
 pub mod actions;
+#[cfg(feature = "runtime")]
+pub mod cel;
+#[cfg(feature = "runtime")]
+pub mod exec;
+#[cfg(feature = "runtime")]
+pub mod inputs;
+#[cfg(feature = "runtime")]
+pub mod jq;
+#[cfg(feature = "runtime")]
+pub mod local;
 
 use opcode_vm::catalog::{ActionSpec, Catalog};
 

@@ -7,6 +7,8 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test harness code may panic
 
 mod expect;
+mod mock;
+mod run;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -108,6 +110,34 @@ fn schema_trial(dir: PathBuf, validator: std::sync::Arc<jsonschema::Validator>) 
     })
 }
 
+/// Is a program of this name on `PATH`?
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+fn run_trial(dir: PathBuf) -> Trial {
+    let present: Vec<String> = expect::load(&dir)
+        .ok()
+        .and_then(|e| e.run)
+        .map(|r| {
+            r.assumes_absent
+                .into_iter()
+                .filter(|p| on_path(p))
+                .collect()
+        })
+        .unwrap_or_default();
+    let ignored = !present.is_empty();
+    Trial::test(format!("run::{}", name_of(&dir)), move || {
+        let outcome = run::check_run(&dir)?;
+        match outcome {
+            Some(outcome) => run::check_replay(&outcome),
+            None => Err(Failed::from("expect.toml has no [run] section")),
+        }
+    })
+    .with_ignored_flag(ignored)
+}
+
 /// The schema must also reject things: a step without an id, an unknown type.
 fn schema_rejects_trial(validator: std::sync::Arc<jsonschema::Validator>) -> Trial {
     Trial::test("schema::rejects-invalid-workflows", move || {
@@ -137,6 +167,7 @@ fn main() {
     let mut trials = vec![schema_rejects_trial(validator.clone())];
     for dir in example_dirs() {
         trials.push(check_trial(dir.clone()));
+        trials.push(run_trial(dir.clone()));
         trials.push(schema_trial(dir, validator.clone()));
     }
     libtest_mimic::run(&args, trials).exit();

@@ -58,6 +58,36 @@ macro_rules! code_registry {
 }
 
 code_registry! { RUNTIME, "../../spec/errors/";
+    /// An action failed.
+    R0100 = "action-failed",
+    /// A step attempt passed its deadline.
+    R0101 = "step-timeout",
+    /// A reference has no value at run time.
+    R0102 = "missing-reference",
+    /// A CEL expression failed or gave the wrong type.
+    R0103 = "expression-error",
+    /// A decision timed out without a fallback.
+    R0104 = "decision-timeout",
+    /// The run passed its deadline.
+    R0105 = "run-timeout",
+    /// The run was cancelled.
+    R0106 = "cancelled",
+    /// A step uses an action this runtime does not have.
+    R0107 = "action-unavailable",
+    /// The run's inputs do not match `input_schema`.
+    R0108 = "invalid-inputs",
+    /// A Program cannot be loaded or is misused.
+    R0109 = "invalid-program",
+    /// `workflow.fail` was called.
+    R0110 = "workflow-fail",
+    /// An assertion failed.
+    R0111 = "assertion-failed",
+    /// An action's parameters are invalid at run time.
+    R0112 = "invalid-params",
+    /// A child workflow failed.
+    R0113 = "child-failed",
+    /// A decision, signal or command does not fit the run's state.
+    R0114 = "rejected",
 }
 
 /// Finds a run-time code by its id.

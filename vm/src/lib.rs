@@ -4,7 +4,9 @@
 //! - [`Code`]: the stable error-code type used by every diagnostic registry
 //!   (compiler `E…`/`W…`, runtime `R…` in [`codes`]);
 //! - [`catalog`]: action signatures as pure data, produced by the stdlib and
-//!   read by the compiler.
+//!   read by the compiler;
+//! - [`Program`]: the compiled, versioned workflow ([`program`], [`instr`]);
+//! - [`Event`] and [`Effect`]: what goes into and comes out of the [`Vm`].
 //!
 //! The VM does no I/O and reads no clock: time, inputs and action results
 //! arrive inside events.
@@ -13,6 +15,23 @@
 
 pub mod catalog;
 pub mod codes;
+pub mod effect;
+pub mod error;
+pub mod event;
+pub mod host;
+pub mod instr;
+pub mod listing;
+pub mod machine;
+pub mod plan;
 pub mod policy;
+pub mod program;
+pub mod value;
 
 pub use codes::Code;
+pub use effect::{Effect, InstRef, Record};
+pub use event::Event;
+pub use host::{Host, Vars};
+pub use instr::Instr;
+pub use machine::{RunStatus, StepStatus, Vm};
+pub use plan::Plan;
+pub use program::Program;

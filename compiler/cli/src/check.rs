@@ -47,6 +47,13 @@ pub struct Checked {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+/// Reads a UTF-8 source file: `(display name, text)`.
+pub fn read_source(path: &std::path::Path) -> Result<(String, String), String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = decode_utf8(&bytes).map_err(|d| format!("{}: {}", path.display(), d.message))?;
+    Ok((path.display().to_string(), text.to_owned()))
+}
+
 /// Reads and checks one file; `Err` is an I/O error message.
 pub fn check_file(compiler: &Compiler, path: &PathBuf) -> Result<Checked, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;

@@ -5,8 +5,10 @@
 //! I/O error).
 
 mod check;
+mod compile;
 mod explain;
 mod output;
+mod run;
 
 use std::process::ExitCode;
 
@@ -32,8 +34,14 @@ struct Cli {
 enum Command {
     /// Validate workflow files and report every problem.
     Check(check::Args),
-    /// Show the documentation page of a diagnostic code (E0001, W0003, R0001…).
+    /// Show the documentation page of a diagnostic code (E0001, W0003, R0100…).
     Explain(explain::Args),
+    /// Compile a workflow into a Program file.
+    Compile(compile::CompileArgs),
+    /// Print the listing of a Program (from a compiled file or a workflow).
+    Disasm(compile::DisasmArgs),
+    /// Run a workflow in memory (exit 0 completed, 1 failed, 2 compile errors, 3 suspended).
+    Run(run::Args),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +56,9 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Command::Check(args) => check::run(&args),
         Command::Explain(args) => explain::run(&args),
+        Command::Compile(args) => compile::run_compile(&args),
+        Command::Disasm(args) => compile::run_disasm(&args),
+        Command::Run(args) => run::run(&args),
     };
     ExitCode::from(code)
 }

@@ -316,15 +316,8 @@ impl<'m, 'a> Resolver<'m, 'a> {
         None
     }
 
-    /// `parent.branch.child` (opcode's id for nested steps) → the child, if the chain fits.
     fn namespaced(&self, id: &str) -> Option<StepIdx> {
-        let parts: Vec<&str> = id.split('.').collect();
-        if parts.len() < 3 {
-            return None;
-        }
-        let target = *self.model.by_id.get(parts.last()?)?;
-        let outer = *self.model.by_id.get(parts.first()?)?;
-        self.model.is_inside(target, outer).then_some(target)
+        namespaced(self.model, id)
     }
 
     /// Is step `target` certain to be finished at `site`? Reports why not.
@@ -680,6 +673,26 @@ impl<'m, 'a> Resolver<'m, 'a> {
             _ => None,
         }
     }
+}
+
+/// `parent.branch.child` (opcode's id for nested steps) → the child, if the chain fits.
+fn namespaced(model: &Model<'_>, id: &str) -> Option<StepIdx> {
+    let parts: Vec<&str> = id.split('.').collect();
+    if parts.len() < 3 {
+        return None;
+    }
+    let target = *model.by_id.get(parts.last()?)?;
+    let outer = *model.by_id.get(parts.first()?)?;
+    model.is_inside(target, outer).then_some(target)
+}
+
+/// The step a reference's id names: a plain id, or opcode's namespaced one.
+pub fn resolve_step(model: &Model<'_>, id: &str) -> Option<StepIdx> {
+    model
+        .by_id
+        .get(id)
+        .copied()
+        .or_else(|| namespaced(model, id))
 }
 
 enum Reason {

@@ -13,3 +13,22 @@ pub fn specs() -> Vec<ActionSpec> {
             .output(Ty::object([("result", Ty::Any)])),
     ]
 }
+
+/// Runs `expr.eval`.
+#[cfg(feature = "runtime")]
+pub fn run(call: &crate::exec::Call) -> Result<serde_json::Value, opcode_vm::error::ActionError> {
+    use opcode_vm::error::ActionError;
+    let expression = call.required("expression")?;
+    let null = serde_json::Value::Null;
+    let scope = call.scope.as_ref().unwrap_or(&null);
+    let data = call.params.get("data").unwrap_or(&null);
+    let result = crate::cel::eval_source(expression, scope, data).map_err(|e| {
+        ActionError::new(
+            opcode_vm::codes::R0103,
+            "EXECUTION_ERROR",
+            format!("expr.eval: {e}"),
+            false,
+        )
+    })?;
+    Ok(serde_json::json!({"result": result}))
+}

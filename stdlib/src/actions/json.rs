@@ -13,3 +13,19 @@ pub fn specs() -> Vec<ActionSpec> {
             .output(Ty::object([("result", Ty::Any), ("results", Ty::array(Ty::Any))])),
     ]
 }
+
+/// Runs `json.jq`.
+#[cfg(feature = "runtime")]
+pub fn run(call: &crate::exec::Call) -> Result<serde_json::Value, opcode_vm::error::ActionError> {
+    use opcode_vm::error::ActionError;
+    let filter = call.required("filter")?;
+    let data = call
+        .params
+        .get("data")
+        .cloned()
+        .unwrap_or(serde_json::Value::Null);
+    let results = crate::jq::run(filter, &data)
+        .map_err(|e| ActionError::new(opcode_vm::codes::R0100, "EXECUTION_ERROR", e, false))?;
+    let first = results.first().cloned().unwrap_or(serde_json::Value::Null);
+    Ok(serde_json::json!({"result": first, "results": results}))
+}

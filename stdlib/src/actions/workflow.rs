@@ -39,3 +39,103 @@ pub fn specs() -> Vec<ActionSpec> {
             .output(Ty::object([("notified", Ty::Bool), ("reason", Ty::String)])),
     ]
 }
+
+/// Runs `workflow.<name>`.
+#[cfg(feature = "runtime")]
+pub async fn run(
+    name: &str,
+    call: &crate::exec::Call,
+    services: &dyn crate::exec::Services,
+) -> Result<serde_json::Value, opcode_vm::error::ActionError> {
+    use opcode_vm::error::ActionError;
+    use serde_json::{Value, json};
+
+    let null = Value::Null;
+    match name {
+        "run" => {
+            let template = call.required("template_name")?;
+            if template.is_empty() {
+                return Err(ActionError::validation("`template_name` must not be empty"));
+            }
+            let params = call
+                .params
+                .get("params")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            services
+                .run_child(call, template, call.str("version"), params)
+                .await
+        }
+        "emit" => {
+            let event_type = call
+                .str("event_type")
+                .or_else(|| call.str("event"))
+                .unwrap_or("custom");
+            let payload = call
+                .params
+                .get("payload")
+                .or_else(|| call.params.get("data"))
+                .unwrap_or(&null);
+            services.emit(call, event_type, payload);
+            Ok(json!({"emitted": true}))
+        }
+        "context" => {
+            let action = call.required("action")?;
+            let target = call
+                .str("workflow_id")
+                .filter(|id| !id.is_empty() && *id != call.run_id);
+            match action {
+                "read" => match target {
+                    Some(id) => services.context_of(id).ok_or_else(|| {
+                        ActionError::execution(format!("no context for workflow `{id}`"))
+                    }),
+                    None => Ok(call
+                        .scope
+                        .as_ref()
+                        .and_then(|s| s.get("context"))
+                        .cloned()
+                        .unwrap_or_else(|| json!({}))),
+                },
+                "update" => {
+                    if target.is_some() {
+                        return Err(ActionError::validation(
+                            "`workflow.context` can only update its own workflow's context",
+                        ));
+                    }
+                    Ok(json!({"updated": true, "workflow_id": call.run_id}))
+                }
+                other => Err(ActionError::validation(format!(
+                    "`action` must be read or update, not `{other}`"
+                ))),
+            }
+        }
+        "fail" => {
+            let reason = call.str("reason").unwrap_or("workflow.fail invoked");
+            Err(ActionError::new(
+                opcode_vm::codes::R0110,
+                "NON_RETRYABLE",
+                reason,
+                false,
+            ))
+        }
+        "log" => {
+            let level = call.str("level").unwrap_or("info");
+            let message = call.str("message").unwrap_or_default();
+            let mut data = serde_json::Map::new();
+            if let Value::Object(params) = &call.params {
+                for (k, v) in params {
+                    if k != "message" && k != "level" {
+                        data.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            services.log(call, level, message, &Value::Object(data));
+            Ok(json!({"logged": true}))
+        }
+        "notify" => {
+            let message = call.str("message").unwrap_or_default();
+            Ok(services.notify(call, message, call.params.get("data").unwrap_or(&null)))
+        }
+        _ => Err(super::unknown(call)),
+    }
+}

@@ -1,0 +1,218 @@
+//! The CEL engine: implements the VM's [`Host`] with the `cel` crate.
+//!
+//! Every expression of a Program is compiled once, when the host is built;
+//! evaluation converts the variables the expression reads from JSON to CEL
+//! values directly (no serializer in between) and the result back.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cel::objects::{Key, Map as CelMap};
+use cel::{Context, Env, Value as Cel};
+use opcode_vm::host::{Host, Vars};
+use opcode_vm::instr::ExprId;
+use opcode_vm::program::Program;
+use serde_json::{Map, Number, Value};
+
+/// CEL for one Program.
+pub struct CelHost {
+    root: Context<'static, 'static>,
+    programs: Vec<Result<cel::Program, String>>,
+}
+
+impl std::fmt::Debug for CelHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CelHost")
+            .field("expressions", &self.programs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The environment: CEL's standard library plus the string extensions
+/// (`upperAscii`, `substring`, `split`…).
+pub fn env() -> Arc<Env> {
+    let mut env = Env::stdlib();
+    // The extension's names are fixed and do not clash with the stdlib.
+    let _ = env.add_extension(cel::extensions::strings);
+    Arc::new(env)
+}
+
+impl CelHost {
+    /// Compiles every expression of `program`.
+    pub fn new(program: &Program) -> CelHost {
+        let env = env();
+        let programs = program
+            .exprs
+            .iter()
+            .map(|e| {
+                if e.source.is_empty() {
+                    Err("no expression".to_owned())
+                } else {
+                    env.compile(&e.source).map_err(|err| err.to_string())
+                }
+            })
+            .collect();
+        CelHost {
+            root: Context::with_env(env),
+            programs,
+        }
+    }
+}
+
+impl Host for CelHost {
+    fn eval(&self, expr: ExprId, vars: &Vars<'_>) -> Result<Value, String> {
+        let program = match self.programs.get(expr as usize) {
+            Some(Ok(p)) => p,
+            Some(Err(e)) => return Err(e.clone()),
+            None => return Err(format!("no expression {expr}")),
+        };
+        let mut ctx = self.root.new_inner_scope();
+        bind(&mut ctx, vars);
+        let value = program.execute(&ctx).map_err(|e| e.to_string())?;
+        to_json(&value)
+    }
+}
+
+/// Binds the workflow variables into a CEL context.
+fn bind(ctx: &mut Context<'_, '_>, vars: &Vars<'_>) {
+    ctx.add_variable_from_value("inputs", to_cel(vars.inputs));
+    let mut steps: HashMap<Key, Cel> = HashMap::with_capacity(vars.steps.len());
+    for (id, value) in vars.steps {
+        steps.insert(Key::String(Arc::new((*id).to_owned())), to_cel(value));
+    }
+    ctx.add_variable_from_value(
+        "steps",
+        Cel::Map(CelMap {
+            map: Arc::new(steps),
+        }),
+    );
+    ctx.add_variable_from_value("workflow", to_cel(vars.workflow));
+    ctx.add_variable_from_value("context", to_cel(vars.context));
+    let iter = match vars.iter {
+        Some((item, index)) => {
+            let mut m: HashMap<Key, Cel> = HashMap::with_capacity(2);
+            m.insert(Key::String(Arc::new("item".into())), to_cel(item));
+            m.insert(
+                Key::String(Arc::new("index".into())),
+                Cel::Int(i64::from(index)),
+            );
+            Cel::Map(CelMap { map: Arc::new(m) })
+        }
+        None => Cel::Map(CelMap {
+            map: Arc::new(HashMap::new()),
+        }),
+    };
+    ctx.add_variable_from_value("iter", iter);
+}
+
+/// Evaluates a CEL source once with JSON variables (for `expr.eval`).
+pub fn eval_source(source: &str, scope: &Value, data: &Value) -> Result<Value, String> {
+    let env = env();
+    let program = env.compile(source).map_err(|e| e.to_string())?;
+    let root = Context::with_env(env);
+    let mut ctx = root.new_inner_scope();
+    for name in ["inputs", "steps", "workflow", "context", "iter"] {
+        let value = scope.get(name).unwrap_or(&Value::Null);
+        let value = if name == "iter" && value.is_null() {
+            &Value::Object(Map::new())
+        } else {
+            value
+        };
+        ctx.add_variable_from_value(name, to_cel(value));
+    }
+    ctx.add_variable_from_value("data", to_cel(data));
+    let value = program.execute(&ctx).map_err(|e| e.to_string())?;
+    to_json(&value)
+}
+
+/// JSON → CEL. Integers stay integers; other numbers become doubles.
+pub fn to_cel(value: &Value) -> Cel {
+    match value {
+        Value::Null => Cel::Null,
+        Value::Bool(b) => Cel::Bool(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => Cel::Int(i),
+            (None, Some(u)) => Cel::UInt(u),
+            _ => Cel::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => Cel::String(Arc::new(s.clone())),
+        Value::Array(items) => Cel::List(Arc::new(items.iter().map(to_cel).collect())),
+        Value::Object(map) => {
+            let mut m: HashMap<Key, Cel> = HashMap::with_capacity(map.len());
+            for (k, v) in map {
+                m.insert(Key::String(Arc::new(k.clone())), to_cel(v));
+            }
+            Cel::Map(CelMap { map: Arc::new(m) })
+        }
+    }
+}
+
+/// CEL → JSON. Map keys become strings; object keys are sorted for a stable result.
+pub fn to_json(value: &Cel) -> Result<Value, String> {
+    Ok(match value {
+        Cel::Null => Value::Null,
+        Cel::Bool(b) => Value::Bool(*b),
+        Cel::Int(i) => Value::from(*i),
+        Cel::UInt(u) => Value::from(*u),
+        Cel::Float(f) => Number::from_f64(*f).map_or(Value::Null, Value::Number),
+        Cel::String(s) => Value::String(s.to_string()),
+        Cel::Bytes(b) => Value::Array(b.iter().map(|x| Value::from(*x)).collect()),
+        Cel::List(items) => Value::Array(items.iter().map(to_json).collect::<Result<_, _>>()?),
+        Cel::Map(m) => {
+            let mut entries: Vec<(String, Value)> = m
+                .map
+                .iter()
+                .map(|(k, v)| {
+                    let key = match k {
+                        Key::String(s) => s.to_string(),
+                        Key::Int(i) => i.to_string(),
+                        Key::Uint(u) => u.to_string(),
+                        Key::Bool(b) => b.to_string(),
+                    };
+                    to_json(v).map(|v| (key, v))
+                })
+                .collect::<Result<_, _>>()?;
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().collect())
+        }
+        other => {
+            return Err(format!(
+                "the expression gave a value JSON cannot hold: {other:?}"
+            ));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn round_trips_values() {
+        let v = json!({"a": [1, 2.5, "x", true, null], "b": {"c": -3}});
+        assert_eq!(to_json(&to_cel(&v)).unwrap(), v);
+    }
+
+    #[test]
+    fn evaluates_with_scope() {
+        let scope = json!({"inputs": {"n": 2}, "steps": {"a": {"result": 3}}, "iter": null});
+        assert_eq!(
+            eval_source("inputs.n * steps['a'].result", &scope, &Value::Null),
+            Ok(json!(6))
+        );
+        assert_eq!(
+            eval_source("data.filter(x, x > 1)", &scope, &json!([1, 2, 3])),
+            Ok(json!([2, 3]))
+        );
+        assert_eq!(
+            eval_source("'abc'.upperAscii()", &scope, &Value::Null),
+            Ok(json!("ABC"))
+        );
+        assert_eq!(
+            eval_source("2.0 == 2 && 1 == 1.0", &scope, &Value::Null),
+            Ok(json!(true))
+        );
+        assert!(eval_source("inputs.missing.x", &scope, &Value::Null).is_err());
+    }
+}

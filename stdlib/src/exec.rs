@@ -1,0 +1,232 @@
+//! Running actions: the call an action receives, the services the embedding
+//! provides (logging, events, notifications, child workflows), and dispatch
+//! by name.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use opcode_vm::effect::{Dispatch, SecretPart, SecretSite};
+use opcode_vm::error::ActionError;
+use opcode_vm::program::PathSeg;
+use serde_json::Value;
+
+use crate::actions::{assert, crypto, expr, fs, http, json, shell, workflow};
+
+/// A boxed future, for the object-safe [`Services`] trait.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One action invocation.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// The run.
+    pub run_id: String,
+    /// The step instance (`fetch`, `hash[2]`).
+    pub step: String,
+    /// `run_id/step/attempt`: the same for a re-run of an interrupted attempt.
+    pub idempotency_key: String,
+    /// The agent that started the run.
+    pub agent_id: Option<String>,
+    /// The action's full name.
+    pub action: String,
+    /// Parameters, secrets resolved.
+    pub params: Value,
+    /// The CEL variables, for actions that need them.
+    pub scope: Option<Value>,
+    /// The step's isolation settings.
+    pub isolation: Option<Value>,
+}
+
+impl Call {
+    /// A call for a dispatch whose secrets are already resolved into `params`.
+    pub fn from_dispatch(
+        dispatch: &Dispatch,
+        run_id: &str,
+        step: &str,
+        agent_id: Option<&str>,
+        params: Value,
+    ) -> Call {
+        Call {
+            run_id: run_id.to_owned(),
+            step: step.to_owned(),
+            idempotency_key: format!("{run_id}/{step}/{}", dispatch.attempt),
+            agent_id: agent_id.map(str::to_owned),
+            action: dispatch.action.clone(),
+            params,
+            scope: dispatch.scope.clone(),
+            isolation: dispatch.isolation.clone(),
+        }
+    }
+
+    /// A string parameter.
+    pub fn str(&self, name: &str) -> Option<&str> {
+        self.params.get(name).and_then(Value::as_str)
+    }
+
+    /// A boolean parameter (default when absent or not a boolean).
+    pub fn flag(&self, name: &str, default: bool) -> bool {
+        self.params
+            .get(name)
+            .and_then(Value::as_bool)
+            .unwrap_or(default)
+    }
+
+    /// A required string parameter.
+    pub fn required(&self, name: &str) -> Result<&str, ActionError> {
+        match self.params.get(name) {
+            Some(Value::String(s)) => Ok(s),
+            Some(other) => Err(ActionError::validation(format!(
+                "`{}` needs `{name}` to be a string, got {other}",
+                self.action
+            ))),
+            None => Err(ActionError::validation(format!(
+                "`{}` needs parameter `{name}`",
+                self.action
+            ))),
+        }
+    }
+
+    /// A duration parameter (`30s`), or the default.
+    pub fn duration(&self, name: &str, default: Duration) -> Duration {
+        self.str(name)
+            .and_then(|s| parse_duration(s).ok())
+            .unwrap_or(default)
+    }
+}
+
+/// Parses a Go-style duration (`250ms`, `1h30m`).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|e| e.to_string())
+}
+
+/// What the embedding (the daemon, or `opcodec run`) provides to actions.
+pub trait Services: Send + Sync {
+    /// `workflow.log`.
+    fn log(&self, call: &Call, level: &str, message: &str, data: &Value);
+    /// `workflow.emit`: publish to live subscribers.
+    fn emit(&self, call: &Call, event_type: &str, payload: &Value);
+    /// `workflow.notify`: returns `{notified, reason?}`; never fails.
+    fn notify(&self, call: &Call, message: &str, data: &Value) -> Value;
+    /// `workflow.context` on another run: its context, if known.
+    fn context_of(&self, run_id: &str) -> Option<Value>;
+    /// `workflow.run`: run a child template and wait for it.
+    fn run_child<'a>(
+        &'a self,
+        call: &'a Call,
+        template: &'a str,
+        version: Option<&'a str>,
+        params: Value,
+    ) -> BoxFuture<'a, Result<Value, ActionError>>;
+}
+
+/// Where secrets come from.
+pub trait Secrets: Send + Sync {
+    /// The secret's value.
+    fn secret(&self, name: &str) -> Option<String>;
+}
+
+/// Writes the secrets of a dispatch into its params.
+pub fn resolve_secrets(
+    params: &Value,
+    sites: &[SecretSite],
+    secrets: &dyn Secrets,
+) -> Result<Value, ActionError> {
+    let mut params = params.clone();
+    for site in sites {
+        let mut text = String::new();
+        for part in &site.parts {
+            match part {
+                SecretPart::Text(t) => text.push_str(t),
+                SecretPart::Secret(name) => match secrets.secret(name) {
+                    Some(value) => text.push_str(&value),
+                    None => {
+                        return Err(ActionError::new(
+                            opcode_vm::codes::R0102,
+                            "INTERPOLATION_ERROR",
+                            format!("secret `{name}` is not available"),
+                            false,
+                        ));
+                    }
+                },
+            }
+        }
+        if let Some(slot) = at_path(&mut params, &site.path) {
+            *slot = Value::String(text);
+        }
+    }
+    Ok(params)
+}
+
+fn at_path<'v>(value: &'v mut Value, path: &[PathSeg]) -> Option<&'v mut Value> {
+    let mut current = value;
+    for segment in path {
+        current = match (segment, current) {
+            (PathSeg::Key(k), Value::Object(map)) => map.get_mut(k)?,
+            (PathSeg::Index(i), Value::Array(items)) => items.get_mut(usize::try_from(*i).ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(current)
+}
+
+/// The built-in actions, ready to run.
+pub struct Actions {
+    http: reqwest::Client,
+    services: Arc<dyn Services>,
+    base_dir: PathBuf,
+}
+
+impl std::fmt::Debug for Actions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Actions")
+            .field("base_dir", &self.base_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Actions {
+    /// Actions resolving relative paths against `base_dir`.
+    pub fn new(services: Arc<dyn Services>, base_dir: PathBuf) -> Actions {
+        Actions {
+            http: http::client(),
+            services,
+            base_dir,
+        }
+    }
+
+    /// The directory relative paths are resolved against.
+    pub fn base_dir(&self) -> &Path {
+        &self.base_dir
+    }
+
+    /// Is `action` one of these actions?
+    pub fn has(&self, action: &str) -> bool {
+        crate::actions::specs().iter().any(|s| s.name == action)
+    }
+
+    /// Runs one call.
+    pub async fn run(&self, call: &Call) -> Result<Value, ActionError> {
+        let (family, name) = call
+            .action
+            .split_once('.')
+            .unwrap_or((call.action.as_str(), ""));
+        match family {
+            "http" => http::run(&self.http, name, call).await,
+            "fs" => fs::run(name, call, &self.base_dir).await,
+            "shell" => shell::run(call, &self.base_dir).await,
+            "crypto" => crypto::run(name, call),
+            "assert" => assert::run(name, call),
+            "expr" => expr::run(call),
+            "json" => json::run(call),
+            "workflow" => workflow::run(name, call, self.services.as_ref()).await,
+            _ => Err(ActionError::new(
+                opcode_vm::codes::R0107,
+                "ACTION_UNAVAILABLE",
+                format!("action `{}` is not available", call.action),
+                false,
+            )),
+        }
+    }
+}

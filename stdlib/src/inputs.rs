@@ -1,0 +1,47 @@
+//! Run inputs: defaults merged, then validated against `input_schema`.
+
+use opcode_vm::program::Program;
+use serde_json::{Map, Value};
+
+/// The inputs a run starts with: the program's defaults overridden by
+/// `given`, checked against the program's `input_schema`. On failure, one
+/// message per violation.
+pub fn prepare(program: &Program, given: &Value) -> Result<Value, Vec<String>> {
+    let mut inputs = match program.run.input_defaults {
+        Some(c) => program.consts[c as usize]
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+        None => Map::new(),
+    };
+    match given {
+        Value::Object(map) => {
+            for (k, v) in map {
+                inputs.insert(k.clone(), v.clone());
+            }
+        }
+        Value::Null => {}
+        other => return Err(vec![format!("inputs must be a JSON object, got {other}")]),
+    }
+    let inputs = Value::Object(inputs);
+    if let Some(c) = program.run.input_schema {
+        let schema = &program.consts[c as usize];
+        let validator = jsonschema::validator_for(schema)
+            .map_err(|e| vec![format!("the input_schema is invalid: {e}")])?;
+        let errors: Vec<String> = validator
+            .iter_errors(&inputs)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{e} (at {at})")
+                }
+            })
+            .collect();
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+    }
+    Ok(inputs)
+}

@@ -1,0 +1,134 @@
+//! The VM's inputs: what happened outside it.
+//!
+//! The event log of a run is a sequence of these, each with the time it
+//! happened (`at`, milliseconds since the Unix epoch, stamped by the
+//! runtime: the VM reads no clock). Replaying the sequence through a fresh
+//! [`crate::Vm`] rebuilds the run exactly; the VM's outputs
+//! ([`crate::Effect`]) are derived and need not be stored to resume.
+//!
+//! Commands the VM issued are linked to the notifications that answer them
+//! by ids the VM assigns deterministically: [`EffectId`] for actions,
+//! [`TimerId`] for timers, the decision id (the step's instance name) for
+//! decisions.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::ActionError;
+
+/// Schema version of [`Event`] records (bump when a variant changes shape,
+/// and keep decoding the old one).
+pub const EVENT_VERSION: u16 = 1;
+
+/// Id of an action dispatch, assigned by the VM.
+pub type EffectId = u64;
+
+/// Id of a timer, assigned by the VM.
+pub type TimerId = u64;
+
+/// Facts about a run, fixed when it starts.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RunMeta {
+    /// The workflow (run) id.
+    pub run_id: String,
+    /// The workflow's name.
+    #[serde(default)]
+    pub name: String,
+    /// The template it was started from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_name: Option<String>,
+    /// The template version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_version: Option<String>,
+    /// The agent that started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// The parent run, for sub-workflows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
+}
+
+/// How a decision was made.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Resolution {
+    /// The option id, or free text for a free-form decision.
+    pub choice: String,
+    /// The decider's explanation.
+    #[serde(default)]
+    pub reasoning: Option<String>,
+    /// Structured data sent with the decision.
+    #[serde(default)]
+    pub data: Option<Value>,
+    /// Who decided: an agent id, or `system` for a timeout fallback.
+    #[serde(default)]
+    pub resolved_by: Option<String>,
+}
+
+/// Something that happened to a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// The run starts with these inputs (defaults already merged).
+    Started {
+        /// The run's inputs.
+        inputs: Value,
+        /// Facts about the run.
+        meta: RunMeta,
+    },
+    /// A dispatched action finished.
+    ActionFinished {
+        /// The dispatch it answers.
+        effect: EffectId,
+        /// Its output, or why it failed.
+        result: Result<Value, ActionError>,
+    },
+    /// A pending decision was resolved.
+    DecisionResolved {
+        /// The decision id.
+        decision: String,
+        /// The resolution.
+        resolution: Resolution,
+    },
+    /// A pending decision was cancelled: its step is skipped.
+    DecisionCancelled {
+        /// The decision id.
+        decision: String,
+    },
+    /// A timer the VM started has fired.
+    TimerFired {
+        /// The timer.
+        timer: TimerId,
+    },
+    /// A named signal was sent to the run.
+    Signal {
+        /// Its name.
+        name: String,
+        /// Its payload.
+        #[serde(default)]
+        payload: Value,
+    },
+    /// The run was cancelled.
+    Cancel {
+        /// Why.
+        reason: String,
+    },
+    /// A run suspended by its deadline resumes (with a fresh deadline).
+    Resume,
+}
+
+impl Event {
+    /// The event's name in the log.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::Started { .. } => "run_started",
+            Event::ActionFinished { result: Ok(_), .. } => "action_completed",
+            Event::ActionFinished { result: Err(_), .. } => "action_failed",
+            Event::DecisionResolved { .. } => "decision_resolved",
+            Event::DecisionCancelled { .. } => "decision_cancelled",
+            Event::TimerFired { .. } => "timer_fired",
+            Event::Signal { .. } => "signal_received",
+            Event::Cancel { .. } => "cancel_requested",
+            Event::Resume => "resume_requested",
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! Reading values: resolving slots, rendering templates, and building CEL
+//! variables for a step instance.
+//!
+//! A reader is a frame (for `loop.*`/`iter`) and loop indices (to find the
+//! instance of a step in the reader's iteration: a step nested in `d` loops
+//! is read at the first `d` indices).
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::Vm;
+use super::state::FrameId;
+use crate::codes;
+use crate::effect::{InstRef, SecretPart, SecretSite};
+use crate::error::ActionError;
+use crate::host::{Host, Vars};
+use crate::instr::{ExprId, StepId, TemplateId};
+use crate::plan::Plan;
+use crate::program::{PathSeg, Slot, SlotSource, Template, TextPart};
+use crate::value::{follow, write_text};
+
+static NULL: Value = Value::Null;
+
+impl Vm {
+    /// The output of `step` as seen from loop indices `iters` (null when it has not finished).
+    fn step_value(&self, step: StepId, iters: &[u32]) -> &Value {
+        let depth = self.plan.program.steps[step as usize].loop_depth as usize;
+        let Some(prefix) = iters.get(..depth) else {
+            return &NULL;
+        };
+        let key = InstRef {
+            step,
+            iters: prefix.to_vec(),
+        };
+        // Outputs are set when an instance finishes, so an unfinished one reads as null.
+        self.inst(&key).map_or(&NULL, |inst| &inst.output)
+    }
+
+    /// The innermost loop's item and index for frame `f`.
+    fn loop_var(&self, f: FrameId) -> Option<(&Value, u32)> {
+        let lf = self.frames.get(f)?.innermost_loop?;
+        self.frames[lf]
+            .loop_var
+            .as_ref()
+            .map(|(item, index)| (item, *index))
+    }
+
+    /// Resolves a slot read from frame `f` at indices `iters`.
+    fn slot_value(&self, slot: &Slot, f: FrameId, iters: &[u32]) -> Result<Value, ActionError> {
+        let missing = |at: usize| {
+            let shown: String = slot
+                .path
+                .get(..=at)
+                .unwrap_or_default()
+                .iter()
+                .map(render_segment)
+                .collect();
+            ActionError::new(
+                codes::R0102,
+                "INTERPOLATION_ERROR",
+                format!(
+                    "`${{{{{}}}}}` has no value: `{shown}` is missing",
+                    slot.text
+                ),
+                false,
+            )
+        };
+        let (root, lenient): (&Value, bool) = match &slot.source {
+            SlotSource::Step { step } => {
+                let value = self.step_value(*step, iters);
+                // A step that did not run (or gave nothing) reads as null.
+                if value.is_null() {
+                    return Ok(Value::Null);
+                }
+                (value, false)
+            }
+            SlotSource::Inputs => (&self.inputs, true),
+            SlotSource::Context => (&self.context, true),
+            SlotSource::Workflow => (&self.workflow, false),
+            SlotSource::LoopItem => (self.loop_var(f).map_or(&NULL, |(item, _)| item), false),
+            SlotSource::LoopIndex => {
+                return Ok(self
+                    .loop_var(f)
+                    .map_or(Value::Null, |(_, i)| Value::from(i)));
+            }
+            SlotSource::Secret { .. } => return Ok(Value::Null),
+        };
+        match follow(root, &slot.path) {
+            Ok(v) => Ok(v.clone()),
+            // An input or context key that was not given reads as null.
+            Err(0) if lenient => Ok(Value::Null),
+            Err(at) => Err(missing(at)),
+        }
+    }
+
+    /// Renders template `t` for a reader. Secret sites are collected in
+    /// `secrets` (where allowed) and left empty in the value.
+    pub(super) fn render(
+        &self,
+        t: TemplateId,
+        f: FrameId,
+        iters: &[u32],
+        secrets: Option<&mut Vec<SecretSite>>,
+    ) -> Result<Value, ActionError> {
+        let plan = Arc::clone(&self.plan);
+        let template = &plan.program.templates[t as usize];
+        let mut path = Vec::new();
+        let mut sink = secrets;
+        self.render_node(&plan, template, f, iters, &mut path, &mut sink)
+    }
+
+    fn render_node(
+        &self,
+        plan: &Plan,
+        t: &Template,
+        f: FrameId,
+        iters: &[u32],
+        path: &mut Vec<PathSeg>,
+        secrets: &mut Option<&mut Vec<SecretSite>>,
+    ) -> Result<Value, ActionError> {
+        let program = &plan.program;
+        Ok(match t {
+            Template::Const(c) => program.consts[*c as usize].clone(),
+            Template::Slot(s) => {
+                let slot = &program.slots[*s as usize];
+                if let SlotSource::Secret { name } = &slot.source {
+                    if let Some(sites) = secrets.as_deref_mut() {
+                        sites.push(SecretSite {
+                            path: path.clone(),
+                            parts: vec![SecretPart::Secret(name.clone())],
+                        });
+                    }
+                    Value::String(String::new())
+                } else {
+                    self.slot_value(slot, f, iters)?
+                }
+            }
+            Template::Text(parts) => {
+                let mut text = String::new();
+                let mut secret_parts: Vec<SecretPart> = Vec::new();
+                let mut has_secret = false;
+                for part in parts {
+                    match part {
+                        TextPart::Text(t) => {
+                            text.push_str(t);
+                            secret_parts.push(SecretPart::Text(t.clone()));
+                        }
+                        TextPart::Slot(s) => {
+                            let slot = &program.slots[*s as usize];
+                            if let SlotSource::Secret { name } = &slot.source {
+                                has_secret = true;
+                                secret_parts.push(SecretPart::Secret(name.clone()));
+                            } else {
+                                let value = self.slot_value(slot, f, iters)?;
+                                let mut piece = String::new();
+                                write_text(&mut piece, &value);
+                                text.push_str(&piece);
+                                secret_parts.push(SecretPart::Text(piece));
+                            }
+                        }
+                    }
+                }
+                if has_secret && let Some(sites) = secrets.as_deref_mut() {
+                    sites.push(SecretSite {
+                        path: path.clone(),
+                        parts: secret_parts,
+                    });
+                }
+                Value::String(text)
+            }
+            Template::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    path.push(PathSeg::Index(i as u64));
+                    out.push(self.render_node(plan, item, f, iters, path, secrets)?);
+                    path.pop();
+                }
+                Value::Array(out)
+            }
+            Template::Object(members) => {
+                let mut out = Map::with_capacity(members.len());
+                for (key, value) in members {
+                    path.push(PathSeg::Key(key.clone()));
+                    out.insert(
+                        key.clone(),
+                        self.render_node(plan, value, f, iters, path, secrets)?,
+                    );
+                    path.pop();
+                }
+                Value::Object(out)
+            }
+        })
+    }
+
+    /// Renders the run's `output` template (after the steps).
+    pub(super) fn render_output(&self, t: TemplateId) -> Result<Value, ActionError> {
+        self.render(t, 0, &[], None)
+    }
+
+    /// Evaluates expression `expr` for instance `key`. For a loop's own
+    /// `while`/`until` condition, `loop_index` is the iteration concerned:
+    /// `iter` is bound to it and body steps are read at the latest
+    /// finished iteration.
+    pub(super) fn eval(
+        &self,
+        expr: ExprId,
+        key: &InstRef,
+        loop_index: Option<u32>,
+        host: &dyn Host,
+    ) -> Result<Value, String> {
+        let f = self.inst(key).map_or(0, |i| i.frame);
+        let mut iters = key.iters.clone();
+        let mut iter = self.loop_var(f);
+        let item_of_loop;
+        if let Some(index) = loop_index {
+            item_of_loop = self.loop_item(key, index);
+            iter = Some((&item_of_loop, index));
+            // `until` reads the iteration just finished; `while` the one before the coming one.
+            let finished = self.inst(key).and_then(|i| match i.flow.as_deref() {
+                Some(super::state::Flow::Loop(state)) => state.results.len().checked_sub(1),
+                _ => None,
+            });
+            if let Some(latest) = finished {
+                iters.push(latest as u32);
+            }
+        }
+        let e = &self.plan.program.exprs[expr as usize];
+        let steps: Vec<(&str, &Value)> = if e.all_steps {
+            (0..self.plan.program.steps.len() as u32)
+                .map(|s| (self.plan.id(s), self.step_value(s, &iters)))
+                .collect()
+        } else {
+            e.steps
+                .iter()
+                .map(|r| (r.name.as_str(), self.step_value(r.step, &iters)))
+                .collect()
+        };
+        let vars = Vars {
+            inputs: &self.inputs,
+            steps: &steps,
+            workflow: &self.workflow,
+            context: &self.context,
+            iter,
+        };
+        host.eval(expr, &vars)
+    }
+
+    /// The item of iteration `index` of loop `key` (null for `while`/`until`).
+    fn loop_item(&self, key: &InstRef, index: u32) -> Value {
+        match self.inst(key).and_then(|i| i.flow.as_deref()) {
+            Some(super::state::Flow::Loop(state)) => state
+                .items
+                .as_ref()
+                .and_then(|items| items.get(index as usize))
+                .cloned()
+                .unwrap_or(Value::Null),
+            _ => Value::Null,
+        }
+    }
+
+    /// The CEL variables as one JSON object, for actions that evaluate
+    /// expressions themselves (`expr.eval`).
+    pub(super) fn scope_value(&self, expr: ExprId, f: FrameId, iters: &[u32]) -> Value {
+        let e = &self.plan.program.exprs[expr as usize];
+        let mut steps = Map::new();
+        if e.all_steps {
+            for s in 0..self.plan.program.steps.len() as u32 {
+                steps.insert(
+                    self.plan.id(s).to_owned(),
+                    self.step_value(s, iters).clone(),
+                );
+            }
+        } else {
+            for r in &e.steps {
+                steps.insert(r.name.clone(), self.step_value(r.step, iters).clone());
+            }
+        }
+        let mut scope = Map::new();
+        scope.insert("inputs".into(), self.inputs.clone());
+        scope.insert("steps".into(), Value::Object(steps));
+        scope.insert("workflow".into(), self.workflow.clone());
+        scope.insert("context".into(), self.context.clone());
+        let iter = self.loop_var(f).map_or(Value::Null, |(item, index)| {
+            let mut m = Map::new();
+            m.insert("item".into(), item.clone());
+            m.insert("index".into(), index.into());
+            Value::Object(m)
+        });
+        scope.insert("iter".into(), iter);
+        Value::Object(scope)
+    }
+}
+
+fn render_segment(segment: &PathSeg) -> String {
+    match segment {
+        PathSeg::Key(k) => format!(".{k}"),
+        PathSeg::Index(i) => format!("[{i}]"),
+    }
+}

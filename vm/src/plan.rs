@@ -1,0 +1,61 @@
+//! Tables derived from a [`Program`] once, shared by all its runs.
+
+use std::sync::Arc;
+
+use crate::instr::StepId;
+use crate::program::Program;
+
+/// A Program with the lookup tables the VM needs.
+#[derive(Debug)]
+pub struct Plan {
+    /// The program.
+    pub program: Program,
+    /// Each step's position in its block.
+    pub position: Vec<u32>,
+    /// Each step's dispatch rank in its block (level, then position).
+    pub rank: Vec<u32>,
+    /// For each block and position: the positions that depend on it.
+    pub dependents: Vec<Vec<Vec<u32>>>,
+}
+
+impl Plan {
+    /// Builds the tables; the program must be valid ([`Program::validate`]).
+    pub fn new(program: Program) -> Arc<Plan> {
+        let n = program.steps.len();
+        let mut position = vec![0u32; n];
+        let mut rank = vec![u32::MAX; n];
+        let mut dependents = Vec::with_capacity(program.blocks.len());
+        for block in &program.blocks {
+            for (i, &s) in block.steps.iter().enumerate() {
+                position[s as usize] = i as u32;
+            }
+            let mut r = 0;
+            for level in &block.levels {
+                for &s in level {
+                    rank[s as usize] = r;
+                    r += 1;
+                }
+            }
+            let mut deps_of = vec![Vec::new(); block.steps.len()];
+            for (i, deps) in block.deps.iter().enumerate() {
+                for d in deps {
+                    if let Some(p) = block.steps.iter().position(|s| s == d) {
+                        deps_of[p].push(i as u32);
+                    }
+                }
+            }
+            dependents.push(deps_of);
+        }
+        Arc::new(Plan {
+            program,
+            position,
+            rank,
+            dependents,
+        })
+    }
+
+    /// The step's id.
+    pub fn id(&self, step: StepId) -> &str {
+        &self.program.steps[step as usize].id
+    }
+}
