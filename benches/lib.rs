@@ -102,3 +102,25 @@ pub fn realistic(n: usize) -> Value {
         "definition": {"timeout": "1h", "steps": steps}
     })
 }
+
+/// `n` independent no-op steps (one level).
+pub fn parallel(n: usize) -> Value {
+    let steps: Vec<Value> = (0..n)
+        .map(|i| json!({"id": format!("s{i}"), "action": "workflow.log"}))
+        .collect();
+    json!({"steps": steps})
+}
+
+/// A chain of `n` no-op steps.
+pub fn sequential(n: usize) -> Value {
+    let steps: Vec<Value> = (0..n)
+        .map(|i| {
+            let mut step = json!({"id": format!("s{i}"), "action": "workflow.log"});
+            if i > 0 {
+                step["depends_on"] = json!([format!("s{}", i - 1)]);
+            }
+            step
+        })
+        .collect();
+    json!({"steps": steps})
+}

@@ -6,6 +6,8 @@
 //! failed…): the runtime logs them for people and tools, but replay never
 //! needs them, because applying the same events reproduces them.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -109,8 +111,9 @@ pub enum TimerPurpose {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Effect {
-    /// Run an action; answer with [`crate::Event::ActionFinished`].
-    Dispatch(Dispatch),
+    /// Run an action; answer with [`crate::Event::ActionFinished`]
+    /// (shared: the VM keeps the same dispatch to re-issue it after a replay).
+    Dispatch(Arc<Dispatch>),
     /// The action's result is no longer wanted: stop it if possible.
     CancelDispatch {
         /// The dispatch.
@@ -133,7 +136,7 @@ pub enum Effect {
         timer: TimerId,
     },
     /// Ask for a decision; answer with [`crate::Event::DecisionResolved`].
-    RequestDecision(DecisionRequest),
+    RequestDecision(Arc<DecisionRequest>),
     /// The decision is no longer wanted.
     CancelDecision {
         /// The decision id.
@@ -182,7 +185,7 @@ pub enum Record {
         /// The instance.
         inst: InstRef,
         /// Why.
-        error: ActionError,
+        error: Box<ActionError>,
         /// Did `on_error` handle it (`ignore`, `fallback_step`)?
         handled: bool,
     },
@@ -195,7 +198,7 @@ pub enum Record {
         /// The backoff before the next attempt.
         delay_ms: u64,
         /// Why it failed.
-        error: ActionError,
+        error: Box<ActionError>,
     },
     /// A step waits for a decision or a signal.
     StepSuspended {
@@ -237,7 +240,7 @@ pub enum Record {
     /// A hook failed; the run's status is unchanged.
     HookFailed {
         /// Why.
-        error: StepError,
+        error: Box<StepError>,
     },
     /// The run completed.
     RunCompleted {
@@ -247,7 +250,7 @@ pub enum Record {
     /// The run failed.
     RunFailed {
         /// Why.
-        error: StepError,
+        error: Box<StepError>,
     },
     /// The run was cancelled.
     RunCancelled {

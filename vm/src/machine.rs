@@ -427,7 +427,7 @@ impl Vm {
     pub fn pending(&self) -> Vec<Effect> {
         let mut out = Vec::new();
         for flight in self.inflight.values() {
-            out.push(Effect::Dispatch(flight.dispatch.clone()));
+            out.push(Effect::Dispatch(Arc::clone(&flight.dispatch)));
         }
         for (&timer, t) in &self.timers {
             out.push(Effect::StartTimer {
@@ -438,7 +438,7 @@ impl Vm {
             });
         }
         for d in self.decisions.values() {
-            out.push(Effect::RequestDecision(d.request.clone()));
+            out.push(Effect::RequestDecision(Arc::clone(&d.request)));
         }
         for (inst, name) in &self.waiters {
             out.push(Effect::AwaitSignal {
@@ -451,7 +451,7 @@ impl Vm {
 
     /// The pending decisions, by id.
     pub fn pending_decisions(&self) -> impl Iterator<Item = &crate::effect::DecisionRequest> {
-        self.decisions.values().map(|d| &d.request)
+        self.decisions.values().map(|d| d.request.as_ref())
     }
 
     /// The signal names the run waits for.

@@ -218,3 +218,110 @@ fn human_output_snapshot() {
     assert_eq!(output.status.code(), Some(1));
     insta::assert_snapshot!(stdout(&output));
 }
+
+#[test]
+fn compile_disasm_and_meaning_hash() {
+    let pretty =
+        std::fs::read_to_string(repo().join("examples/approval-chain/workflow.json")).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&pretty).unwrap();
+    let compact = temp_file(
+        "compact.json",
+        serde_json::to_string(&value).unwrap().as_bytes(),
+    );
+    let original = opcodec(&[
+        "compile",
+        "--print-hash",
+        "examples/approval-chain/workflow.json",
+    ]);
+    let reformatted = opcodec(&["compile", "--print-hash", compact.to_str().unwrap()]);
+    assert_eq!(original.status.code(), Some(0));
+    let hash = stdout(&original);
+    assert_eq!(hash.trim().len(), 64);
+    assert_eq!(
+        hash,
+        stdout(&reformatted),
+        "formatting does not change the meaning"
+    );
+
+    let out =
+        std::env::temp_dir().join(format!("opcodec-cli-{}/approval.opcb", std::process::id()));
+    let compiled = opcodec(&[
+        "compile",
+        "examples/approval-chain/workflow.json",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(compiled.status.code(), Some(0));
+    let listing = opcodec(&["disasm", out.to_str().unwrap()]);
+    assert_eq!(listing.status.code(), Some(0));
+    assert!(
+        stdout(&listing).contains("decide     d0"),
+        "{}",
+        stdout(&listing)
+    );
+    let mut bytes = std::fs::read(&out).unwrap();
+    bytes[8] = 99;
+    let old = temp_file("old.opcb", &bytes);
+    let rejected = opcodec(&["disasm", old.to_str().unwrap()]);
+    assert_eq!(rejected.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&rejected.stderr).contains("format version 99"));
+}
+
+#[test]
+fn run_exit_codes_and_json_result() {
+    let inputs = r#"{"request_id": "R1", "request_summary": "laptop"}"#;
+    let suspended = opcodec(&[
+        "run",
+        "--format",
+        "json",
+        "--inputs",
+        inputs,
+        "examples/approval-chain/workflow.json",
+    ]);
+    assert_eq!(suspended.status.code(), Some(3));
+    let result: serde_json::Value = serde_json::from_str(&stdout(&suspended)).unwrap();
+    assert_eq!(result["status"], "suspended");
+    assert_eq!(result["pending_decisions"][0]["step_id"], "reviewer1");
+
+    let completed = opcodec(&[
+        "run",
+        "--format",
+        "json",
+        "--inputs",
+        inputs,
+        "--decide",
+        "reviewer1=approve",
+        "--decide",
+        "reviewer2=approve",
+        "examples/approval-chain/workflow.json",
+    ]);
+    assert_eq!(completed.status.code(), Some(0));
+    let result: serde_json::Value = serde_json::from_str(&stdout(&completed)).unwrap();
+    assert_eq!(result["steps"]["reviewer2"]["output"]["choice"], "approve");
+
+    let failed = opcodec(&[
+        "run",
+        "--input",
+        "should_fail=true",
+        "examples/hooks-and-output/workflow.json",
+    ]);
+    assert_eq!(failed.status.code(), Some(1));
+    assert!(
+        stdout(&failed).contains("error[R0110]"),
+        "{}",
+        stdout(&failed)
+    );
+
+    let broken = temp_file(
+        "broken-run.json",
+        br#"{"steps": [{"id": "a", "action": "nope.nope"}]}"#,
+    );
+    assert_eq!(
+        opcodec(&["run", broken.to_str().unwrap()]).status.code(),
+        Some(2)
+    );
+
+    let missing_input = opcodec(&["run", "examples/approval-chain/workflow.json"]);
+    assert_eq!(missing_input.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing_input.stderr).contains("R0108"));
+}

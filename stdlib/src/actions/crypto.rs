@@ -43,10 +43,12 @@ pub fn run(
     }
     fn hex(bytes: &[u8]) -> String {
         use std::fmt::Write;
-        bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+        bytes
+            .iter()
+            .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+                let _ = write!(s, "{b:02x}");
+                s
+            })
     }
     let algorithm = call
         .str("algorithm")

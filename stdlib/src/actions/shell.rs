@@ -139,7 +139,8 @@ pub async fn run(
         (out, out_cut, err, err_cut, status)
     };
     let (out, out_cut, err, err_cut, status, killed) =
-        if let Ok((out, out_cut, err, err_cut, status)) = Box::pin(tokio::time::timeout(timeout, work)).await
+        if let Ok((out, out_cut, err, err_cut, status)) =
+            Box::pin(tokio::time::timeout(timeout, work)).await
         {
             (out, out_cut, err, err_cut, status.ok(), false)
         } else {

@@ -45,7 +45,7 @@ impl Vm {
                 inst: key.clone(),
                 attempt,
                 delay_ms: delay,
-                error: error.clone(),
+                error: Box::new(error.clone()),
             });
             if let Some(inst) = self.inst_mut(key) {
                 inst.error = Some(error);
@@ -89,7 +89,7 @@ impl Vm {
                 }
                 self.record(Record::StepFailed {
                     inst: key.clone(),
-                    error,
+                    error: Box::new(error),
                     handled: true,
                 });
                 self.after_finish(key, Value::Null, host);
@@ -101,7 +101,7 @@ impl Vm {
                 }
                 self.record(Record::StepFailed {
                     inst: key.clone(),
-                    error,
+                    error: Box::new(error),
                     handled: true,
                 });
                 self.record(Record::FallbackStarted {
@@ -124,7 +124,7 @@ impl Vm {
                 }
                 self.record(Record::StepFailed {
                     inst: key.clone(),
-                    error: error.clone(),
+                    error: Box::new(error.clone()),
                     handled: false,
                 });
                 // A failed fallback fails in the place of the step it stood in for.

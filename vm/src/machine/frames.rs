@@ -247,13 +247,17 @@ impl Vm {
             (Phase::Steps, Err(error)) => self.fail_run(error, host),
             (Phase::CompleteHook(output), result) => {
                 if let Err(error) = result {
-                    self.record(Record::HookFailed { error });
+                    self.record(Record::HookFailed {
+                        error: Box::new(error),
+                    });
                 }
                 self.complete_run(output);
             }
             (Phase::ErrorHook(error), result) => {
                 if let Err(hook_error) = result {
-                    self.record(Record::HookFailed { error: hook_error });
+                    self.record(Record::HookFailed {
+                        error: Box::new(hook_error),
+                    });
                 }
                 self.finish_failed(error);
             }
@@ -304,7 +308,9 @@ impl Vm {
         self.phase = Phase::Done;
         self.status = super::RunStatus::Failed;
         self.error = Some(error.clone());
-        self.record(Record::RunFailed { error });
+        self.record(Record::RunFailed {
+            error: Box::new(error),
+        });
     }
 
     /// The run was cancelled: stop everything; no hook runs.

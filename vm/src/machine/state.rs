@@ -1,5 +1,7 @@
 //! The VM's state types: run and step statuses, frames, instances, waits.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -259,7 +261,7 @@ pub struct Instance {
 #[derive(Debug, Clone)]
 pub struct Inflight {
     /// The dispatch, kept to re-issue it after a replay.
-    pub dispatch: Dispatch,
+    pub dispatch: Arc<Dispatch>,
 }
 
 /// A running timer.
@@ -277,7 +279,7 @@ pub struct Timer {
 #[derive(Debug, Clone)]
 pub struct PendingDecision {
     /// The request as issued.
-    pub request: DecisionRequest,
+    pub request: Arc<DecisionRequest>,
     /// Its timeout timer.
     pub timer: Option<TimerId>,
 }

@@ -1,5 +1,7 @@
 //! Running a step instance's code: the guard, then the body instruction.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use super::Vm;
@@ -159,7 +161,7 @@ impl Vm {
         let timeout_ms = info.timeout_ms;
         let attempt = self.inst(key).map_or(1, |i| i.attempt);
         let effect = self.fresh_id();
-        let dispatch = Dispatch {
+        let dispatch = Arc::new(Dispatch {
             effect,
             inst: key.clone(),
             attempt,
@@ -169,11 +171,11 @@ impl Vm {
             timeout_ms,
             scope,
             isolation,
-        };
+        });
         self.inflight.insert(
             effect,
             super::state::Inflight {
-                dispatch: dispatch.clone(),
+                dispatch: Arc::clone(&dispatch),
             },
         );
         self.set_wait(key, Wait::Action(effect));
@@ -227,7 +229,7 @@ impl Vm {
         let timer = d
             .timeout_ms
             .map(|ms| self.start_timer(ms, TimerPurpose::DecisionTimeout, Some(key.clone())));
-        let request = DecisionRequest {
+        let request = Arc::new(DecisionRequest {
             id: id.clone(),
             inst: key.clone(),
             prompt: d.prompt.clone(),
@@ -236,11 +238,11 @@ impl Vm {
             timeout_at: d.timeout_ms.map(|ms| self.now.saturating_add(ms)),
             fallback: d.fallback.clone(),
             target_agent: d.target_agent.clone(),
-        };
+        });
         self.decisions.insert(
             id.clone(),
             PendingDecision {
-                request: request.clone(),
+                request: Arc::clone(&request),
                 timer,
             },
         );

@@ -163,7 +163,7 @@ impl Vm {
         if let Some(t) = pending.timer {
             self.cancel_timer(t);
         }
-        let key = pending.request.inst;
+        let key = pending.request.inst.clone();
         if let Some(inst) = self.inst_mut(&key) {
             inst.status = StepStatus::Running;
         }
@@ -179,7 +179,7 @@ impl Vm {
             self.cancel_timer(t);
         }
         self.emit(Effect::CancelDecision { id: id.to_owned() });
-        let key = pending.request.inst;
+        let key = pending.request.inst.clone();
         self.set_wait(&key, Wait::Nothing);
         self.skip(&key, "decision_cancelled", host);
     }
@@ -191,7 +191,7 @@ impl Vm {
             return;
         };
         self.emit(Effect::CancelDecision { id: id.clone() });
-        if let Some(choice) = pending.request.fallback {
+        if let Some(choice) = pending.request.fallback.clone() {
             let resolution = Resolution {
                 choice,
                 reasoning: Some("the decision timed out; the fallback was chosen".into()),

@@ -1,0 +1,107 @@
+//! The VM in memory with no-op actions, on opcode's published scenarios
+//! (reference §17: N parallel steps, chains of N steps), plus compiling a
+//! 1,000-step workflow and one CEL guard evaluation.
+#![allow(clippy::expect_used)] // bench setup
+
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use opcode_compiler::Compiler;
+use opcode_stdlib::cel::CelHost;
+use opcode_vm::effect::Effect;
+use opcode_vm::event::{Event, RunMeta};
+use opcode_vm::host::{Host, Vars};
+use opcode_vm::{Plan, RunStatus, Vm};
+use serde_json::{Value, json};
+
+/// The allocator the shipped binaries use.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn plan(workflow: &Value) -> Arc<Plan> {
+    let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
+    let (program, _) = compiler.compile(&workflow.to_string(), "bench.json");
+    Plan::new(program.expect("compiles"))
+}
+
+/// Runs a workflow to completion, answering every dispatch at once with null.
+fn run(plan: &Arc<Plan>, host: &dyn Host) -> RunStatus {
+    let mut vm = Vm::new(plan.clone());
+    let mut effects = Vec::with_capacity(64);
+    let mut queue: Vec<u64> = Vec::with_capacity(64);
+    let start = Event::Started {
+        inputs: Value::Null,
+        meta: RunMeta::default(),
+    };
+    vm.apply_into(1, &start, host, &mut effects)
+        .expect("starts");
+    loop {
+        for effect in effects.drain(..) {
+            if let Effect::Dispatch(d) = effect {
+                queue.push(d.effect);
+            }
+        }
+        let Some(effect) = queue.pop() else { break };
+        let done = Event::ActionFinished {
+            effect,
+            result: Ok(Value::Null),
+        };
+        vm.apply_into(1, &done, host, &mut effects)
+            .expect("applies");
+    }
+    vm.status()
+}
+
+fn scenarios(c: &mut Criterion) {
+    let mut group = c.benchmark_group("vm");
+    for (name, workflow) in [
+        ("parallel_10", opcode_benches::parallel(10)),
+        ("parallel_100", opcode_benches::parallel(100)),
+        ("parallel_500", opcode_benches::parallel(500)),
+        ("sequential_5", opcode_benches::sequential(5)),
+        ("sequential_50", opcode_benches::sequential(50)),
+    ] {
+        let plan = plan(&workflow);
+        let host = CelHost::new(&plan.program);
+        assert_eq!(run(&plan, &host), RunStatus::Completed);
+        group.bench_function(name, |b| b.iter(|| run(&plan, &host)));
+    }
+    group.finish();
+}
+
+fn compile(c: &mut Criterion) {
+    let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
+    let text = serde_json::to_string(&opcode_benches::typical(1_000)).expect("serialises");
+    assert!(compiler.compile(&text, "bench.json").0.is_some());
+    c.bench_function("compile/1000_steps_typical", |b| {
+        b.iter(|| compiler.compile(std::hint::black_box(&text), "bench.json"));
+    });
+}
+
+fn cel_guard(c: &mut Criterion) {
+    let plan = plan(&json!({"steps": [
+        {"id": "fetch", "action": "workflow.log"},
+        {"id": "gate", "action": "workflow.log", "depends_on": ["fetch"],
+         "condition": "steps['fetch'].status_code == 200 && inputs.env == 'prod'"}
+    ]}));
+    let host = CelHost::new(&plan.program);
+    let inputs = json!({"env": "prod", "items": [1, 2, 3]});
+    let fetch = json!({"status_code": 200, "body": {"ok": true}});
+    let steps = [("fetch", &fetch)];
+    let workflow = json!({"run_id": "r"});
+    let context = json!({});
+    let vars = Vars {
+        inputs: &inputs,
+        steps: &steps,
+        workflow: &workflow,
+        context: &context,
+        iter: None,
+    };
+    assert_eq!(host.eval(0, &vars), Ok(json!(true)));
+    c.bench_function("cel/guard_eval", |b| {
+        b.iter(|| host.eval(0, std::hint::black_box(&vars)));
+    });
+}
+
+criterion_group!(benches, scenarios, compile, cel_guard);
+criterion_main!(benches);
