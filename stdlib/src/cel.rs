@@ -17,8 +17,18 @@ use serde_json::{Map, Number, Value};
 /// CEL for one Program.
 pub struct CelHost {
     root: Context<'static, 'static>,
-    programs: Vec<Result<cel::Program, String>>,
+    programs: Vec<Result<Compiled, String>>,
 }
+
+/// One compiled expression and the namespaces it reads.
+struct Compiled {
+    program: cel::Program,
+    /// Which of [`NAMESPACES`] the expression references; only those are bound.
+    reads: [bool; NAMESPACES.len()],
+}
+
+/// The variables a workflow expression can read, in binding order.
+const NAMESPACES: [&str; 5] = ["inputs", "steps", "workflow", "context", "iter"];
 
 impl std::fmt::Debug for CelHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -48,7 +58,10 @@ impl CelHost {
                 if e.source.is_empty() {
                     Err("no expression".to_owned())
                 } else {
-                    env.compile(&e.source).map_err(|err| err.to_string())
+                    let program = env.compile(&e.source).map_err(|err| err.to_string())?;
+                    let refs = program.references();
+                    let reads = NAMESPACES.map(|name| refs.has_variable(name));
+                    Ok(Compiled { program, reads })
                 }
             })
             .collect();
@@ -61,48 +74,53 @@ impl CelHost {
 
 impl Host for CelHost {
     fn eval(&self, expr: ExprId, vars: &Vars<'_>) -> Result<Value, String> {
-        let program = match self.programs.get(expr as usize) {
-            Some(Ok(p)) => p,
+        let compiled = match self.programs.get(expr as usize) {
+            Some(Ok(c)) => c,
             Some(Err(e)) => return Err(e.clone()),
             None => return Err(format!("no expression {expr}")),
         };
         let mut ctx = self.root.new_inner_scope();
-        bind(&mut ctx, vars);
-        let value = program.execute(&ctx).map_err(|e| e.to_string())?;
+        bind(&mut ctx, vars, &compiled.reads);
+        let value = compiled.program.execute(&ctx).map_err(|e| e.to_string())?;
         to_json(&value)
     }
 }
 
-/// Binds the workflow variables into a CEL context.
-fn bind(ctx: &mut Context<'_, '_>, vars: &Vars<'_>) {
-    ctx.add_variable_from_value("inputs", to_cel(vars.inputs));
-    let mut steps: HashMap<Key, Cel> = HashMap::with_capacity(vars.steps.len());
-    for (id, value) in vars.steps {
-        steps.insert(Key::String(Arc::new((*id).to_owned())), to_cel(value));
+/// Binds the workflow variables the expression reads into a CEL context.
+fn bind(ctx: &mut Context<'_, '_>, vars: &Vars<'_>, reads: &[bool; NAMESPACES.len()]) {
+    for (name, _) in NAMESPACES.iter().zip(reads).filter(|(_, read)| **read) {
+        ctx.add_variable_from_value(*name, namespace(name, vars));
     }
-    ctx.add_variable_from_value(
-        "steps",
-        Cel::Map(CelMap {
-            map: Arc::new(steps),
-        }),
-    );
-    ctx.add_variable_from_value("workflow", to_cel(vars.workflow));
-    ctx.add_variable_from_value("context", to_cel(vars.context));
-    let iter = match vars.iter {
-        Some((item, index)) => {
+}
+
+/// One namespace of `vars` as a CEL value.
+fn namespace(name: &str, vars: &Vars<'_>) -> Cel {
+    match name {
+        "inputs" => to_cel(vars.inputs),
+        "steps" => {
+            let steps = vars
+                .steps
+                .iter()
+                .map(|(id, value)| (Key::String(Arc::new((*id).to_owned())), to_cel(value)))
+                .collect::<HashMap<Key, Cel>>();
+            Cel::Map(CelMap {
+                map: Arc::new(steps),
+            })
+        }
+        "workflow" => to_cel(vars.workflow),
+        "context" => to_cel(vars.context),
+        _ => {
             let mut m: HashMap<Key, Cel> = HashMap::with_capacity(2);
-            m.insert(Key::String(Arc::new("item".into())), to_cel(item));
-            m.insert(
-                Key::String(Arc::new("index".into())),
-                Cel::Int(i64::from(index)),
-            );
+            if let Some((item, index)) = vars.iter {
+                m.insert(Key::String(Arc::new("item".into())), to_cel(item));
+                m.insert(
+                    Key::String(Arc::new("index".into())),
+                    Cel::Int(i64::from(index)),
+                );
+            }
             Cel::Map(CelMap { map: Arc::new(m) })
         }
-        None => Cel::Map(CelMap {
-            map: Arc::new(HashMap::new()),
-        }),
-    };
-    ctx.add_variable_from_value("iter", iter);
+    }
 }
 
 /// Evaluates a CEL source once with JSON variables (for `expr.eval`).
@@ -111,7 +129,7 @@ pub fn eval_source(source: &str, scope: &Value, data: &Value) -> Result<Value, S
     let program = env.compile(source).map_err(|e| e.to_string())?;
     let root = Context::with_env(env);
     let mut ctx = root.new_inner_scope();
-    for name in ["inputs", "steps", "workflow", "context", "iter"] {
+    for name in NAMESPACES {
         let value = scope.get(name).unwrap_or(&Value::Null);
         let value = if name == "iter" && value.is_null() {
             &Value::Object(Map::new())

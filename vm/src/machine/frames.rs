@@ -95,26 +95,30 @@ impl Vm {
     /// Starts, in level order, the frame's steps whose dependencies have all
     /// finished and that have not started.
     pub(super) fn start_ready(&mut self, f: FrameId, host: &dyn Host) {
-        if self.halted || self.frames[f].state != FrameState::Running {
-            return;
-        }
         let block = self.frames[f].block as usize;
-        let mut ready: Vec<StepId> = Vec::new();
-        {
+        let ready = {
             let frame = &self.frames[f];
             let program = &self.plan.program;
-            for (pos, &s) in program.blocks[block].steps.iter().enumerate() {
-                if !frame.started[pos]
-                    && frame.waiting[pos] == 0
-                    && !program.steps[s as usize].fallback_only
-                {
-                    ready.push(s);
-                }
-            }
-        }
+            program.blocks[block]
+                .steps
+                .iter()
+                .enumerate()
+                .filter(|&(pos, &s)| {
+                    !frame.started[pos]
+                        && frame.waiting[pos] == 0
+                        && !program.steps[s as usize].fallback_only
+                })
+                .map(|(_, &s)| s)
+                .collect()
+        };
+        self.start_steps(f, ready, host);
+    }
+
+    /// Starts `ready` steps of frame `f` in rank order, stopping when a
+    /// start ends the frame or halts the run.
+    fn start_steps(&mut self, f: FrameId, mut ready: Vec<StepId>, host: &dyn Host) {
         ready.sort_by_key(|&s| self.plan.rank[s as usize]);
         for s in ready {
-            // A step may end the frame (a failure); stop starting then.
             if self.frames[f].state != FrameState::Running || self.halted {
                 return;
             }
@@ -135,22 +139,26 @@ impl Vm {
         }
         let block = self.frames[f].block as usize;
         let pos = self.plan.position[key.step as usize] as usize;
-        let plan = self.plan.clone();
-        let mut released = false;
+        let mut released = Vec::new();
         {
             let frame = &mut self.frames[f];
+            let program = &self.plan.program;
             frame.unfinished = frame.unfinished.saturating_sub(1);
-            for &d in &plan.dependents[block][pos] {
-                let w = &mut frame.waiting[d as usize];
+            for &d in &self.plan.dependents[block][pos] {
+                let d = d as usize;
+                let w = &mut frame.waiting[d];
                 *w = w.saturating_sub(1);
-                released |= *w == 0;
+                let s = program.blocks[block].steps[d];
+                if *w == 0 && !frame.started[d] && !program.steps[s as usize].fallback_only {
+                    released.push(s);
+                }
             }
         }
         if self.frames[f].unfinished == 0 {
             let output = self.frame_output(f);
             self.frame_ended(f, Ok(output), host);
-        } else if released {
-            self.start_ready(f, host);
+        } else if !released.is_empty() {
+            self.start_steps(f, released, host);
         }
     }
 
