@@ -80,15 +80,15 @@ impl Host for CelHost {
             None => return Err(format!("no expression {expr}")),
         };
         let mut ctx = self.root.new_inner_scope();
-        bind(&mut ctx, vars, &compiled.reads);
+        bind(&mut ctx, vars, compiled.reads);
         let value = compiled.program.execute(&ctx).map_err(|e| e.to_string())?;
         to_json(&value)
     }
 }
 
 /// Binds the workflow variables the expression reads into a CEL context.
-fn bind(ctx: &mut Context<'_, '_>, vars: &Vars<'_>, reads: &[bool; NAMESPACES.len()]) {
-    for (name, _) in NAMESPACES.iter().zip(reads).filter(|(_, read)| **read) {
+fn bind(ctx: &mut Context<'_, '_>, vars: &Vars<'_>, reads: [bool; NAMESPACES.len()]) {
+    for (name, _) in NAMESPACES.iter().zip(reads).filter(|(_, read)| *read) {
         ctx.add_variable_from_value(*name, namespace(name, vars));
     }
 }

@@ -110,7 +110,7 @@ pub trait Services: Send + Sync {
     /// `workflow.notify`: returns `{notified, reason?}`; never fails.
     fn notify(&self, call: &Call, message: &str, data: &Value) -> Value;
     /// `workflow.context` on another run: its context, if known.
-    fn context_of(&self, run_id: &str) -> Option<Value>;
+    fn context_of<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Option<Value>>;
     /// `workflow.run`: run a child template and wait for it.
     fn run_child<'a>(
         &'a self,
@@ -121,10 +121,46 @@ pub trait Services: Send + Sync {
     ) -> BoxFuture<'a, Result<Value, ActionError>>;
 }
 
+/// The file of a child template named `template`, looked up next to a
+/// workflow in `base`: `<template>.json`, `<template>/workflow.json`, or a
+/// sibling example folder `../<template>/workflow.json`. Names that are
+/// paths are refused.
+pub fn template_file(base: &Path, template: &str) -> Option<PathBuf> {
+    if template.is_empty() || template.contains(['/', '\\']) || template.starts_with('.') {
+        return None;
+    }
+    [
+        base.join(format!("{template}.json")),
+        base.join(template).join("workflow.json"),
+        base.join("..").join(template).join("workflow.json"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
+}
+
 /// Where secrets come from.
 pub trait Secrets: Send + Sync {
     /// The secret's value.
     fn secret(&self, name: &str) -> Option<String>;
+}
+
+/// Secrets from `OPCODE_SECRET_<NAME>` environment variables.
+pub struct EnvSecrets;
+
+impl Secrets for EnvSecrets {
+    fn secret(&self, name: &str) -> Option<String> {
+        let var: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_uppercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        std::env::var(format!("OPCODE_SECRET_{var}")).ok()
+    }
 }
 
 /// Writes the secrets of a dispatch into its params.

@@ -1,4 +1,4 @@
-//! Run inputs: defaults merged, then validated against `input_schema`.
+//! Run inputs: parsed from the command line, defaults merged, validated against `input_schema`.
 
 use opcode_vm::program::Program;
 use serde_json::{Map, Value};
@@ -44,4 +44,37 @@ pub fn prepare(program: &Program, given: &Value) -> Result<Value, Vec<String>> {
         }
     }
     Ok(inputs)
+}
+
+/// A command-line value: JSON when it parses as JSON, else the text itself.
+pub fn parse_value(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}
+
+/// `KEY=VALUE` arguments of `flag`, split.
+pub fn pairs(items: &[String], flag: &str) -> Result<Vec<(String, String)>, String> {
+    items
+        .iter()
+        .map(|item| {
+            item.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .ok_or_else(|| format!("{flag} takes KEY=VALUE, got `{item}`"))
+        })
+        .collect()
+}
+
+/// Run inputs from `--inputs JSON` and repeated `--input KEY=VALUE`.
+pub fn parse_inputs(json: Option<&str>, pairs_given: &[String]) -> Result<Value, String> {
+    let mut inputs = match json {
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(map)) => map,
+            Ok(_) => return Err("--inputs must be a JSON object".into()),
+            Err(e) => return Err(format!("--inputs is not valid JSON: {e}")),
+        },
+        None => Map::new(),
+    };
+    for (k, v) in pairs(pairs_given, "--input")? {
+        inputs.insert(k, parse_value(&v));
+    }
+    Ok(Value::Object(inputs))
 }

@@ -16,6 +16,8 @@ pub mod inputs;
 pub mod jq;
 #[cfg(feature = "runtime")]
 pub mod local;
+#[cfg(feature = "runtime")]
+pub mod report;
 
 use opcode_vm::catalog::{ActionSpec, Catalog};
 

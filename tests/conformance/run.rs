@@ -56,8 +56,8 @@ impl Services for TestServices {
     fn notify(&self, _: &Call, _: &str, _: &Value) -> Value {
         json!({"notified": false, "reason": "no_session"})
     }
-    fn context_of(&self, _: &str) -> Option<Value> {
-        None
+    fn context_of<'a>(&'a self, _run_id: &'a str) -> BoxFuture<'a, Option<Value>> {
+        Box::pin(std::future::ready(None))
     }
     fn run_child<'a>(
         &'a self,

@@ -107,6 +107,20 @@ pub enum TimerPurpose {
     RunTimeout,
 }
 
+impl TimerPurpose {
+    /// The purpose's name (`retry`, `decision_timeout`…).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TimerPurpose::Retry => "retry",
+            TimerPurpose::StepTimeout => "step_timeout",
+            TimerPurpose::Sleep => "sleep",
+            TimerPurpose::SignalTimeout => "signal_timeout",
+            TimerPurpose::DecisionTimeout => "decision_timeout",
+            TimerPurpose::RunTimeout => "run_timeout",
+        }
+    }
+}
+
 /// A command for the runtime.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]

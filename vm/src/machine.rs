@@ -381,12 +381,7 @@ impl Vm {
     /// The name of a step instance: the step id, with loop indices in
     /// brackets (`hash`, `hash[2]`, `hash[1,0]`).
     pub fn instance_name(&self, inst: &InstRef) -> String {
-        let id = self.plan.id(inst.step);
-        if inst.iters.is_empty() {
-            return id.to_owned();
-        }
-        let indices: Vec<String> = inst.iters.iter().map(u32::to_string).collect();
-        format!("{id}[{}]", indices.join(","))
+        self.plan.instance_name(inst)
     }
 
     /// Every step instance that has started, in step order.
@@ -409,6 +404,17 @@ impl Vm {
             views.push(self.view(key, inst));
         }
         views
+    }
+
+    /// One step instance, if it has started.
+    pub fn step(&self, key: &InstRef) -> Option<StepView> {
+        self.inst(key).map(|inst| self.view(key, inst))
+    }
+
+    /// Is the run suspended by its deadline (`on_timeout: suspend`), waiting
+    /// for [`Event::Resume`]?
+    pub fn halted(&self) -> bool {
+        self.halted && !self.status.is_terminal()
     }
 
     fn view(&self, key: &InstRef, inst: &Instance) -> StepView {

@@ -58,4 +58,15 @@ impl Plan {
     pub fn id(&self, step: StepId) -> &str {
         &self.program.steps[step as usize].id
     }
+
+    /// The name of a step instance: the step id, with loop indices in
+    /// brackets (`hash`, `hash[2]`, `hash[1,0]`).
+    pub fn instance_name(&self, inst: &crate::InstRef) -> String {
+        let id = self.id(inst.step);
+        if inst.iters.is_empty() {
+            return id.to_owned();
+        }
+        let indices: Vec<String> = inst.iters.iter().map(u32::to_string).collect();
+        format!("{id}[{}]", indices.join(","))
+    }
 }

@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use opcode_stdlib::exec::{Actions, BoxFuture, Call, Secrets, Services};
+use opcode_stdlib::exec::{Actions, BoxFuture, Call, EnvSecrets, Services, template_file};
+use opcode_stdlib::inputs::{pairs, parse_inputs, parse_value};
 use opcode_stdlib::local::{LocalRun, summary};
 use opcode_vm::Plan;
 use opcode_vm::error::ActionError;
@@ -65,7 +66,7 @@ const EXIT_SUSPENDED: u8 = 3;
 
 /// Runs `run`.
 pub fn run(args: &Args) -> u8 {
-    let inputs = match parse_inputs(args) {
+    let inputs = match parse_inputs(args.inputs.as_deref(), &args.input) {
         Ok(v) => v,
         Err(message) => {
             eprint_line(&format!("error: {message}"));
@@ -112,7 +113,7 @@ pub fn run(args: &Args) -> u8 {
                     "{}\n",
                     serde_json::to_string_pretty(&summary).unwrap_or_default()
                 )),
-                Format::Human => print(&human_report(&summary)),
+                Format::Human => print(&opcode_stdlib::report::human(&summary)),
             }
             match summary["status"].as_str() {
                 Some("completed") => 0,
@@ -185,25 +186,6 @@ fn run_file<'a>(
     })
 }
 
-/// Secrets from `OPCODE_SECRET_<NAME>` environment variables.
-struct EnvSecrets;
-
-impl Secrets for EnvSecrets {
-    fn secret(&self, name: &str) -> Option<String> {
-        let var: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() {
-                    c.to_ascii_uppercase()
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        std::env::var(format!("OPCODE_SECRET_{var}")).ok()
-    }
-}
-
 /// Logs to stderr; runs child templates found next to the workflow.
 struct CliServices {
     base: PathBuf,
@@ -234,8 +216,8 @@ impl Services for CliServices {
         json!({"notified": false, "reason": "no_session"})
     }
 
-    fn context_of(&self, _run_id: &str) -> Option<Value> {
-        None
+    fn context_of<'a>(&'a self, _run_id: &'a str) -> BoxFuture<'a, Option<Value>> {
+        Box::pin(std::future::ready(None))
     }
 
     fn run_child<'a>(
@@ -246,12 +228,7 @@ impl Services for CliServices {
         params: Value,
     ) -> BoxFuture<'a, Result<Value, ActionError>> {
         Box::pin(async move {
-            let candidates = [
-                self.base.join(format!("{template}.json")),
-                self.base.join(template).join("workflow.json"),
-                self.base.join("..").join(template).join("workflow.json"),
-            ];
-            let Some(path) = candidates.iter().find(|p| p.is_file()) else {
+            let Some(path) = template_file(&self.base, template) else {
                 return Err(ActionError::execution(format!(
                     "template `{template}` not found next to the workflow"
                 )));
@@ -263,7 +240,7 @@ impl Services for CliServices {
                 json: self.quiet,
                 color: false,
             };
-            let summary = run_file(path, params, &options).await.map_err(|_| {
+            let summary = run_file(&path, params, &options).await.map_err(|_| {
                 ActionError::execution(format!(
                     "template `{template}` could not be compiled or started"
                 ))
@@ -288,93 +265,4 @@ impl Services for CliServices {
 
 fn parse_wait(text: &str) -> Result<std::time::Duration, String> {
     opcode_stdlib::exec::parse_duration(text)
-}
-
-fn parse_value(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
-}
-
-fn pairs(items: &[String], flag: &str) -> Result<Vec<(String, String)>, String> {
-    items
-        .iter()
-        .map(|item| {
-            item.split_once('=')
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .ok_or_else(|| format!("{flag} takes KEY=VALUE, got `{item}`"))
-        })
-        .collect()
-}
-
-fn parse_inputs(args: &Args) -> Result<Value, String> {
-    let mut inputs = match &args.inputs {
-        Some(text) => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(map)) => map,
-            Ok(_) => return Err("--inputs must be a JSON object".into()),
-            Err(e) => return Err(format!("--inputs is not valid JSON: {e}")),
-        },
-        None => serde_json::Map::new(),
-    };
-    for (k, v) in pairs(&args.input, "--input")? {
-        inputs.insert(k, parse_value(&v));
-    }
-    Ok(Value::Object(inputs))
-}
-
-/// The human report of a run.
-fn human_report(summary: &Value) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let status = summary["status"].as_str().unwrap_or("?");
-    let _ = writeln!(out, "status: {status}");
-    if let Some(steps) = summary["steps"].as_object() {
-        for (name, step) in steps {
-            let s = step["status"].as_str().unwrap_or("?");
-            let detail = match &step["error"] {
-                Value::Null => String::new(),
-                e => format!("  {}", e["message"].as_str().unwrap_or_default()),
-            };
-            let _ = writeln!(out, "  {s:<10} {name}{detail}");
-        }
-    }
-    if !summary["output"].is_null() {
-        let _ = writeln!(
-            out,
-            "output: {}",
-            serde_json::to_string_pretty(&summary["output"]).unwrap_or_default()
-        );
-    }
-    if let Some(pending) = summary["pending_decisions"]
-        .as_array()
-        .filter(|p| !p.is_empty())
-    {
-        let _ = writeln!(out, "pending decisions (answer with --decide STEP=CHOICE):");
-        for d in pending {
-            let options: Vec<&str> = d["options"]
-                .as_array()
-                .map(|o| o.iter().filter_map(|x| x["id"].as_str()).collect())
-                .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "  {} — {} [{}]",
-                d["step_id"].as_str().unwrap_or_default(),
-                d["prompt"].as_str().unwrap_or_default(),
-                if options.is_empty() {
-                    "free-form".to_owned()
-                } else {
-                    options.join(", ")
-                }
-            );
-        }
-    }
-    if !summary["error"].is_null() {
-        let e = &summary["error"];
-        let _ = writeln!(
-            out,
-            "error[{}]: {} (step {})",
-            e["code"].as_str().unwrap_or_default(),
-            e["message"].as_str().unwrap_or_default(),
-            e["step"].as_str().unwrap_or_default()
-        );
-    }
-    out
 }

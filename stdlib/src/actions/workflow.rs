@@ -86,7 +86,7 @@ pub async fn run(
                 .filter(|id| !id.is_empty() && *id != call.run_id);
             match action {
                 "read" => match target {
-                    Some(id) => services.context_of(id).ok_or_else(|| {
+                    Some(id) => services.context_of(id).await.ok_or_else(|| {
                         ActionError::execution(format!("no context for workflow `{id}`"))
                     }),
                     None => Ok(call

@@ -1,0 +1,63 @@
+//! The `opcode` command line.
+
+mod common;
+mod inspect;
+mod resume;
+mod run;
+mod signal;
+
+use clap::{Parser, Subcommand};
+
+pub use self::common::Exit;
+
+/// Run opcode workflows durably.
+#[derive(Debug, Parser)]
+#[command(name = "opcode", version, about = "Run opcode workflows durably")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start a workflow and run it until it ends or waits for a decision or signal.
+    Run(run::Args),
+    /// Carry on with interrupted workflows (one, or all of them).
+    Resume(resume::Args),
+    /// Show a workflow's status, steps, output and pending decisions.
+    Status(inspect::StatusArgs),
+    /// List a workflow's event log.
+    Events(inspect::EventsArgs),
+    /// Resolve a pending decision or send a named signal, then carry on.
+    Signal(signal::SignalArgs),
+    /// Cancel a workflow.
+    Cancel(signal::CancelArgs),
+}
+
+/// Runs the command; returns the exit code.
+pub fn main(cli: Cli) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return Exit::Usage as u8;
+        }
+    };
+    let exit = runtime.block_on(async move {
+        match cli.command {
+            Command::Run(args) => run::run(args).await,
+            Command::Resume(args) => resume::run(args).await,
+            Command::Status(args) => inspect::status(args).await,
+            Command::Events(args) => inspect::events(args).await,
+            Command::Signal(args) => signal::signal(args).await,
+            Command::Cancel(args) => signal::cancel(args).await,
+        }
+    });
+    // Do not wait for actions still running: they are recorded as in
+    // flight and run again on the next resume.
+    runtime.shutdown_background();
+    exit as u8
+}

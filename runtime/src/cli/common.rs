@@ -1,0 +1,149 @@
+//! What every `opcode` command shares: the database, the executor, output.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use opcode_runtime::executor::Config;
+use opcode_runtime::store::libsql::LibsqlStore;
+use opcode_runtime::{Durability, EventStore, Executor};
+use opcode_stdlib::exec::EnvSecrets;
+use serde_json::Value;
+
+/// Exit codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Completed, or the command did what it was asked.
+    Ok = 0,
+    /// The workflow failed or was cancelled.
+    Failed = 1,
+    /// Bad arguments, a workflow that does not compile, bad inputs, a store error.
+    Usage = 2,
+    /// The workflow waits for a decision or a signal.
+    Suspended = 3,
+}
+
+impl Exit {
+    /// The exit code for a workflow status.
+    pub fn of_status(status: &str) -> Exit {
+        match status {
+            "completed" => Exit::Ok,
+            "suspended" | "active" | "pending" => Exit::Suspended,
+            _ => Exit::Failed,
+        }
+    }
+}
+
+/// `--durability`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DurabilityArg {
+    /// Survives a crash of the process (WAL, synchronous=NORMAL).
+    Normal,
+    /// Survives power loss too: every commit is fsynced (synchronous=FULL).
+    Full,
+}
+
+/// The database options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DbArgs {
+    /// The database file (default: $OPCODE_DB, else ~/.opcode/opcode.db).
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// How hard each commit is made durable.
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Normal)]
+    pub durability: DurabilityArg,
+}
+
+impl DbArgs {
+    /// The database path.
+    pub fn path(&self) -> PathBuf {
+        if let Some(db) = &self.db {
+            return db.clone();
+        }
+        if let Some(db) = std::env::var_os("OPCODE_DB") {
+            return PathBuf::from(db);
+        }
+        let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+        home.join(".opcode").join("opcode.db")
+    }
+
+    /// Opens the store, or reports why not.
+    pub fn open(&self) -> Result<Arc<dyn EventStore>, Exit> {
+        let durability = match self.durability {
+            DurabilityArg::Normal => Durability::Normal,
+            DurabilityArg::Full => Durability::Full,
+        };
+        let path = self.path();
+        match LibsqlStore::open(&path, durability) {
+            Ok(store) => Ok(Arc::new(store)),
+            Err(e) => {
+                eprintln!("error: cannot open {}: {e}", path.display());
+                Err(Exit::Usage)
+            }
+        }
+    }
+}
+
+/// An executor over `store`; `adopt` lets it pick up other workflows' due
+/// timers and mail while it runs.
+pub fn executor(store: Arc<dyn EventStore>, adopt: bool) -> Executor {
+    let config = Config {
+        adopt,
+        base_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        ..Config::default()
+    };
+    Executor::new(store, Arc::new(EnvSecrets), config)
+}
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A readable report.
+    Human,
+    /// The summary as JSON.
+    Json,
+}
+
+/// Prints workflow `id`'s summary; the exit code follows its status.
+pub async fn report(store: &dyn EventStore, id: &str, format: Format) -> Exit {
+    let summary = match opcode_runtime::summary::summary(store, id).await {
+        Ok(Some(summary)) => summary,
+        Ok(None) => {
+            eprintln!("error: workflow `{id}` not found");
+            return Exit::Usage;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Usage;
+        }
+    };
+    match format {
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&summary).unwrap_or_default()
+        ),
+        Format::Human => {
+            println!(
+                "workflow: {} {}",
+                id,
+                summary["name"]
+                    .as_str()
+                    .filter(|n| !n.is_empty())
+                    .map_or(String::new(), |n| format!("({n})"))
+            );
+            print!("{}", opcode_stdlib::report::human(&summary));
+        }
+    }
+    Exit::of_status(summary["status"].as_str().unwrap_or_default())
+}
+
+/// Prints an error and returns the usage exit code.
+pub fn fail(message: impl std::fmt::Display) -> Exit {
+    eprintln!("error: {message}");
+    Exit::Usage
+}
+
+/// Parses `--data` style JSON arguments.
+pub fn json_arg(text: Option<&str>, flag: &str) -> Result<Option<Value>, Exit> {
+    text.map(|t| serde_json::from_str(t).map_err(|e| fail(format!("{flag} is not JSON: {e}"))))
+        .transpose()
+}

@@ -1,0 +1,633 @@
+//! The executor: drives VMs against the event store.
+//!
+//! Each loaded workflow is one task ([`run::RunTask`]) that owns its VM. A
+//! round takes every event waiting for the run, applies them, writes the
+//! inputs, the records and the derived state in one commit, and only then
+//! performs the effects (actions on tokio, local timers). A workflow that
+//! only waits for decisions or signals is unloaded: what remains is its
+//! rows, and its timers in the `timers` table, which the background loop
+//! ([`background`]) watches. Loading replays the log's inputs into a fresh
+//! VM and performs what was pending: in-flight actions run again with the
+//! same idempotency key, timers are re-armed (a past one fires at once).
+//!
+//! Workflows are owned through leases ([`crate::owner`]), so two processes
+//! sharing a database never drive the same workflow; an event for a
+//! workflow another live process owns is left in its inbox.
+
+mod background;
+mod programs;
+mod round;
+mod run;
+mod services;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use opcode_stdlib::exec::Secrets;
+use opcode_vm::event::{Event, RunMeta};
+use opcode_vm::{Program, Vm};
+use serde_json::Value;
+use tokio::sync::{Notify, Semaphore, broadcast, mpsc, oneshot};
+
+pub use self::background::Background;
+use self::programs::Programs;
+use self::run::{Incoming, Msg, RunTask, Setup};
+pub use self::services::Emitted;
+use self::services::RuntimeServices;
+use crate::log::{self, stamp};
+use crate::owner;
+use crate::store::{Claim, EventStore, NewWorkflow, StoreError, WorkflowFilter, WorkflowRow};
+use crate::time::now_ms;
+
+/// What to do, at start, with workflows a dead process left running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Recovery {
+    /// Load them and carry on.
+    #[default]
+    Resume,
+    /// Mark them suspended (`workflow_interrupted`) until someone resumes them.
+    LeaveSuspended,
+}
+
+/// How the executor behaves.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// How long a lease lasts without renewal.
+    pub lease_ttl: Duration,
+    /// Actions running at once, across all workflows.
+    pub max_actions: usize,
+    /// What [`Executor::recover`] does.
+    pub recovery: Recovery,
+    /// Whether the background loop loads workflows it does not run yet
+    /// (due timers, inbox messages): the daemon does, a one-shot `opcode
+    /// run` does not.
+    pub adopt: bool,
+    /// How often the background loop looks at timers and inboxes.
+    pub poll: Duration,
+    /// Where relative paths resolve for workflows that name no directory.
+    pub base_dir: PathBuf,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            lease_ttl: Duration::from_secs(30),
+            max_actions: 64,
+            recovery: Recovery::Resume,
+            adopt: true,
+            poll: Duration::from_millis(200),
+            base_dir: PathBuf::from("."),
+        }
+    }
+}
+
+/// Why an executor call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExecError {
+    /// No such workflow.
+    #[error("workflow `{0}` not found")]
+    NotFound(String),
+    /// The workflow has ended.
+    #[error("workflow `{id}` has already ended ({status})")]
+    Ended {
+        /// The workflow.
+        id: String,
+        /// How it ended.
+        status: String,
+    },
+    /// Another live process owns the workflow.
+    #[error("workflow `{id}` is run by another process ({owner})")]
+    Held {
+        /// The workflow.
+        id: String,
+        /// The owner.
+        owner: String,
+    },
+    /// The VM refused the event.
+    #[error("{0}")]
+    Refused(String),
+    /// The program cannot be loaded.
+    #[error("{0}")]
+    Program(String),
+    /// The log cannot be replayed.
+    #[error("workflow `{id}` cannot be replayed: {reason}")]
+    Replay {
+        /// The workflow.
+        id: String,
+        /// Why.
+        reason: String,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The run stopped before answering.
+    #[error("workflow `{0}` stopped before answering")]
+    Stopped(String),
+}
+
+/// What became of a delivered event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// The run applied it (and it is in the log).
+    Applied,
+    /// Another process owns the run: the event waits in its inbox.
+    Queued {
+        /// The owner.
+        owner: String,
+    },
+}
+
+/// A run to start.
+#[derive(Debug, Clone, Default)]
+pub struct StartRequest {
+    /// The id (a fresh UUID when `None`).
+    pub id: Option<String>,
+    /// The source text.
+    pub definition: String,
+    /// Its compiled program.
+    pub program: Option<Program>,
+    /// The inputs, defaults merged and validated.
+    pub inputs: Value,
+    /// The agent starting it.
+    pub agent_id: Option<String>,
+    /// The parent run.
+    pub parent_id: Option<String>,
+    /// The template it comes from.
+    pub template_name: Option<String>,
+    /// The template version.
+    pub template_version: Option<i64>,
+    /// Where relative paths resolve.
+    pub base_dir: Option<PathBuf>,
+}
+
+/// A change of a workflow's status, as broadcast to waiters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The workflow.
+    pub id: String,
+    /// Its status.
+    pub status: String,
+    /// Is it still loaded here?
+    pub loaded: bool,
+}
+
+/// What [`Executor::wait`] waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Until {
+    /// The run ended, or waits for a decision or a signal and was unloaded.
+    Settled,
+    /// The run ended.
+    Ended,
+}
+
+/// Drives workflows. Cheap to clone.
+#[derive(Clone)]
+pub struct Executor {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The shared state.
+pub(crate) struct Inner {
+    store: Arc<dyn EventStore>,
+    config: Config,
+    programs: Programs,
+    secrets: Arc<dyn Secrets>,
+    services: Arc<dyn opcode_stdlib::exec::Services>,
+    runs: Mutex<HashMap<String, mpsc::UnboundedSender<Msg>>>,
+    permits: Arc<Semaphore>,
+    changes: broadcast::Sender<Change>,
+    emitted: broadcast::Sender<Emitted>,
+    wake: Notify,
+}
+
+impl Executor {
+    /// An executor over `store`, taking secrets from `secrets`.
+    pub fn new(store: Arc<dyn EventStore>, secrets: Arc<dyn Secrets>, config: Config) -> Executor {
+        let inner = Arc::new_cyclic(|weak| {
+            let (changes, _) = broadcast::channel(1024);
+            let (emitted, _) = broadcast::channel(1024);
+            Inner {
+                permits: Arc::new(Semaphore::new(config.max_actions.max(1))),
+                store,
+                config,
+                programs: Programs::new(),
+                secrets,
+                services: Arc::new(RuntimeServices::new(weak.clone())),
+                runs: Mutex::new(HashMap::new()),
+                changes,
+                emitted,
+                wake: Notify::new(),
+            }
+        });
+        Executor { inner }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn EventStore> {
+        &self.inner.store
+    }
+
+    /// The compiler the executor compiles definitions with.
+    pub fn compiler(&self) -> &opcode_compiler::Compiler {
+        self.inner.programs.compiler()
+    }
+
+    /// Status changes, as they are committed.
+    pub fn changes(&self) -> broadcast::Receiver<Change> {
+        self.inner.changes.subscribe()
+    }
+
+    /// `workflow.emit` events, live.
+    pub fn emitted(&self) -> broadcast::Receiver<Emitted> {
+        self.inner.emitted.subscribe()
+    }
+
+    /// Starts a run and returns its id once its creation is committed.
+    pub async fn start(&self, request: StartRequest) -> Result<String, ExecError> {
+        self.inner.start(request).await
+    }
+
+    /// Delivers an event (decision, signal, cancel, resume) to a workflow,
+    /// loading it if needed.
+    pub async fn deliver(&self, id: &str, event: Event) -> Result<Delivery, ExecError> {
+        self.inner.deliver(id, event).await
+    }
+
+    /// Loads a workflow and carries on with what it was doing (a run
+    /// suspended by its deadline is resumed with a fresh deadline).
+    pub async fn resume(&self, id: &str) -> Result<(), ExecError> {
+        self.inner.resume(id).await
+    }
+
+    /// Waits until the workflow has ended (or, with [`Until::Settled`], is
+    /// waiting for a decision or signal) and returns its row.
+    pub async fn wait(&self, id: &str, until: Until) -> Result<WorkflowRow, ExecError> {
+        self.inner.wait(id, until).await
+    }
+
+    /// Deals with the workflows a dead process left running, as
+    /// [`Config::recovery`] says; returns their ids.
+    pub async fn recover(&self) -> Result<Vec<String>, ExecError> {
+        self.inner.recover().await
+    }
+
+    /// Starts the background loop (lease renewal, due timers, inboxes); it
+    /// stops when the returned handle is dropped.
+    pub fn background(&self) -> Background {
+        Background::spawn(self.inner.clone())
+    }
+
+    /// Ids of the workflows loaded in this process.
+    pub fn loaded(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.inner.runs().keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+}
+
+impl Inner {
+    fn runs(&self) -> MutexGuard<'_, HashMap<String, mpsc::UnboundedSender<Msg>>> {
+        self.runs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn publish(&self, id: &str, status: &str, loaded: bool) {
+        let _ = self.changes.send(Change {
+            id: id.to_owned(),
+            status: status.to_owned(),
+            loaded,
+        });
+    }
+
+    async fn start(self: &Arc<Self>, request: StartRequest) -> Result<String, ExecError> {
+        let id = request
+            .id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let loaded = match request.program {
+            Some(program) => self.programs.insert(&request.definition, program),
+            None => self.programs.load(&request.definition, &[])?,
+        };
+        let plan = loaded.plan.clone();
+        let meta = RunMeta {
+            run_id: id.clone(),
+            name: plan.program.header.name.clone(),
+            template_name: request.template_name.clone(),
+            template_version: request.template_version.map(|v| v.to_string()),
+            agent_id: request.agent_id.clone(),
+            parent_id: request.parent_id.clone(),
+        };
+        let base_dir = request
+            .base_dir
+            .clone()
+            .unwrap_or_else(|| self.config.base_dir.clone());
+        let create = NewWorkflow {
+            id: id.clone(),
+            name: meta.name.clone(),
+            definition: request.definition,
+            program: plan.program.to_bytes(),
+            inputs: request.inputs.to_string(),
+            agent_id: request.agent_id,
+            parent_id: request.parent_id,
+            template_name: request.template_name,
+            template_version: request.template_version,
+            base_dir: Some(base_dir.to_string_lossy().into_owned()),
+            created_at: stamp(now_ms()),
+        };
+        let now = now_ms();
+        let until = stamp(now + self.config.lease_ttl.as_millis() as u64);
+        if let Claim::Held { owner, .. } = self
+            .store
+            .claim(&id, owner::current(), None, &stamp(now), &until)
+            .await?
+        {
+            return Err(ExecError::Held { id, owner });
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (reply, answer) = oneshot::channel();
+        let started = Incoming::external(
+            Event::Started {
+                inputs: request.inputs,
+                meta,
+            },
+            Some(reply),
+        );
+        let _ = tx.send(Msg::Deliver(Box::new(started)));
+        self.runs().insert(id.clone(), tx.clone());
+        let setup = Setup {
+            id: id.clone(),
+            vm: Vm::new(plan),
+            loaded,
+            base_dir,
+            last_seq: 0,
+            agent_id: create.agent_id.clone(),
+        };
+        let task = RunTask::new(self.clone(), setup, tx, rx).creating(create);
+        tokio::spawn(task.run(Vec::new()));
+        match answer.await {
+            Ok(Ok(())) => Ok(id),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(ExecError::Stopped(id)),
+        }
+    }
+
+    async fn deliver(self: &Arc<Self>, id: &str, event: Event) -> Result<Delivery, ExecError> {
+        let (reply, answer) = oneshot::channel();
+        let incoming = Incoming::external(event.clone(), Some(reply));
+        match self.load(id, vec![incoming], false).await {
+            Ok(()) => {}
+            Err(ExecError::Held { owner, .. }) => {
+                let payload = serde_json::to_string(&event).unwrap_or_default();
+                self.store.send(id, payload, stamp(now_ms())).await?;
+                return Ok(Delivery::Queued { owner });
+            }
+            Err(e) => return Err(e),
+        }
+        match answer.await {
+            Ok(Ok(())) => Ok(Delivery::Applied),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(ExecError::Stopped(id.to_owned())),
+        }
+    }
+
+    async fn resume(self: &Arc<Self>, id: &str) -> Result<(), ExecError> {
+        self.load(id, Vec::new(), true).await
+    }
+
+    /// Makes sure `id` is loaded here and hands it `first`; with `resume`,
+    /// a run suspended by its deadline carries on.
+    async fn load(
+        self: &Arc<Self>,
+        id: &str,
+        first: Vec<Incoming>,
+        resume: bool,
+    ) -> Result<(), ExecError> {
+        // Registering before loading makes concurrent loads of one id queue
+        // behind the first instead of replaying twice.
+        let (tx, rx) = {
+            let mut runs = self.runs();
+            if let Some(tx) = runs.get(id) {
+                for incoming in first {
+                    let _ = tx.send(Msg::Deliver(Box::new(incoming)));
+                }
+                return Ok(());
+            }
+            let (tx, rx) = mpsc::unbounded_channel();
+            for incoming in first {
+                let _ = tx.send(Msg::Deliver(Box::new(incoming)));
+            }
+            runs.insert(id.to_owned(), tx.clone());
+            (tx, rx)
+        };
+        match self.replay(id, tx, rx).await {
+            Ok(task) => {
+                let task = if resume { task.resuming() } else { task };
+                let pending = task.pending();
+                tokio::spawn(task.run(pending));
+                Ok(())
+            }
+            Err(e) => {
+                self.runs().remove(id);
+                Err(e)
+            }
+        }
+    }
+
+    /// Claims `id` and rebuilds its VM from the log.
+    async fn replay(
+        self: &Arc<Self>,
+        id: &str,
+        tx: mpsc::UnboundedSender<Msg>,
+        rx: mpsc::UnboundedReceiver<Msg>,
+    ) -> Result<RunTask, ExecError> {
+        let row = self
+            .store
+            .workflow(id)
+            .await?
+            .ok_or_else(|| ExecError::NotFound(id.to_owned()))?;
+        if matches!(row.status.as_str(), "completed" | "failed" | "cancelled") {
+            return Err(ExecError::Ended {
+                id: id.to_owned(),
+                status: row.status,
+            });
+        }
+        self.claim(id).await?;
+        let result = self.rebuild(&row, tx, rx).await;
+        if result.is_err() {
+            let _ = self.store.release(id, owner::current()).await;
+        }
+        result
+    }
+
+    async fn rebuild(
+        self: &Arc<Self>,
+        row: &WorkflowRow,
+        tx: mpsc::UnboundedSender<Msg>,
+        rx: mpsc::UnboundedReceiver<Msg>,
+    ) -> Result<RunTask, ExecError> {
+        // Read the row again under the lease: the last owner may have
+        // committed between the first read and the claim.
+        let row = self
+            .store
+            .workflow(&row.id)
+            .await?
+            .unwrap_or_else(|| row.clone());
+        let loaded = self.programs.load(&row.definition, &row.program)?;
+        let entries = self.store.entries(&row.id, 0, true).await?;
+        let mut vm = Vm::new(loaded.plan.clone());
+        let mut sink = Vec::new();
+        for entry in &entries {
+            let (at, event) = log::decode(entry).map_err(|e| ExecError::Replay {
+                id: row.id.clone(),
+                reason: e.to_string(),
+            })?;
+            vm.apply_into(at, &event, &loaded.host, &mut sink)
+                .map_err(|e| ExecError::Replay {
+                    id: row.id.clone(),
+                    reason: format!("entry {} was refused: {e}", entry.seq),
+                })?;
+            sink.clear();
+        }
+        let base_dir = row
+            .base_dir
+            .as_deref()
+            .map_or_else(|| self.config.base_dir.clone(), PathBuf::from);
+        let setup = Setup {
+            id: row.id.clone(),
+            vm,
+            loaded,
+            base_dir,
+            last_seq: row.last_seq,
+            agent_id: row.agent_id.clone(),
+        };
+        let task = RunTask::new(self.clone(), setup, tx.clone(), rx);
+        // Messages left for the run while nobody owned it.
+        let _ = tx.send(Msg::Inbox);
+        Ok(task)
+    }
+
+    /// Takes the lease of `id`, from a dead owner if need be.
+    async fn claim(&self, id: &str) -> Result<(), ExecError> {
+        let now = now_ms();
+        let (now_text, until) = (
+            stamp(now),
+            stamp(now + self.config.lease_ttl.as_millis() as u64),
+        );
+        let me = owner::current();
+        match self.store.claim(id, me, None, &now_text, &until).await? {
+            Claim::Granted => Ok(()),
+            Claim::Held { owner, .. } if owner::is_dead(&owner) => {
+                match self
+                    .store
+                    .claim(id, me, Some(&owner), &now_text, &until)
+                    .await?
+                {
+                    Claim::Granted => Ok(()),
+                    Claim::Held { owner, .. } => Err(ExecError::Held {
+                        id: id.to_owned(),
+                        owner,
+                    }),
+                }
+            }
+            Claim::Held { owner, .. } => Err(ExecError::Held {
+                id: id.to_owned(),
+                owner,
+            }),
+        }
+    }
+
+    async fn wait(&self, id: &str, until: Until) -> Result<WorkflowRow, ExecError> {
+        let mut changes = self.changes.subscribe();
+        loop {
+            let row = self
+                .store
+                .workflow(id)
+                .await?
+                .ok_or_else(|| ExecError::NotFound(id.to_owned()))?;
+            let ended = matches!(row.status.as_str(), "completed" | "failed" | "cancelled");
+            let loaded = self.runs().contains_key(id);
+            if ended || (until == Until::Settled && !loaded && row.status == "suspended") {
+                return Ok(row);
+            }
+            // Another process may finish it: look again now and then.
+            let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                loop {
+                    match changes.recv().await {
+                        Ok(change) if change.id == id => return,
+                        Ok(_) => {}
+                        Err(broadcast::error::RecvError::Lagged(_)) => return,
+                        Err(broadcast::error::RecvError::Closed) => {
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                }
+            })
+            .await;
+        }
+    }
+
+    async fn recover(self: &Arc<Self>) -> Result<Vec<String>, ExecError> {
+        let rows = self
+            .store
+            .workflows(WorkflowFilter {
+                statuses: vec!["pending".into(), "active".into()],
+                limit: None,
+            })
+            .await?;
+        let mut recovered = Vec::new();
+        for row in rows {
+            if self.runs().contains_key(&row.id) {
+                continue;
+            }
+            let outcome = match self.config.recovery {
+                Recovery::Resume => self.resume(&row.id).await,
+                Recovery::LeaveSuspended => self.park(&row).await,
+            };
+            match outcome {
+                Ok(()) => recovered.push(row.id),
+                // Someone alive runs it, or it ended meanwhile.
+                Err(ExecError::Held { .. } | ExecError::Ended { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(recovered)
+    }
+
+    /// Marks an interrupted workflow suspended, as opcode does.
+    async fn park(&self, row: &WorkflowRow) -> Result<(), ExecError> {
+        self.claim(&row.id).await?;
+        let at = stamp(now_ms());
+        let commit = crate::store::Commit {
+            workflow_id: row.id.clone(),
+            after_seq: row.last_seq,
+            entries: vec![log::note(
+                &at,
+                "workflow_interrupted",
+                None,
+                &serde_json::json!({"reason": "process_restart"}),
+            )],
+            update: Some(crate::store::WorkflowUpdate {
+                status: "suspended".into(),
+                output: row.output.clone(),
+                error: row.error.clone(),
+                updated_at: at,
+                ..crate::store::WorkflowUpdate::default()
+            }),
+            ..crate::store::Commit::default()
+        };
+        let result = self.store.commit(commit).await;
+        let _ = self.store.release(&row.id, owner::current()).await;
+        result?;
+        self.publish(&row.id, "suspended", false);
+        Ok(())
+    }
+}

@@ -1,0 +1,108 @@
+//! The background loop: renews this process's leases, hands inbox messages
+//! to loaded runs, and (when adopting) loads workflows whose timers are due
+//! or whose inbox has mail.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinHandle;
+
+use super::run::Msg;
+use super::{ExecError, Inner};
+use crate::log::stamp;
+use crate::owner;
+use crate::store::Commit;
+use crate::time::{now_ms, parse_ms};
+
+/// A workflow that failed to load is not tried again for this long.
+const BACKOFF: Duration = Duration::from_secs(30);
+
+/// The running loop; dropping it stops the loop.
+#[derive(Debug)]
+pub struct Background {
+    handle: JoinHandle<()>,
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.handle.abort();
+    }
+}
+
+impl Background {
+    /// Spawns the loop.
+    pub(crate) fn spawn(inner: Arc<Inner>) -> Background {
+        Background {
+            handle: tokio::spawn(serve(inner)),
+        }
+    }
+}
+
+async fn serve(inner: Arc<Inner>) {
+    let renew_every = inner.config.lease_ttl / 3;
+    let mut renewed = Instant::now();
+    let mut failed: HashMap<String, Instant> = HashMap::new();
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(inner.config.poll) => {}
+            () = inner.wake.notified() => {}
+        }
+        if renewed.elapsed() >= renew_every {
+            let until = stamp(now_ms() + inner.config.lease_ttl.as_millis() as u64);
+            let _ = inner.store.renew(owner::current(), &until).await;
+            renewed = Instant::now();
+        }
+        failed.retain(|_, at| at.elapsed() < BACKOFF);
+        let mut wanted: BTreeSet<String> = BTreeSet::new();
+        let mut mail: HashMap<String, Vec<i64>> = HashMap::new();
+        if let Ok(messages) = inner.store.inbox(None).await {
+            for message in messages {
+                let sender = inner.runs().get(&message.workflow_id).cloned();
+                match sender {
+                    Some(tx) => {
+                        let _ = tx.send(Msg::Inbox);
+                    }
+                    None if inner.config.adopt => {
+                        mail.entry(message.workflow_id.clone())
+                            .or_default()
+                            .push(message.id);
+                        wanted.insert(message.workflow_id);
+                    }
+                    None => {}
+                }
+            }
+        }
+        if inner.config.adopt
+            && let Ok(timers) = inner.store.next_timers(64).await
+        {
+            let now = now_ms();
+            for (id, due) in timers {
+                if parse_ms(&due).is_some_and(|due| due <= now) {
+                    wanted.insert(id);
+                }
+            }
+        }
+        for id in wanted {
+            if failed.contains_key(&id) || inner.runs().contains_key(&id) {
+                continue;
+            }
+            match inner.load(&id, Vec::new(), false).await {
+                Ok(()) | Err(ExecError::Held { .. }) => {}
+                Err(ExecError::Ended { .. }) => {
+                    // Mail for a run that has ended: nobody will read it.
+                    let commit = Commit {
+                        workflow_id: id.clone(),
+                        inbox_taken: mail.remove(&id).unwrap_or_default(),
+                        ..Commit::default()
+                    };
+                    let _ = inner.store.commit(commit).await;
+                }
+                Err(e) => {
+                    eprintln!("opcode: cannot load workflow {id}: {e}");
+                    failed.insert(id, Instant::now());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Compiled programs and action sets, shared by every run that uses them.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use opcode_compiler::Compiler;
+use opcode_stdlib::cel::CelHost;
+use opcode_stdlib::exec::{Actions, Services};
+use opcode_vm::{Plan, Program};
+
+use super::ExecError;
+
+/// A program ready to run: its plan and its compiled expressions.
+pub struct Loaded {
+    /// The plan.
+    pub plan: Arc<Plan>,
+    /// CEL, compiled once per program.
+    pub host: CelHost,
+}
+
+/// The caches.
+pub struct Programs {
+    compiler: Compiler,
+    by_definition: Mutex<HashMap<String, Arc<Loaded>>>,
+    actions: Mutex<HashMap<PathBuf, Arc<Actions>>>,
+}
+
+impl Programs {
+    /// Empty caches.
+    pub fn new() -> Programs {
+        Programs {
+            compiler: Compiler::new().with_actions(opcode_stdlib::catalog()),
+            by_definition: Mutex::new(HashMap::new()),
+            actions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The compiler (with the built-in actions).
+    pub fn compiler(&self) -> &Compiler {
+        &self.compiler
+    }
+
+    /// The program of a stored workflow: its stored bytes, or, when they
+    /// were written by another format version, its definition recompiled.
+    pub fn load(&self, definition: &str, bytes: &[u8]) -> Result<Arc<Loaded>, ExecError> {
+        if let Some(found) = self.cached(definition) {
+            return Ok(found);
+        }
+        let program = if let Ok(program) = Program::from_bytes(bytes) {
+            program
+        } else {
+            let (program, diagnostics) = self.compiler.compile(definition, "workflow.json");
+            program.ok_or_else(|| {
+                let first = diagnostics
+                    .iter()
+                    .find(|d| d.is_error())
+                    .map_or_else(String::new, |d| format!(": {}", d.message));
+                ExecError::Program(format!("the stored definition no longer compiles{first}"))
+            })?
+        };
+        Ok(self.insert(definition, program))
+    }
+
+    /// Registers a program compiled from `definition`.
+    pub fn insert(&self, definition: &str, program: Program) -> Arc<Loaded> {
+        let plan = Plan::new(program);
+        let host = CelHost::new(&plan.program);
+        let loaded = Arc::new(Loaded { plan, host });
+        self.by_definition
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(definition.to_owned(), loaded.clone());
+        loaded
+    }
+
+    fn cached(&self, definition: &str) -> Option<Arc<Loaded>> {
+        self.by_definition
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(definition)
+            .cloned()
+    }
+
+    /// The actions resolving relative paths against `base_dir`.
+    pub fn actions(&self, base_dir: &Path, services: &Arc<dyn Services>) -> Arc<Actions> {
+        self.actions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(base_dir.to_path_buf())
+            .or_insert_with(|| Arc::new(Actions::new(services.clone(), base_dir.to_path_buf())))
+            .clone()
+    }
+}

@@ -1,0 +1,221 @@
+//! One scheduling round: the events applied together, and everything they
+//! write (one [`Commit`]) and do (the effects, performed after the commit).
+
+use std::collections::HashMap;
+
+use opcode_vm::effect::{DecisionRequest, Effect};
+use opcode_vm::event::Event;
+use opcode_vm::{InstRef, Plan, StepStatus, Vm};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::ExecError;
+use crate::log::{self, stamp};
+use crate::store::{
+    Commit, DecisionChange, DecisionRow, NewEntry, StepRow, TimerChange, TimerRow, WorkflowUpdate,
+};
+
+/// Where to send the answer to a delivered event.
+pub type Reply = oneshot::Sender<Result<(), ExecError>>;
+
+/// The round being built.
+pub struct Round {
+    /// The time of every event in the round (milliseconds).
+    pub at_ms: u64,
+    /// The same as log text.
+    pub at: String,
+    /// Entries to append.
+    pub entries: Vec<NewEntry>,
+    /// Step instances that changed, and whether they started in this round.
+    touched: HashMap<InstRef, bool>,
+    timers: Vec<TimerChange>,
+    decisions: Vec<DecisionChange>,
+    /// Inbox messages consumed.
+    pub inbox_taken: Vec<i64>,
+    /// Answers to send once the commit is durable.
+    pub replies: Vec<(Reply, Result<(), ExecError>)>,
+    /// Effects to perform once the commit is durable.
+    pub perform: Vec<Effect>,
+    /// Did the run start in this round?
+    pub started: bool,
+}
+
+impl Round {
+    /// An empty round at `at_ms`.
+    pub fn new(at_ms: u64) -> Round {
+        Round {
+            at_ms,
+            at: stamp(at_ms),
+            entries: Vec::new(),
+            touched: HashMap::new(),
+            timers: Vec::new(),
+            decisions: Vec::new(),
+            inbox_taken: Vec::new(),
+            replies: Vec::new(),
+            perform: Vec::new(),
+            started: false,
+        }
+    }
+
+    /// Is there nothing to write?
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty() && self.inbox_taken.is_empty()
+    }
+
+    /// Logs an applied input and what it settles by itself.
+    pub fn applied(&mut self, event: &Event, step_id: Option<String>) {
+        self.entries.push(log::input(&self.at, event, step_id));
+        match event {
+            Event::Started { .. } => self.started = true,
+            Event::TimerFired { timer } => self.timers.push(TimerChange::Clear(*timer)),
+            Event::DecisionResolved {
+                decision,
+                resolution,
+            } => self.decisions.push(DecisionChange::Settle {
+                id: decision.clone(),
+                status: "resolved",
+                resolution: serde_json::to_string(resolution).ok(),
+                resolved_by: resolution.resolved_by.clone(),
+                at: self.at.clone(),
+            }),
+            _ => {}
+        }
+    }
+
+    /// Takes the effects of one applied event.
+    pub fn absorb(&mut self, effects: &mut Vec<Effect>, cause: &Event, plan: &Plan) {
+        for effect in effects.drain(..) {
+            match effect {
+                Effect::Record(record) => {
+                    if let Some(inst) = record.inst() {
+                        let started = matches!(record, opcode_vm::Record::StepStarted { .. });
+                        *self.touched.entry(inst.clone()).or_default() |= started;
+                    }
+                    self.entries.push(log::record(&self.at, &record, plan));
+                }
+                Effect::StartTimer {
+                    timer,
+                    due,
+                    ref purpose,
+                    ref inst,
+                } => {
+                    self.timers.push(TimerChange::Set(TimerRow {
+                        timer_id: timer,
+                        due_at: stamp(due),
+                        purpose: purpose.as_str().to_owned(),
+                        step_id: inst.as_ref().map(|i| plan.instance_name(i)),
+                    }));
+                    self.perform.push(effect);
+                }
+                Effect::CancelTimer { timer } => {
+                    self.timers.push(TimerChange::Clear(timer));
+                    self.perform.push(effect);
+                }
+                Effect::RequestDecision(ref request) => {
+                    self.decisions.push(DecisionChange::Ask(Box::new(
+                        self.decision_row(request, plan),
+                    )));
+                    self.perform.push(effect);
+                }
+                Effect::CancelDecision { ref id } => {
+                    let status = if matches!(cause, Event::TimerFired { .. }) {
+                        "timed_out"
+                    } else {
+                        "cancelled"
+                    };
+                    self.decisions.push(DecisionChange::Settle {
+                        id: id.clone(),
+                        status,
+                        resolution: None,
+                        resolved_by: Some("system".into()),
+                        at: self.at.clone(),
+                    });
+                }
+                Effect::Dispatch(_) | Effect::CancelDispatch { .. } => self.perform.push(effect),
+                Effect::AwaitSignal { .. } => {}
+            }
+        }
+    }
+
+    fn decision_row(&self, request: &DecisionRequest, plan: &Plan) -> DecisionRow {
+        DecisionRow {
+            id: request.id.clone(),
+            step_id: plan.id(request.inst.step).to_owned(),
+            prompt: request.prompt.clone().unwrap_or_default(),
+            options: serde_json::to_string(&request.options).unwrap_or_else(|_| "[]".into()),
+            context: request.data.to_string(),
+            fallback: request.fallback.clone(),
+            target_agent: request.target_agent.clone(),
+            timeout_at: request.timeout_at.map(stamp),
+            status: "pending".into(),
+            created_at: self.at.clone(),
+            ..DecisionRow::default()
+        }
+    }
+
+    /// The commit: entries after `after_seq`, the changed step rows, and
+    /// the workflow's state when `update` asks for it.
+    pub fn commit(
+        &mut self,
+        workflow_id: &str,
+        after_seq: u64,
+        vm: &Vm,
+        update: Option<WorkflowUpdate>,
+    ) -> Commit {
+        let mut steps: Vec<StepRow> = self
+            .touched
+            .drain()
+            .filter_map(|(inst, started)| {
+                let view = vm.step(&inst)?;
+                let ended = matches!(
+                    view.status,
+                    StepStatus::Completed | StepStatus::Failed | StepStatus::Skipped
+                );
+                Some(StepRow {
+                    step_id: view.name,
+                    status: view.status.as_str().to_owned(),
+                    attempt: view.attempt,
+                    output: (view.status == StepStatus::Completed).then(|| view.output.to_string()),
+                    error: view
+                        .error
+                        .as_ref()
+                        .and_then(|e| serde_json::to_string(e).ok()),
+                    started_at: started.then(|| self.at.clone()),
+                    completed_at: ended.then(|| self.at.clone()),
+                    duration_ms: None,
+                })
+            })
+            .collect();
+        steps.sort_by(|a, b| a.step_id.cmp(&b.step_id));
+        Commit {
+            workflow_id: workflow_id.to_owned(),
+            create: None,
+            after_seq,
+            entries: std::mem::take(&mut self.entries),
+            update,
+            steps,
+            timers: std::mem::take(&mut self.timers),
+            decisions: std::mem::take(&mut self.decisions),
+            inbox_taken: std::mem::take(&mut self.inbox_taken),
+        }
+    }
+}
+
+/// The workflow's derived state after a round.
+pub fn workflow_update(
+    vm: &Vm,
+    at: &str,
+    started: bool,
+    context: Option<&Value>,
+) -> WorkflowUpdate {
+    let status = vm.status();
+    WorkflowUpdate {
+        status: status.as_str().to_owned(),
+        output: vm.output().map(Value::to_string),
+        error: vm.error().and_then(|e| serde_json::to_string(e).ok()),
+        context: context.map(Value::to_string),
+        started_at: started.then(|| at.to_owned()),
+        completed_at: status.is_terminal().then(|| at.to_owned()),
+        updated_at: at.to_owned(),
+    }
+}

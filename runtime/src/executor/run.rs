@@ -1,0 +1,506 @@
+//! The task that owns one loaded workflow.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use opcode_stdlib::exec::{Actions, Call, resolve_secrets};
+use opcode_vm::effect::Effect;
+use opcode_vm::event::{EffectId, Event, TimerId};
+use opcode_vm::{RunStatus, Vm};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+
+use super::programs::Loaded;
+use super::round::{Reply, Round, workflow_update};
+use super::{ExecError, Inner};
+use crate::log;
+use crate::owner;
+use crate::store::{Commit, NewWorkflow};
+use crate::time::now_ms;
+
+/// At most this many events share one round.
+const MAX_ROUND: usize = 512;
+
+/// A suspended run stays loaded while one of its timers is due this soon.
+const KEEP_LOADED_FOR: u64 = 5_000;
+
+/// A message to a run.
+pub enum Msg {
+    /// An event to apply.
+    Deliver(Box<Incoming>),
+    /// Look for messages in the run's inbox.
+    Inbox,
+}
+
+/// An event on its way into a run.
+pub struct Incoming {
+    event: Event,
+    reply: Option<Reply>,
+    inbox_id: Option<i64>,
+    /// Sent from outside the process's own machinery (a decision, a
+    /// signal, a cancel): a refusal is reported, not ignored.
+    external: bool,
+}
+
+impl Incoming {
+    /// An event from a caller.
+    pub fn external(event: Event, reply: Option<Reply>) -> Incoming {
+        Incoming {
+            event,
+            reply,
+            inbox_id: None,
+            external: true,
+        }
+    }
+
+    /// An action result or a timer.
+    fn internal(event: Event) -> Incoming {
+        Incoming {
+            event,
+            reply: None,
+            inbox_id: None,
+            external: false,
+        }
+    }
+}
+
+/// A loaded run.
+pub struct RunTask {
+    inner: Arc<Inner>,
+    id: String,
+    vm: Vm,
+    loaded: Arc<Loaded>,
+    actions: Arc<Actions>,
+    agent_id: Option<String>,
+    last_seq: u64,
+    last_at: u64,
+    last_status: RunStatus,
+    last_context: Value,
+    create: Option<NewWorkflow>,
+    tx: mpsc::UnboundedSender<Msg>,
+    rx: mpsc::UnboundedReceiver<Msg>,
+    inflight: HashMap<EffectId, (AbortHandle, String)>,
+    timers: HashMap<TimerId, (AbortHandle, u64, Option<String>)>,
+    taken: HashSet<i64>,
+    scratch: Vec<Effect>,
+    resume_halted: bool,
+}
+
+/// What a run starts from.
+pub struct Setup {
+    /// The workflow.
+    pub id: String,
+    /// Its VM, replayed.
+    pub vm: Vm,
+    /// Its program.
+    pub loaded: Arc<Loaded>,
+    /// Where relative paths resolve.
+    pub base_dir: PathBuf,
+    /// The log's last sequence.
+    pub last_seq: u64,
+    /// The agent that started it.
+    pub agent_id: Option<String>,
+}
+
+impl RunTask {
+    /// A task for `setup`, fed by `rx`.
+    pub fn new(
+        inner: Arc<Inner>,
+        setup: Setup,
+        tx: mpsc::UnboundedSender<Msg>,
+        rx: mpsc::UnboundedReceiver<Msg>,
+    ) -> RunTask {
+        let actions = inner.programs.actions(&setup.base_dir, &inner.services);
+        let last_status = setup.vm.status();
+        let last_context = setup.vm.context().clone();
+        RunTask {
+            inner,
+            id: setup.id,
+            vm: setup.vm,
+            loaded: setup.loaded,
+            actions,
+            agent_id: setup.agent_id,
+            last_seq: setup.last_seq,
+            last_at: 0,
+            last_status,
+            last_context,
+            create: None,
+            tx,
+            rx,
+            inflight: HashMap::new(),
+            timers: HashMap::new(),
+            taken: HashSet::new(),
+            scratch: Vec::new(),
+            resume_halted: false,
+        }
+    }
+
+    /// The first commit also creates the workflow.
+    pub fn creating(mut self, create: NewWorkflow) -> RunTask {
+        self.create = Some(create);
+        self
+    }
+
+    /// A run suspended by its deadline resumes once loaded.
+    pub fn resuming(mut self) -> RunTask {
+        self.resume_halted = true;
+        self
+    }
+
+    /// The effects the replayed VM still waits on.
+    pub fn pending(&self) -> Vec<Effect> {
+        self.vm.pending()
+    }
+
+    /// Runs until the workflow ends or is unloaded.
+    pub async fn run(mut self, pending: Vec<Effect>) {
+        if let Err(e) = self.restart(pending).await {
+            return self.stop(&e);
+        }
+        if self.resume_halted && self.vm.halted() {
+            let _ = self.tx.send(Msg::Deliver(Box::new(Incoming::external(
+                Event::Resume,
+                None,
+            ))));
+        }
+        loop {
+            if self.vm.status().is_terminal() {
+                return self.finish();
+            }
+            if self.idle() && self.unload() {
+                return;
+            }
+            let Some(batch) = self.next_batch().await else {
+                return self.finish();
+            };
+            if let Err(e) = self.round(batch).await {
+                return self.stop(&e);
+            }
+        }
+    }
+
+    /// Performs again what a replayed run was waiting on, after noting the
+    /// re-dispatched actions durably (they may run a second time).
+    async fn restart(&mut self, pending: Vec<Effect>) -> Result<(), ExecError> {
+        let at = log::stamp(self.now());
+        let notes: Vec<_> = pending
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Dispatch(d) => {
+                    let step = self.loaded.plan.instance_name(&d.inst);
+                    let key = format!("{}/{step}/{}", self.id, d.attempt);
+                    Some(log::note(
+                        &at,
+                        "action_redispatched",
+                        Some(step),
+                        &json!({"action": d.action, "attempt": d.attempt, "idempotency_key": key}),
+                    ))
+                }
+                _ => None,
+            })
+            .collect();
+        if !notes.is_empty() {
+            let count = notes.len() as u64;
+            let commit = Commit {
+                workflow_id: self.id.clone(),
+                after_seq: self.last_seq,
+                entries: notes,
+                ..Commit::default()
+            };
+            self.inner.store.commit(commit).await?;
+            self.last_seq += count;
+        }
+        for effect in pending {
+            self.perform(effect);
+        }
+        Ok(())
+    }
+
+    /// Waits for the next message, then takes every message already waiting.
+    async fn next_batch(&mut self) -> Option<Vec<Incoming>> {
+        let first = self.rx.recv().await?;
+        let mut batch = Vec::new();
+        self.take(first, &mut batch).await;
+        while batch.len() < MAX_ROUND {
+            match self.rx.try_recv() {
+                Ok(msg) => self.take(msg, &mut batch).await,
+                Err(_) => break,
+            }
+        }
+        Some(batch)
+    }
+
+    async fn take(&mut self, msg: Msg, batch: &mut Vec<Incoming>) {
+        match msg {
+            Msg::Deliver(incoming) => batch.push(*incoming),
+            Msg::Inbox => {
+                let Ok(messages) = self.inner.store.inbox(Some(&self.id)).await else {
+                    return;
+                };
+                for message in messages {
+                    if !self.taken.insert(message.id) {
+                        continue;
+                    }
+                    match serde_json::from_str::<Event>(&message.event) {
+                        Ok(event) => batch.push(Incoming {
+                            event,
+                            reply: None,
+                            inbox_id: Some(message.id),
+                            external: true,
+                        }),
+                        Err(e) => {
+                            eprintln!(
+                                "opcode: dropping unreadable inbox message {} of {}: {e}",
+                                message.id, self.id
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn now(&mut self) -> u64 {
+        // Never backwards: the VM orders timers by these times.
+        self.last_at = now_ms().max(self.last_at);
+        self.last_at
+    }
+
+    /// Applies a batch, commits it, then performs its effects.
+    async fn round(&mut self, batch: Vec<Incoming>) -> Result<(), ExecError> {
+        let mut round = Round::new(self.now());
+        let plan = self.loaded.plan.clone();
+        for incoming in batch {
+            let step_id = self.step_of(&incoming.event);
+            if let Some(message) = incoming.inbox_id {
+                round.inbox_taken.push(message);
+            }
+            let applied = self.vm.apply_into(
+                round.at_ms,
+                &incoming.event,
+                &self.loaded.host,
+                &mut self.scratch,
+            );
+            match applied {
+                Ok(()) => {
+                    round.applied(&incoming.event, step_id);
+                    round.absorb(&mut self.scratch, &incoming.event, &plan);
+                    self.forget(&incoming.event);
+                    if let Some(reply) = incoming.reply {
+                        round.replies.push((reply, Ok(())));
+                    }
+                }
+                Err(rejected) => {
+                    self.scratch.clear();
+                    if incoming.external {
+                        if incoming.inbox_id.is_some() {
+                            round.entries.push(log::note(
+                                &round.at,
+                                "input_rejected",
+                                None,
+                                &json!({"event": incoming.event.name(), "reason": rejected.to_string()}),
+                            ));
+                        }
+                        if let Some(reply) = incoming.reply {
+                            round
+                                .replies
+                                .push((reply, Err(ExecError::Refused(rejected.to_string()))));
+                        }
+                    }
+                }
+            }
+        }
+        if round.is_empty() && self.create.is_none() {
+            for (reply, result) in round.replies.drain(..) {
+                let _ = reply.send(result);
+            }
+            return Ok(());
+        }
+        let commit = self.commit_of(&mut round);
+        let appended = commit.entries.len() as u64;
+        if let Err(e) = self.inner.store.commit(commit).await {
+            let e = ExecError::Store(e);
+            for (reply, _) in round.replies.drain(..) {
+                let _ = reply.send(Err(e.clone()));
+            }
+            return Err(e);
+        }
+        self.last_seq += appended;
+        for (reply, result) in round.replies.drain(..) {
+            let _ = reply.send(result);
+        }
+        let status = self.vm.status();
+        if status != self.last_status {
+            self.last_status = status;
+            self.inner.publish(&self.id, status.as_str(), true);
+        }
+        for effect in std::mem::take(&mut round.perform) {
+            self.perform(effect);
+        }
+        Ok(())
+    }
+
+    fn commit_of(&mut self, round: &mut Round) -> Commit {
+        let context = (self.vm.context() != &self.last_context).then(|| {
+            self.last_context = self.vm.context().clone();
+            self.last_context.clone()
+        });
+        let changed = self.vm.status() != self.last_status
+            || context.is_some()
+            || round.started
+            || self.create.is_some();
+        let update =
+            changed.then(|| workflow_update(&self.vm, &round.at, round.started, context.as_ref()));
+        let mut commit = round.commit(&self.id, self.last_seq, &self.vm, update);
+        commit.create = self.create.take();
+        commit
+    }
+
+    /// The step instance an input concerns, for the log's `step_id` column.
+    fn step_of(&self, event: &Event) -> Option<String> {
+        match event {
+            Event::ActionFinished { effect, .. } => {
+                self.inflight.get(effect).map(|(_, name)| name.clone())
+            }
+            Event::TimerFired { timer } => self.timers.get(timer).and_then(|t| t.2.clone()),
+            Event::DecisionResolved { decision, .. } | Event::DecisionCancelled { decision } => {
+                Some(decision.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// Drops the bookkeeping of an answered action or a fired timer.
+    fn forget(&mut self, event: &Event) {
+        match event {
+            Event::ActionFinished { effect, .. } => {
+                self.inflight.remove(effect);
+            }
+            Event::TimerFired { timer } => {
+                self.timers.remove(timer);
+            }
+            _ => {}
+        }
+    }
+
+    fn perform(&mut self, effect: Effect) {
+        match effect {
+            Effect::Dispatch(d) => {
+                let step = self.loaded.plan.instance_name(&d.inst);
+                let resolved = resolve_secrets(&d.params, &d.secrets, self.inner.secrets.as_ref());
+                let call = resolved.map(|params| {
+                    Call::from_dispatch(&d, &self.id, &step, self.agent_id.as_deref(), params)
+                });
+                let (actions, permits, tx) = (
+                    self.actions.clone(),
+                    self.inner.permits.clone(),
+                    self.tx.clone(),
+                );
+                let effect = d.effect;
+                let handle = tokio::spawn(async move {
+                    let result = match call {
+                        Ok(call) => {
+                            let _permit = permits.acquire_owned().await;
+                            actions.run(&call).await
+                        }
+                        Err(e) => Err(e),
+                    };
+                    let _ = tx.send(Msg::Deliver(Box::new(Incoming::internal(
+                        Event::ActionFinished { effect, result },
+                    ))));
+                });
+                self.inflight.insert(effect, (handle.abort_handle(), step));
+            }
+            Effect::CancelDispatch { effect } => {
+                if let Some((handle, _)) = self.inflight.remove(&effect) {
+                    handle.abort();
+                }
+            }
+            Effect::StartTimer {
+                timer, due, inst, ..
+            } => {
+                let tx = self.tx.clone();
+                let wait = Duration::from_millis(due.saturating_sub(now_ms()));
+                let handle = tokio::spawn(async move {
+                    tokio::time::sleep(wait).await;
+                    let _ = tx.send(Msg::Deliver(Box::new(Incoming::internal(
+                        Event::TimerFired { timer },
+                    ))));
+                });
+                let name = inst.map(|i| self.loaded.plan.instance_name(&i));
+                self.timers
+                    .insert(timer, (handle.abort_handle(), due, name));
+            }
+            Effect::CancelTimer { timer } => {
+                if let Some((handle, _, _)) = self.timers.remove(&timer) {
+                    handle.abort();
+                }
+            }
+            Effect::RequestDecision(_)
+            | Effect::CancelDecision { .. }
+            | Effect::AwaitSignal { .. }
+            | Effect::Record(_) => {}
+        }
+    }
+
+    /// Waiting only for decisions or signals, with no timer due soon.
+    fn idle(&self) -> bool {
+        let soon = now_ms() + KEEP_LOADED_FOR;
+        self.vm.status() == RunStatus::Suspended
+            && self.inflight.is_empty()
+            && self.timers.values().all(|(_, due, _)| *due > soon)
+    }
+
+    /// Unloads unless a message arrived; the runs map is locked while
+    /// checking, so no sender can slip a message in after the check.
+    fn unload(&mut self) -> bool {
+        {
+            let mut runs = self.inner.runs();
+            if !self.rx.is_empty() {
+                return false;
+            }
+            runs.remove(&self.id);
+        }
+        self.release(self.vm.status().as_str());
+        true
+    }
+
+    /// The run ended (or its channel closed).
+    fn finish(mut self) {
+        self.inner.runs().remove(&self.id);
+        for (_, (handle, _)) in self.inflight.drain() {
+            handle.abort();
+        }
+        self.release(self.vm.status().as_str());
+    }
+
+    /// A commit failed: the log is the truth, so drop this copy of the run.
+    /// It is replayed when next loaded.
+    fn stop(mut self, error: &ExecError) {
+        eprintln!(
+            "opcode: workflow {} unloaded after an error: {error}",
+            self.id
+        );
+        self.inner.runs().remove(&self.id);
+        for (_, (handle, _)) in self.inflight.drain() {
+            handle.abort();
+        }
+        self.release("unknown");
+    }
+
+    fn release(&mut self, status: &str) {
+        for (_, (handle, _, _)) in self.timers.drain() {
+            handle.abort();
+        }
+        let (inner, id) = (self.inner.clone(), self.id.clone());
+        let status = status.to_owned();
+        tokio::spawn(async move {
+            let _ = inner.store.release(&id, owner::current()).await;
+            inner.publish(&id, &status, false);
+            inner.wake.notify_one();
+        });
+    }
+}

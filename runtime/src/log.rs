@@ -1,0 +1,155 @@
+//! Log entries: what the executor writes for each VM input, record and
+//! runtime note, and how inputs are read back for replay.
+//!
+//! Inputs are the serialized [`Event`] (their schema version is
+//! [`EVENT_VERSION`]); replay reads nothing else. Records and notes carry
+//! people-facing payloads under [`RECORD_VERSION`]: the step instance goes
+//! in the `step_id` column, not in the payload.
+
+use opcode_vm::Plan;
+use opcode_vm::effect::Record;
+use opcode_vm::event::{EVENT_VERSION, Event};
+use serde_json::{Map, Value};
+
+use crate::store::{EntryKind, LogEntry, NewEntry};
+use crate::time::{parse_ms, rfc3339};
+
+/// Schema version of record and note payloads.
+pub const RECORD_VERSION: u16 = 1;
+
+/// The entry for an input event.
+pub fn input(at: &str, event: &Event, step_id: Option<String>) -> NewEntry {
+    NewEntry {
+        at: at.to_owned(),
+        kind: EntryKind::Input,
+        event_type: event.name(),
+        step_id,
+        version: EVENT_VERSION,
+        payload: serde_json::to_string(event).unwrap_or_else(|_| "{}".into()),
+    }
+}
+
+/// The entry for a record.
+pub fn record(at: &str, record: &Record, plan: &Plan) -> NewEntry {
+    let mut payload = match serde_json::to_value(record) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    payload.remove("record");
+    payload.remove("inst");
+    if let Record::FallbackStarted { fallback, .. } = record {
+        payload.insert("fallback_step".into(), plan.id(*fallback).into());
+        payload.remove("fallback");
+    }
+    NewEntry {
+        at: at.to_owned(),
+        kind: EntryKind::Record,
+        event_type: record.event_type(),
+        step_id: record.inst().map(|inst| plan.instance_name(inst)),
+        version: RECORD_VERSION,
+        payload: Value::Object(payload).to_string(),
+    }
+}
+
+/// A runtime note.
+pub fn note(
+    at: &str,
+    event_type: &'static str,
+    step_id: Option<String>,
+    payload: &Value,
+) -> NewEntry {
+    NewEntry {
+        at: at.to_owned(),
+        kind: EntryKind::Note,
+        event_type,
+        step_id,
+        version: RECORD_VERSION,
+        payload: payload.to_string(),
+    }
+}
+
+/// Why a stored input cannot be replayed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("entry {seq} ({event_type}) cannot be read: {reason}")]
+pub struct DecodeError {
+    /// The entry.
+    pub seq: u64,
+    /// Its type.
+    pub event_type: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// An input entry as `(milliseconds, event)`.
+pub fn decode(entry: &LogEntry) -> Result<(u64, Event), DecodeError> {
+    let fail = |reason: String| DecodeError {
+        seq: entry.seq,
+        event_type: entry.event_type.clone(),
+        reason,
+    };
+    if entry.version != EVENT_VERSION {
+        return Err(fail(format!(
+            "event schema version {} is not one this build reads (it reads {EVENT_VERSION})",
+            entry.version
+        )));
+    }
+    let at = parse_ms(&entry.at).ok_or_else(|| fail(format!("bad time `{}`", entry.at)))?;
+    let event = serde_json::from_str(&entry.payload).map_err(|e| fail(e.to_string()))?;
+    Ok((at, event))
+}
+
+/// `ms` as the log's time text.
+pub fn stamp(ms: u64) -> String {
+    rfc3339(ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opcode_vm::error::ActionError;
+    use serde_json::json;
+
+    #[test]
+    fn inputs_round_trip() {
+        let events = [
+            Event::Signal {
+                name: "go".into(),
+                payload: json!({"n": 1}),
+            },
+            Event::ActionFinished {
+                effect: 3,
+                result: Err(ActionError::execution("boom")),
+            },
+            Event::Resume,
+        ];
+        for (i, event) in events.into_iter().enumerate() {
+            let at = stamp(1_700_000_000_123 + i as u64);
+            let e = input(&at, &event, None);
+            let stored = LogEntry {
+                seq: i as u64 + 1,
+                at: e.at,
+                kind: e.kind,
+                event_type: e.event_type.to_owned(),
+                step_id: e.step_id,
+                version: e.version,
+                payload: e.payload,
+            };
+            assert_eq!(decode(&stored), Ok((1_700_000_000_123 + i as u64, event)));
+        }
+    }
+
+    #[test]
+    fn unknown_versions_are_refused() {
+        let entry = LogEntry {
+            seq: 4,
+            at: stamp(0),
+            kind: EntryKind::Input,
+            event_type: "resume_requested".into(),
+            step_id: None,
+            version: EVENT_VERSION + 1,
+            payload: "{\"type\":\"resume\"}".into(),
+        };
+        let err = decode(&entry).unwrap_err();
+        assert!(err.reason.contains("schema version"), "{err}");
+    }
+}

@@ -1,0 +1,29 @@
+//! `opcode`: runs workflows durably on an embedded libSQL database.
+//!
+//! A thin shell over `opcode-runtime`: it parses arguments, opens the
+//! store, drives the executor and prints what happened. Exit codes: 0 the
+//! workflow completed (or the command succeeded), 1 it failed or was
+//! cancelled, 2 usage, compile, input or store errors, 3 it is suspended
+//! waiting for a decision or a signal.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// mimalloc: the VM and the store allocate many small values.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> ExitCode {
+    let args = match cli::Cli::try_parse() {
+        Ok(args) => args,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    ExitCode::from(cli::main(args))
+}

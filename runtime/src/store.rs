@@ -1,0 +1,465 @@
+//! The event store: where runs live.
+//!
+//! [`EventStore`] is the contract; [`libsql::LibsqlStore`] (an embedded
+//! file, the default) and [`memory::MemoryStore`] (tests) implement it. The
+//! log of a workflow is its sequence of [`LogEntry`]s; every other table
+//! (workflow status, step state, timers, decisions) is derived from it and
+//! written in the same [`Commit`], so they never disagree. The contract fits
+//! a shared SQL server too: appends are compare-and-set on the last sequence
+//! number, and ownership is a lease row, so nothing assumes one writer.
+//! `spec/events.md` documents the schema.
+
+pub mod libsql;
+pub mod memory;
+mod schema;
+
+use std::future::Future;
+use std::pin::Pin;
+
+/// A boxed future, so the trait stays object-safe.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What store calls return.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Why a store call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// No such workflow.
+    #[error("workflow `{0}` not found")]
+    NotFound(String),
+    /// A workflow with this id exists already.
+    #[error("workflow `{0}` already exists")]
+    Exists(String),
+    /// Someone else appended first: the writer's view is stale.
+    #[error("workflow `{id}` moved on: expected its log to end at {expected}, it ends at {actual}")]
+    Conflict {
+        /// The workflow.
+        id: String,
+        /// The sequence the writer appended after.
+        expected: u64,
+        /// The log's real last sequence.
+        actual: u64,
+    },
+    /// The database was written by a newer build.
+    #[error("the database has schema version {found}; this build knows versions up to {known}")]
+    Schema {
+        /// The version found.
+        found: i64,
+        /// The newest version this build knows.
+        known: i64,
+    },
+    /// The database failed.
+    #[error("the store failed: {0}")]
+    Backend(String),
+    /// The store has shut down.
+    #[error("the store is closed")]
+    Closed,
+}
+
+/// How hard a commit is made durable (SQLite's `synchronous`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// WAL with `synchronous=NORMAL`: a commit survives a crash of the
+    /// process; the last commits before a power loss or OS crash may be lost
+    /// (never corrupted).
+    #[default]
+    Normal,
+    /// `synchronous=FULL`: every commit is fsynced before it returns, so it
+    /// survives power loss too.
+    Full,
+}
+
+impl Durability {
+    /// The setting's name (`normal`, `full`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durability::Normal => "normal",
+            Durability::Full => "full",
+        }
+    }
+}
+
+/// What a log entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EntryKind {
+    /// Something the VM consumed (an [`opcode_vm::Event`]): replay reads these.
+    Input,
+    /// Something the VM reported (an [`opcode_vm::Record`]): opcode's event names.
+    Record,
+    /// Something the runtime did around the VM (recovery, a re-dispatch).
+    Note,
+}
+
+impl EntryKind {
+    /// The name stored in the `kind` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::Input => "input",
+            EntryKind::Record => "record",
+            EntryKind::Note => "note",
+        }
+    }
+
+    /// The kind stored as `name`.
+    pub fn parse(name: &str) -> Option<EntryKind> {
+        match name {
+            "input" => Some(EntryKind::Input),
+            "record" => Some(EntryKind::Record),
+            "note" => Some(EntryKind::Note),
+            _ => None,
+        }
+    }
+}
+
+/// An entry to append (its sequence number comes from its place in the commit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewEntry {
+    /// When (RFC 3339, UTC, milliseconds).
+    pub at: String,
+    /// What kind.
+    pub kind: EntryKind,
+    /// The event name (`action_completed`, `step_started`…).
+    pub event_type: &'static str,
+    /// The step instance it concerns.
+    pub step_id: Option<String>,
+    /// The payload's schema version.
+    pub version: u16,
+    /// The payload (JSON text).
+    pub payload: String,
+}
+
+/// A stored log entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogEntry {
+    /// Position in the workflow's log, from 1, contiguous.
+    pub seq: u64,
+    /// When (RFC 3339, UTC, milliseconds).
+    pub at: String,
+    /// What kind.
+    pub kind: EntryKind,
+    /// The event name.
+    pub event_type: String,
+    /// The step instance it concerns.
+    pub step_id: Option<String>,
+    /// The payload's schema version.
+    pub version: u16,
+    /// The payload (JSON text).
+    pub payload: String,
+}
+
+/// A workflow to create.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NewWorkflow {
+    /// Its id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// The source it was compiled from (JSON text).
+    pub definition: String,
+    /// The compiled Program (a cache: recompiled from `definition` when its
+    /// format is older than this build's).
+    pub program: Vec<u8>,
+    /// The inputs (JSON text).
+    pub inputs: String,
+    /// The agent that started it.
+    pub agent_id: Option<String>,
+    /// The parent run.
+    pub parent_id: Option<String>,
+    /// The template it came from.
+    pub template_name: Option<String>,
+    /// The template version.
+    pub template_version: Option<i64>,
+    /// The directory relative paths of its actions resolve against.
+    pub base_dir: Option<String>,
+    /// When (RFC 3339).
+    pub created_at: String,
+}
+
+/// A workflow as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WorkflowRow {
+    /// Its id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// The source.
+    pub definition: String,
+    /// The compiled Program.
+    pub program: Vec<u8>,
+    /// `pending`, `active`, `suspended`, `completed`, `failed`, `cancelled`.
+    pub status: String,
+    /// The inputs (JSON text).
+    pub inputs: String,
+    /// The output (JSON text), once completed.
+    pub output: Option<String>,
+    /// Why it failed (JSON text).
+    pub error: Option<String>,
+    /// The `context` namespace (JSON text).
+    pub context: Option<String>,
+    /// The agent that started it.
+    pub agent_id: Option<String>,
+    /// The parent run.
+    pub parent_id: Option<String>,
+    /// The template it came from.
+    pub template_name: Option<String>,
+    /// The template version.
+    pub template_version: Option<i64>,
+    /// Where relative paths resolve.
+    pub base_dir: Option<String>,
+    /// The last sequence number of its log.
+    pub last_seq: u64,
+    /// Created (RFC 3339).
+    pub created_at: String,
+    /// Started.
+    pub started_at: Option<String>,
+    /// Ended.
+    pub completed_at: Option<String>,
+    /// Last changed.
+    pub updated_at: String,
+}
+
+/// The derived state of a workflow after a commit.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WorkflowUpdate {
+    /// The status.
+    pub status: String,
+    /// The output (JSON text).
+    pub output: Option<String>,
+    /// The error (JSON text).
+    pub error: Option<String>,
+    /// The context, when it changed (JSON text).
+    pub context: Option<String>,
+    /// Set when the run started in this commit.
+    pub started_at: Option<String>,
+    /// Set when the run ended in this commit.
+    pub completed_at: Option<String>,
+    /// Now.
+    pub updated_at: String,
+}
+
+/// The state of one step instance.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StepRow {
+    /// The instance name (`fetch`, `review[2]`).
+    pub step_id: String,
+    /// Its status.
+    pub status: String,
+    /// Attempts started.
+    pub attempt: u32,
+    /// Output (JSON text).
+    pub output: Option<String>,
+    /// Error (JSON text).
+    pub error: Option<String>,
+    /// First started (kept from the first write).
+    pub started_at: Option<String>,
+    /// Ended.
+    pub completed_at: Option<String>,
+    /// Milliseconds from start to end.
+    pub duration_ms: Option<i64>,
+}
+
+/// A durable timer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimerRow {
+    /// The VM's timer id.
+    pub timer_id: u64,
+    /// When it fires (RFC 3339).
+    pub due_at: String,
+    /// Why (`retry`, `decision_timeout`…).
+    pub purpose: String,
+    /// The step instance.
+    pub step_id: Option<String>,
+}
+
+/// A decision the run asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DecisionRow {
+    /// The decision id (the step instance name).
+    pub id: String,
+    /// The workflow.
+    pub workflow_id: String,
+    /// The reasoning step's id.
+    pub step_id: String,
+    /// The question.
+    pub prompt: String,
+    /// The options (JSON array).
+    pub options: String,
+    /// Data for the decider (JSON).
+    pub context: String,
+    /// The option chosen on timeout.
+    pub fallback: Option<String>,
+    /// Who should decide.
+    pub target_agent: Option<String>,
+    /// When it times out (RFC 3339).
+    pub timeout_at: Option<String>,
+    /// `pending`, `resolved`, `timed_out`, `cancelled`.
+    pub status: String,
+    /// The resolution (JSON).
+    pub resolution: Option<String>,
+    /// Who resolved it.
+    pub resolved_by: Option<String>,
+    /// When it was asked (RFC 3339).
+    pub created_at: String,
+    /// When it stopped pending.
+    pub resolved_at: Option<String>,
+}
+
+/// A change to the decisions table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecisionChange {
+    /// A new pending decision.
+    Ask(Box<DecisionRow>),
+    /// A pending decision ends.
+    Settle {
+        /// The decision id.
+        id: String,
+        /// `resolved`, `timed_out` or `cancelled`.
+        status: &'static str,
+        /// The resolution (JSON).
+        resolution: Option<String>,
+        /// Who.
+        resolved_by: Option<String>,
+        /// When.
+        at: String,
+    },
+}
+
+/// A change to the timers table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimerChange {
+    /// A timer starts.
+    Set(TimerRow),
+    /// A timer fired or was cancelled.
+    Clear(u64),
+}
+
+/// Everything one scheduling round of one workflow writes, atomically.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Commit {
+    /// The workflow.
+    pub workflow_id: String,
+    /// Create the workflow first.
+    pub create: Option<NewWorkflow>,
+    /// The log's last sequence the writer saw; the entries get the next ones.
+    pub after_seq: u64,
+    /// Entries to append.
+    pub entries: Vec<NewEntry>,
+    /// The workflow's derived state.
+    pub update: Option<WorkflowUpdate>,
+    /// Step instances that changed.
+    pub steps: Vec<StepRow>,
+    /// Timers that started or ended.
+    pub timers: Vec<TimerChange>,
+    /// Decisions asked or settled.
+    pub decisions: Vec<DecisionChange>,
+    /// Inbox messages this commit consumed.
+    pub inbox_taken: Vec<i64>,
+}
+
+/// Which workflows to list.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WorkflowFilter {
+    /// Only these statuses (all when empty).
+    pub statuses: Vec<String>,
+    /// At most this many, newest first (all when `None`).
+    pub limit: Option<u32>,
+}
+
+/// A message waiting for a workflow's owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxMessage {
+    /// Its id (consume it with [`Commit::inbox_taken`]).
+    pub id: i64,
+    /// The workflow.
+    pub workflow_id: String,
+    /// The event (JSON text of an [`opcode_vm::Event`]).
+    pub event: String,
+    /// When it was sent.
+    pub created_at: String,
+}
+
+/// The answer to a lease claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The caller owns the workflow until the lease expires.
+    Granted,
+    /// Someone else does.
+    Held {
+        /// The owner.
+        owner: String,
+        /// Until when (RFC 3339).
+        expires_at: String,
+    },
+}
+
+/// The event store.
+///
+/// Every timestamp argument and column is RFC 3339 UTC with milliseconds
+/// (`2026-11-29T10:30:00.000Z`), so text order is time order.
+pub trait EventStore: Send + Sync {
+    /// Appends a commit: creates the workflow if asked, appends the
+    /// entries after `after_seq` (failing with [`StoreError::Conflict`] if
+    /// the log has moved), and applies the derived changes, all or nothing.
+    fn commit(&self, commit: Commit) -> BoxFuture<'_, StoreResult<()>>;
+
+    /// A workflow.
+    fn workflow<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<WorkflowRow>>>;
+
+    /// Workflows, newest first.
+    fn workflows(&self, filter: WorkflowFilter) -> BoxFuture<'_, StoreResult<Vec<WorkflowRow>>>;
+
+    /// A workflow's log entries after `after_seq`, in order; only inputs
+    /// when `inputs_only` (what replay needs).
+    fn entries<'a>(
+        &'a self,
+        id: &'a str,
+        after_seq: u64,
+        inputs_only: bool,
+    ) -> BoxFuture<'a, StoreResult<Vec<LogEntry>>>;
+
+    /// A workflow's step instances, by name.
+    fn steps<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Vec<StepRow>>>;
+
+    /// Decisions, of one workflow or all, with one status or any.
+    fn decisions<'a>(
+        &'a self,
+        workflow_id: Option<&'a str>,
+        status: Option<&'a str>,
+    ) -> BoxFuture<'a, StoreResult<Vec<DecisionRow>>>;
+
+    /// For each workflow with timers, its earliest due time; soonest first.
+    fn next_timers(&self, limit: u32) -> BoxFuture<'_, StoreResult<Vec<(String, String)>>>;
+
+    /// Leaves a message for a workflow's owner.
+    fn send<'a>(
+        &'a self,
+        workflow_id: &'a str,
+        event: String,
+        at: String,
+    ) -> BoxFuture<'a, StoreResult<i64>>;
+
+    /// Messages waiting, for one workflow or all, oldest first.
+    fn inbox<'a>(
+        &'a self,
+        workflow_id: Option<&'a str>,
+    ) -> BoxFuture<'a, StoreResult<Vec<InboxMessage>>>;
+
+    /// Claims a workflow for `owner` until `until`: granted when nobody
+    /// holds it, the owner already does, or the lease expired before `now`.
+    /// With `take_from`, also granted when that (dead) owner holds it.
+    fn claim<'a>(
+        &'a self,
+        id: &'a str,
+        owner: &'a str,
+        take_from: Option<&'a str>,
+        now: &'a str,
+        until: &'a str,
+    ) -> BoxFuture<'a, StoreResult<Claim>>;
+
+    /// Extends every lease of `owner` to `until`.
+    fn renew<'a>(&'a self, owner: &'a str, until: &'a str) -> BoxFuture<'a, StoreResult<()>>;
+
+    /// Gives a workflow up.
+    fn release<'a>(&'a self, id: &'a str, owner: &'a str) -> BoxFuture<'a, StoreResult<()>>;
+}

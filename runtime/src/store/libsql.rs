@@ -1,0 +1,256 @@
+//! The embedded libSQL store.
+//!
+//! One dedicated thread owns the connection; callers talk to it over a
+//! channel. Commits that arrive while the thread is busy are written
+//! together in one transaction (group commit), so many workflows finishing
+//! steps at once share one WAL sync. Reads are served between commit
+//! batches, after the commits queued before them.
+
+mod db;
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use tokio::sync::oneshot;
+
+use self::db::Db;
+use super::{
+    BoxFuture, Claim, Commit, DecisionRow, Durability, EventStore, InboxMessage, LogEntry, StepRow,
+    StoreError, StoreResult, WorkflowFilter, WorkflowRow,
+};
+
+/// At most this many commits share one transaction.
+const MAX_BATCH: usize = 1024;
+
+type Job = Box<dyn FnOnce(&Db) + Send>;
+
+enum Request {
+    Commit(Box<Commit>, oneshot::Sender<StoreResult<()>>),
+    Job(Job),
+}
+
+/// The libSQL event store.
+pub struct LibsqlStore {
+    tx: Option<mpsc::Sender<Request>>,
+    thread: Option<JoinHandle<()>>,
+    path: PathBuf,
+    durability: Durability,
+}
+
+impl std::fmt::Debug for LibsqlStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LibsqlStore")
+            .field("path", &self.path)
+            .field("durability", &self.durability)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LibsqlStore {
+    /// Opens (creating and migrating if needed) the database file at `path`.
+    pub fn open(path: &Path, durability: Durability) -> StoreResult<LibsqlStore> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::Backend(format!("cannot create {}: {e}", dir.display()))
+            })?;
+        }
+        let (tx, rx) = mpsc::channel::<Request>();
+        let (ready_tx, ready_rx) = mpsc::channel::<StoreResult<()>>();
+        let db_path = path.to_path_buf();
+        let thread = std::thread::Builder::new()
+            .name("opcode-store".into())
+            .spawn(move || match Db::open(&db_path, durability) {
+                Ok(db) => {
+                    let _ = ready_tx.send(Ok(()));
+                    serve(&db, &rx);
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                }
+            })
+            .map_err(|e| StoreError::Backend(format!("cannot start the store thread: {e}")))?;
+        ready_rx.recv().map_err(|_| StoreError::Closed)??;
+        Ok(LibsqlStore {
+            tx: Some(tx),
+            thread: Some(thread),
+            path: path.to_path_buf(),
+            durability,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The durability it was opened with.
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    fn send(&self, request: Request) -> StoreResult<()> {
+        self.tx
+            .as_ref()
+            .ok_or(StoreError::Closed)?
+            .send(request)
+            .map_err(|_| StoreError::Closed)
+    }
+
+    /// Runs `f` on the store thread and returns its answer.
+    fn ask<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Db) -> StoreResult<T> + Send + 'static,
+    ) -> BoxFuture<'_, StoreResult<T>> {
+        let (reply, answer) = oneshot::channel();
+        let sent = self.send(Request::Job(Box::new(move |db| {
+            let _ = reply.send(f(db));
+        })));
+        Box::pin(async move {
+            sent?;
+            answer.await.map_err(|_| StoreError::Closed)?
+        })
+    }
+}
+
+impl Drop for LibsqlStore {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread after the queued requests.
+        self.tx = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The store thread: batches commits, runs reads in arrival order.
+fn serve(db: &Db, rx: &mpsc::Receiver<Request>) {
+    let mut commits: Vec<Commit> = Vec::new();
+    let mut replies: Vec<oneshot::Sender<StoreResult<()>>> = Vec::new();
+    while let Ok(first) = rx.recv() {
+        let mut next = Some(first);
+        while let Some(request) = next.take() {
+            match request {
+                Request::Commit(commit, reply) => {
+                    commits.push(*commit);
+                    replies.push(reply);
+                    if commits.len() >= MAX_BATCH {
+                        flush(db, &mut commits, &mut replies);
+                    }
+                }
+                Request::Job(job) => {
+                    flush(db, &mut commits, &mut replies);
+                    job(db);
+                }
+            }
+            next = rx.try_recv().ok();
+        }
+        flush(db, &mut commits, &mut replies);
+    }
+}
+
+fn flush(db: &Db, commits: &mut Vec<Commit>, replies: &mut Vec<oneshot::Sender<StoreResult<()>>>) {
+    if commits.is_empty() {
+        return;
+    }
+    let results = db.write(commits);
+    for (reply, result) in replies.drain(..).zip(results) {
+        let _ = reply.send(result);
+    }
+    commits.clear();
+}
+
+impl EventStore for LibsqlStore {
+    fn commit(&self, commit: Commit) -> BoxFuture<'_, StoreResult<()>> {
+        let (reply, answer) = oneshot::channel();
+        let sent = self.send(Request::Commit(Box::new(commit), reply));
+        Box::pin(async move {
+            sent?;
+            answer.await.map_err(|_| StoreError::Closed)?
+        })
+    }
+
+    fn workflow<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<WorkflowRow>>> {
+        let id = id.to_owned();
+        self.ask(move |db| db.workflow(&id))
+    }
+
+    fn workflows(&self, filter: WorkflowFilter) -> BoxFuture<'_, StoreResult<Vec<WorkflowRow>>> {
+        self.ask(move |db| db.workflows(&filter))
+    }
+
+    fn entries<'a>(
+        &'a self,
+        id: &'a str,
+        after_seq: u64,
+        inputs_only: bool,
+    ) -> BoxFuture<'a, StoreResult<Vec<LogEntry>>> {
+        let id = id.to_owned();
+        self.ask(move |db| db.entries(&id, after_seq, inputs_only))
+    }
+
+    fn steps<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Vec<StepRow>>> {
+        let id = id.to_owned();
+        self.ask(move |db| db.steps(&id))
+    }
+
+    fn decisions<'a>(
+        &'a self,
+        workflow_id: Option<&'a str>,
+        status: Option<&'a str>,
+    ) -> BoxFuture<'a, StoreResult<Vec<DecisionRow>>> {
+        let workflow_id = workflow_id.map(str::to_owned);
+        let status = status.map(str::to_owned);
+        self.ask(move |db| db.decisions(workflow_id.as_deref(), status.as_deref()))
+    }
+
+    fn next_timers(&self, limit: u32) -> BoxFuture<'_, StoreResult<Vec<(String, String)>>> {
+        self.ask(move |db| db.next_timers(limit))
+    }
+
+    fn send<'a>(
+        &'a self,
+        workflow_id: &'a str,
+        event: String,
+        at: String,
+    ) -> BoxFuture<'a, StoreResult<i64>> {
+        let workflow_id = workflow_id.to_owned();
+        self.ask(move |db| db.send(&workflow_id, &event, &at))
+    }
+
+    fn inbox<'a>(
+        &'a self,
+        workflow_id: Option<&'a str>,
+    ) -> BoxFuture<'a, StoreResult<Vec<InboxMessage>>> {
+        let workflow_id = workflow_id.map(str::to_owned);
+        self.ask(move |db| db.inbox(workflow_id.as_deref()))
+    }
+
+    fn claim<'a>(
+        &'a self,
+        id: &'a str,
+        owner: &'a str,
+        take_from: Option<&'a str>,
+        now: &'a str,
+        until: &'a str,
+    ) -> BoxFuture<'a, StoreResult<Claim>> {
+        let (id, owner, now, until) = (
+            id.to_owned(),
+            owner.to_owned(),
+            now.to_owned(),
+            until.to_owned(),
+        );
+        let take_from = take_from.map(str::to_owned);
+        self.ask(move |db| db.claim(&id, &owner, take_from.as_deref(), &now, &until))
+    }
+
+    fn renew<'a>(&'a self, owner: &'a str, until: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+        let (owner, until) = (owner.to_owned(), until.to_owned());
+        self.ask(move |db| db.renew(&owner, &until))
+    }
+
+    fn release<'a>(&'a self, id: &'a str, owner: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+        let (id, owner) = (id.to_owned(), owner.to_owned());
+        self.ask(move |db| db.release(&id, &owner))
+    }
+}

@@ -1,0 +1,720 @@
+//! One libSQL connection and its prepared statements, used only from the
+//! store thread. libSQL's local calls complete without yielding, so each
+//! method drives its future to the end on a current-thread runtime.
+
+use std::fmt::Write as _;
+use std::future::Future;
+use std::path::Path;
+
+use libsql::{Connection, Row, Rows, Statement, Value};
+
+use super::super::schema::{LATEST, MIGRATIONS};
+use super::super::{
+    Claim, Commit, DecisionChange, DecisionRow, Durability, EntryKind, InboxMessage, LogEntry,
+    NewWorkflow, StepRow, StoreError, StoreResult, TimerChange, WorkflowFilter, WorkflowRow,
+};
+
+/// Prepared statements of the write path.
+struct Writes {
+    create: Statement,
+    advance: Statement,
+    insert_entry: Statement,
+    update_workflow: Statement,
+    upsert_step: Statement,
+    set_timer: Statement,
+    clear_timer: Statement,
+    ask: Statement,
+    settle: Statement,
+    take_inbox: Statement,
+}
+
+/// The connection.
+pub struct Db {
+    rt: tokio::runtime::Runtime,
+    conn: Connection,
+    writes: Writes,
+}
+
+/// Maps a libSQL error.
+fn backend(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+const WORKFLOW_COLUMNS: &str = "id, name, definition, program, status, input_params, output, error, \
+     context, agent_id, parent_workflow_id, template_name, template_version, base_dir, last_seq, \
+     created_at, started_at, completed_at, updated_at";
+
+impl Db {
+    /// Opens (creating if needed) the database at `path` and migrates it.
+    pub fn open(path: &Path, durability: Durability) -> StoreResult<Db> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map_err(backend)?;
+        let conn = rt.block_on(async {
+            let db = libsql::Builder::new_local(path)
+                .build()
+                .await
+                .map_err(backend)?;
+            db.connect().map_err(backend)
+        })?;
+        let synchronous = match durability {
+            Durability::Normal => "NORMAL",
+            Durability::Full => "FULL",
+        };
+        rt.block_on(async {
+            for pragma in [
+                "PRAGMA journal_mode = WAL".to_owned(),
+                format!("PRAGMA synchronous = {synchronous}"),
+                "PRAGMA busy_timeout = 5000".to_owned(),
+                "PRAGMA temp_store = MEMORY".to_owned(),
+                "PRAGMA cache_size = -20000".to_owned(),
+            ] {
+                // Some pragmas answer with a row; read and drop it.
+                let mut rows = conn.query(&pragma, ()).await.map_err(backend)?;
+                while rows.next().await.map_err(backend)?.is_some() {}
+            }
+            migrate(&conn).await
+        })?;
+        let writes = rt.block_on(prepare(&conn))?;
+        Ok(Db { rt, conn, writes })
+    }
+
+    fn block<T>(&self, f: impl Future<Output = T>) -> T {
+        self.rt.block_on(f)
+    }
+
+    /// Writes `commits` in one transaction, each under its own savepoint so
+    /// that one stale writer does not undo the others. Returns each one's result.
+    pub fn write(&self, commits: &[Commit]) -> Vec<StoreResult<()>> {
+        self.block(async {
+            if let Err(e) = self.conn.execute("BEGIN IMMEDIATE", ()).await {
+                let e = backend(e);
+                return commits.iter().map(|_| Err(e.clone())).collect();
+            }
+            let mut results = Vec::with_capacity(commits.len());
+            for commit in commits {
+                let saved = self.conn.execute("SAVEPOINT c", ()).await.map_err(backend);
+                let result = match saved {
+                    Ok(_) => self.apply(commit).await,
+                    Err(e) => Err(e),
+                };
+                let end = if result.is_ok() {
+                    "RELEASE c"
+                } else {
+                    "ROLLBACK TO c; RELEASE c"
+                };
+                if let Err(e) = self.conn.execute_batch(end).await {
+                    results.push(Err(backend(e)));
+                } else {
+                    results.push(result);
+                }
+            }
+            if let Err(e) = self.conn.execute("COMMIT", ()).await {
+                let e = backend(e);
+                let _ = self.conn.execute("ROLLBACK", ()).await;
+                return commits.iter().map(|_| Err(e.clone())).collect();
+            }
+            results
+        })
+    }
+
+    async fn apply(&self, c: &Commit) -> StoreResult<()> {
+        let w = &self.writes;
+        let id = c.workflow_id.as_str();
+        if let Some(new) = &c.create {
+            let created = run(&w.create, create_params(new)).await?;
+            if created == 0 {
+                return Err(StoreError::Exists(new.id.clone()));
+            }
+        }
+        let last = c.after_seq + c.entries.len() as u64;
+        if !c.entries.is_empty() {
+            let moved = run(&w.advance, vec![id.into(), seq(c.after_seq), seq(last)]).await?;
+            if moved == 0 {
+                return Err(self.conflict(id, c.after_seq).await);
+            }
+        }
+        for (i, e) in c.entries.iter().enumerate() {
+            run(
+                &w.insert_entry,
+                vec![
+                    id.into(),
+                    seq(c.after_seq + 1 + i as u64),
+                    e.at.as_str().into(),
+                    e.kind.as_str().into(),
+                    e.event_type.into(),
+                    e.step_id.clone().into(),
+                    i64::from(e.version).into(),
+                    e.payload.as_str().into(),
+                ],
+            )
+            .await?;
+        }
+        if let Some(u) = &c.update {
+            run(
+                &w.update_workflow,
+                vec![
+                    id.into(),
+                    u.status.as_str().into(),
+                    u.output.clone().into(),
+                    u.error.clone().into(),
+                    u.context.clone().into(),
+                    u.started_at.clone().into(),
+                    u.completed_at.clone().into(),
+                    u.updated_at.as_str().into(),
+                ],
+            )
+            .await?;
+        }
+        for s in &c.steps {
+            run(&w.upsert_step, step_params(id, s)).await?;
+        }
+        for t in &c.timers {
+            match t {
+                TimerChange::Set(t) => {
+                    run(
+                        &w.set_timer,
+                        vec![
+                            id.into(),
+                            seq(t.timer_id),
+                            t.due_at.as_str().into(),
+                            t.purpose.as_str().into(),
+                            t.step_id.clone().into(),
+                        ],
+                    )
+                    .await?;
+                }
+                TimerChange::Clear(timer) => {
+                    run(&w.clear_timer, vec![id.into(), seq(*timer)]).await?;
+                }
+            }
+        }
+        for d in &c.decisions {
+            match d {
+                DecisionChange::Ask(d) => run(&w.ask, decision_params(id, d)).await?,
+                DecisionChange::Settle {
+                    id: decision,
+                    status,
+                    resolution,
+                    resolved_by,
+                    at,
+                } => {
+                    run(
+                        &w.settle,
+                        vec![
+                            id.into(),
+                            decision.as_str().into(),
+                            (*status).into(),
+                            resolution.clone().into(),
+                            resolved_by.clone().into(),
+                            at.as_str().into(),
+                        ],
+                    )
+                    .await?
+                }
+            };
+        }
+        for &message in &c.inbox_taken {
+            run(&w.take_inbox, vec![message.into()]).await?;
+        }
+        Ok(())
+    }
+
+    async fn conflict(&self, id: &str, expected: u64) -> StoreError {
+        let actual = self
+            .query_one(
+                "SELECT last_seq FROM workflows WHERE id = ?1",
+                vec![id.into()],
+            )
+            .await;
+        match actual {
+            Ok(Some(row)) => StoreError::Conflict {
+                id: id.to_owned(),
+                expected,
+                actual: get::<i64>(&row, 0).unwrap_or(0) as u64,
+            },
+            Ok(None) => StoreError::NotFound(id.to_owned()),
+            Err(e) => e,
+        }
+    }
+
+    async fn query_one(&self, sql: &str, params: Vec<Value>) -> StoreResult<Option<Row>> {
+        let mut rows = self.conn.query(sql, params).await.map_err(backend)?;
+        let row = rows.next().await.map_err(backend)?;
+        drop(rows);
+        Ok(row)
+    }
+
+    async fn query_all<T>(
+        &self,
+        sql: &str,
+        params: Vec<Value>,
+        map: impl Fn(&Row) -> StoreResult<T>,
+    ) -> StoreResult<Vec<T>> {
+        let mut rows: Rows = self.conn.query(sql, params).await.map_err(backend)?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().await.map_err(backend)? {
+            out.push(map(&row)?);
+        }
+        Ok(out)
+    }
+
+    /// A workflow.
+    pub fn workflow(&self, id: &str) -> StoreResult<Option<WorkflowRow>> {
+        let sql = format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE id = ?1");
+        self.block(async {
+            match self.query_one(&sql, vec![id.into()]).await? {
+                Some(row) => workflow_row(&row).map(Some),
+                None => Ok(None),
+            }
+        })
+    }
+
+    /// Workflows, newest first.
+    pub fn workflows(&self, filter: &WorkflowFilter) -> StoreResult<Vec<WorkflowRow>> {
+        let mut sql = format!("SELECT {WORKFLOW_COLUMNS} FROM workflows");
+        let mut params: Vec<Value> = Vec::new();
+        if !filter.statuses.is_empty() {
+            let marks: Vec<String> = (1..=filter.statuses.len())
+                .map(|i| format!("?{i}"))
+                .collect();
+            let _ = write!(sql, " WHERE status IN ({})", marks.join(", "));
+            params.extend(filter.statuses.iter().map(|s| Value::from(s.as_str())));
+        }
+        sql.push_str(" ORDER BY created_at DESC, id");
+        if let Some(limit) = filter.limit {
+            let _ = write!(sql, " LIMIT {limit}");
+        }
+        self.block(self.query_all(&sql, params, workflow_row))
+    }
+
+    /// Log entries after `after_seq`.
+    pub fn entries(
+        &self,
+        id: &str,
+        after_seq: u64,
+        inputs_only: bool,
+    ) -> StoreResult<Vec<LogEntry>> {
+        let filter = if inputs_only {
+            " AND kind = 'input'"
+        } else {
+            ""
+        };
+        let sql = format!(
+            "SELECT seq, at, kind, event_type, step_id, version, payload FROM events \
+             WHERE workflow_id = ?1 AND seq > ?2{filter} ORDER BY seq"
+        );
+        self.block(
+            self.query_all(&sql, vec![id.into(), seq(after_seq)], |row| {
+                let kind: String = get(row, 2)?;
+                Ok(LogEntry {
+                    seq: get::<i64>(row, 0)? as u64,
+                    at: get(row, 1)?,
+                    kind: EntryKind::parse(&kind).ok_or_else(|| {
+                        StoreError::Backend(format!("unknown entry kind `{kind}`"))
+                    })?,
+                    event_type: get(row, 3)?,
+                    step_id: get(row, 4)?,
+                    version: get::<i64>(row, 5)? as u16,
+                    payload: get(row, 6)?,
+                })
+            }),
+        )
+    }
+
+    /// Step instances of a workflow.
+    pub fn steps(&self, id: &str) -> StoreResult<Vec<StepRow>> {
+        let sql = "SELECT step_id, status, attempt, output, error, started_at, completed_at, \
+                   duration_ms FROM step_state WHERE workflow_id = ?1 ORDER BY started_at, step_id";
+        self.block(self.query_all(sql, vec![id.into()], |row| {
+            Ok(StepRow {
+                step_id: get(row, 0)?,
+                status: get(row, 1)?,
+                attempt: get::<i64>(row, 2)? as u32,
+                output: get(row, 3)?,
+                error: get(row, 4)?,
+                started_at: get(row, 5)?,
+                completed_at: get(row, 6)?,
+                duration_ms: get(row, 7)?,
+            })
+        }))
+    }
+
+    /// Decisions.
+    pub fn decisions(
+        &self,
+        workflow_id: Option<&str>,
+        status: Option<&str>,
+    ) -> StoreResult<Vec<DecisionRow>> {
+        let sql = "SELECT workflow_id, id, step_id, prompt, context, options, fallback, \
+                   target_agent_id, timeout_at, status, resolution, resolved_by, created_at, \
+                   resolved_at FROM pending_decisions \
+                   WHERE (?1 IS NULL OR workflow_id = ?1) AND (?2 IS NULL OR status = ?2) \
+                   ORDER BY created_at, workflow_id, id";
+        let params = vec![
+            workflow_id.map(str::to_owned).into(),
+            status.map(str::to_owned).into(),
+        ];
+        self.block(self.query_all(sql, params, |row| {
+            Ok(DecisionRow {
+                workflow_id: get(row, 0)?,
+                id: get(row, 1)?,
+                step_id: get(row, 2)?,
+                prompt: get(row, 3)?,
+                context: get(row, 4)?,
+                options: get(row, 5)?,
+                fallback: get(row, 6)?,
+                target_agent: get(row, 7)?,
+                timeout_at: get(row, 8)?,
+                status: get(row, 9)?,
+                resolution: get(row, 10)?,
+                resolved_by: get(row, 11)?,
+                created_at: get(row, 12)?,
+                resolved_at: get(row, 13)?,
+            })
+        }))
+    }
+
+    /// Earliest timer per workflow, soonest first.
+    pub fn next_timers(&self, limit: u32) -> StoreResult<Vec<(String, String)>> {
+        let sql = format!(
+            "SELECT workflow_id, MIN(due_at) AS due FROM timers GROUP BY workflow_id \
+             ORDER BY due LIMIT {limit}"
+        );
+        self.block(self.query_all(&sql, Vec::new(), |row| Ok((get(row, 0)?, get(row, 1)?))))
+    }
+
+    /// Leaves a message.
+    pub fn send(&self, workflow_id: &str, event: &str, at: &str) -> StoreResult<i64> {
+        self.block(async {
+            self.conn
+                .execute(
+                    "INSERT INTO inbox (workflow_id, event, created_at) VALUES (?1, ?2, ?3)",
+                    vec![Value::from(workflow_id), event.into(), at.into()],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(self.conn.last_insert_rowid())
+        })
+    }
+
+    /// Messages waiting.
+    pub fn inbox(&self, workflow_id: Option<&str>) -> StoreResult<Vec<InboxMessage>> {
+        let sql = "SELECT id, workflow_id, event, created_at FROM inbox \
+                   WHERE (?1 IS NULL OR workflow_id = ?1) ORDER BY id";
+        self.block(
+            self.query_all(sql, vec![workflow_id.map(str::to_owned).into()], |row| {
+                Ok(InboxMessage {
+                    id: get(row, 0)?,
+                    workflow_id: get(row, 1)?,
+                    event: get(row, 2)?,
+                    created_at: get(row, 3)?,
+                })
+            }),
+        )
+    }
+
+    /// Claims a lease.
+    pub fn claim(
+        &self,
+        id: &str,
+        owner: &str,
+        take_from: Option<&str>,
+        now: &str,
+        until: &str,
+    ) -> StoreResult<Claim> {
+        self.block(async {
+            let changed = self
+                .conn
+                .execute(
+                    "INSERT INTO leases (workflow_id, owner, expires_at) VALUES (?1, ?2, ?4) \
+                     ON CONFLICT (workflow_id) DO UPDATE SET owner = excluded.owner, \
+                     expires_at = excluded.expires_at \
+                     WHERE leases.owner = excluded.owner OR leases.expires_at < ?3 \
+                     OR leases.owner = ?5",
+                    vec![
+                        Value::from(id),
+                        owner.into(),
+                        now.into(),
+                        until.into(),
+                        take_from.map(str::to_owned).into(),
+                    ],
+                )
+                .await
+                .map_err(backend)?;
+            if changed > 0 {
+                return Ok(Claim::Granted);
+            }
+            let row = self
+                .query_one(
+                    "SELECT owner, expires_at FROM leases WHERE workflow_id = ?1",
+                    vec![id.into()],
+                )
+                .await?;
+            match row {
+                Some(row) => Ok(Claim::Held {
+                    owner: get(&row, 0)?,
+                    expires_at: get(&row, 1)?,
+                }),
+                None => Ok(Claim::Granted),
+            }
+        })
+    }
+
+    /// Renews an owner's leases.
+    pub fn renew(&self, owner: &str, until: &str) -> StoreResult<()> {
+        self.block(async {
+            self.conn
+                .execute(
+                    "UPDATE leases SET expires_at = ?2 WHERE owner = ?1",
+                    vec![Value::from(owner), until.into()],
+                )
+                .await
+                .map_err(backend)
+                .map(|_| ())
+        })
+    }
+
+    /// Releases a lease.
+    pub fn release(&self, id: &str, owner: &str) -> StoreResult<()> {
+        self.block(async {
+            self.conn
+                .execute(
+                    "DELETE FROM leases WHERE workflow_id = ?1 AND owner = ?2",
+                    vec![Value::from(id), owner.into()],
+                )
+                .await
+                .map_err(backend)
+                .map(|_| ())
+        })
+    }
+}
+
+/// Applies the migrations this database lacks.
+async fn migrate(conn: &Connection) -> StoreResult<()> {
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_version \
+         (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
+        (),
+    )
+    .await
+    .map_err(backend)?;
+    let mut rows = conn
+        .query("SELECT COALESCE(MAX(version), 0) FROM schema_version", ())
+        .await
+        .map_err(backend)?;
+    let current: i64 = match rows.next().await.map_err(backend)? {
+        Some(row) => get(&row, 0)?,
+        None => 0,
+    };
+    drop(rows);
+    if current > LATEST {
+        return Err(StoreError::Schema {
+            found: current,
+            known: LATEST,
+        });
+    }
+    for &(version, name, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+        let at = crate::time::rfc3339(crate::time::now_ms());
+        let script = format!(
+            "BEGIN IMMEDIATE;\n{sql}\nINSERT INTO schema_version (version, name, applied_at) \
+             VALUES ({version}, '{name}', '{at}');\nCOMMIT;"
+        );
+        if let Err(e) = conn.execute_batch(&script).await {
+            let _ = conn.execute("ROLLBACK", ()).await;
+            return Err(StoreError::Backend(format!(
+                "migration {version} ({name}) failed: {e}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+async fn prepare(conn: &Connection) -> StoreResult<Writes> {
+    let p = |sql: &'static str| async move { conn.prepare(sql).await.map_err(backend) };
+    Ok(Writes {
+        create: p(
+            "INSERT INTO workflows (id, name, definition, program, status, input_params, \
+                   agent_id, parent_workflow_id, template_name, template_version, base_dir, \
+                   last_seq, created_at, updated_at) \
+                   VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?7, ?8, ?9, ?10, 0, ?11, ?11) \
+                   ON CONFLICT (id) DO NOTHING",
+        )
+        .await?,
+        advance: p("UPDATE workflows SET last_seq = ?3 WHERE id = ?1 AND last_seq = ?2").await?,
+        insert_entry: p(
+            "INSERT INTO events (workflow_id, seq, at, kind, event_type, step_id, \
+                         version, payload) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .await?,
+        update_workflow: p(
+            "UPDATE workflows SET status = ?2, output = ?3, error = ?4, \
+                            context = COALESCE(?5, context), \
+                            started_at = COALESCE(started_at, ?6), \
+                            completed_at = COALESCE(?7, completed_at), updated_at = ?8 \
+                            WHERE id = ?1",
+        )
+        .await?,
+        upsert_step: p(
+            "INSERT INTO step_state (workflow_id, step_id, status, attempt, output, \
+                        error, started_at, completed_at, duration_ms) \
+                        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+                        ON CONFLICT (workflow_id, step_id) DO UPDATE SET \
+                        status = excluded.status, attempt = excluded.attempt, \
+                        output = excluded.output, error = excluded.error, \
+                        started_at = COALESCE(step_state.started_at, excluded.started_at), \
+                        completed_at = excluded.completed_at, \
+                        duration_ms = CASE WHEN excluded.completed_at IS NULL THEN NULL ELSE \
+                        CAST(ROUND((julianday(excluded.completed_at) - julianday(COALESCE(\
+                        step_state.started_at, excluded.started_at, excluded.completed_at))) \
+                        * 86400000) AS INTEGER) END",
+        )
+        .await?,
+        set_timer: p(
+            "INSERT OR REPLACE INTO timers (workflow_id, timer_id, due_at, purpose, \
+                      step_id) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .await?,
+        clear_timer: p("DELETE FROM timers WHERE workflow_id = ?1 AND timer_id = ?2").await?,
+        ask: p(
+            "INSERT OR REPLACE INTO pending_decisions (workflow_id, id, step_id, prompt, \
+                context, options, fallback, target_agent_id, timeout_at, status, created_at) \
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'pending', ?10)",
+        )
+        .await?,
+        settle: p(
+            "UPDATE pending_decisions SET status = ?3, resolution = ?4, resolved_by = ?5, \
+                   resolved_at = ?6 WHERE workflow_id = ?1 AND id = ?2 AND status = 'pending'",
+        )
+        .await?,
+        take_inbox: p("DELETE FROM inbox WHERE id = ?1").await?,
+    })
+}
+
+/// Executes a prepared statement and resets it for the next use.
+async fn run(stmt: &Statement, params: Vec<Value>) -> StoreResult<usize> {
+    let result = stmt.execute(params).await.map_err(backend);
+    stmt.reset();
+    result
+}
+
+fn seq(n: u64) -> Value {
+    Value::Integer(n as i64)
+}
+
+/// A Rust value read from a column.
+trait FromColumn: Sized {
+    fn from_column(value: Value) -> Option<Self>;
+}
+
+impl FromColumn for String {
+    fn from_column(value: Value) -> Option<String> {
+        match value {
+            Value::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl FromColumn for i64 {
+    fn from_column(value: Value) -> Option<i64> {
+        match value {
+            Value::Integer(i) => Some(i),
+            _ => None,
+        }
+    }
+}
+
+impl FromColumn for Vec<u8> {
+    fn from_column(value: Value) -> Option<Vec<u8>> {
+        match value {
+            Value::Blob(b) => Some(b),
+            Value::Text(s) => Some(s.into_bytes()),
+            _ => None,
+        }
+    }
+}
+
+impl<T: FromColumn> FromColumn for Option<T> {
+    fn from_column(value: Value) -> Option<Option<T>> {
+        match value {
+            Value::Null => Some(None),
+            other => T::from_column(other).map(Some),
+        }
+    }
+}
+
+fn get<T: FromColumn>(row: &Row, i: i32) -> StoreResult<T> {
+    let value = row.get_value(i).map_err(backend)?;
+    T::from_column(value)
+        .ok_or_else(|| StoreError::Backend(format!("column {i} holds a value of another type")))
+}
+
+fn create_params(w: &NewWorkflow) -> Vec<Value> {
+    vec![
+        w.id.as_str().into(),
+        w.name.as_str().into(),
+        w.definition.as_str().into(),
+        w.program.clone().into(),
+        w.inputs.as_str().into(),
+        w.agent_id.clone().into(),
+        w.parent_id.clone().into(),
+        w.template_name.clone().into(),
+        w.template_version.into(),
+        w.base_dir.clone().into(),
+        w.created_at.as_str().into(),
+    ]
+}
+
+fn step_params(id: &str, s: &StepRow) -> Vec<Value> {
+    vec![
+        id.into(),
+        s.step_id.as_str().into(),
+        s.status.as_str().into(),
+        i64::from(s.attempt).into(),
+        s.output.clone().into(),
+        s.error.clone().into(),
+        s.started_at.clone().into(),
+        s.completed_at.clone().into(),
+        s.duration_ms.into(),
+    ]
+}
+
+fn decision_params(id: &str, d: &DecisionRow) -> Vec<Value> {
+    vec![
+        id.into(),
+        d.id.as_str().into(),
+        d.step_id.as_str().into(),
+        d.prompt.as_str().into(),
+        d.context.as_str().into(),
+        d.options.as_str().into(),
+        d.fallback.clone().into(),
+        d.target_agent.clone().into(),
+        d.timeout_at.clone().into(),
+        d.created_at.as_str().into(),
+    ]
+}
+
+fn workflow_row(row: &Row) -> StoreResult<WorkflowRow> {
+    Ok(WorkflowRow {
+        id: get(row, 0)?,
+        name: get(row, 1)?,
+        definition: get(row, 2)?,
+        program: get(row, 3)?,
+        status: get(row, 4)?,
+        inputs: get(row, 5)?,
+        output: get(row, 6)?,
+        error: get(row, 7)?,
+        context: get(row, 8)?,
+        agent_id: get(row, 9)?,
+        parent_id: get(row, 10)?,
+        template_name: get(row, 11)?,
+        template_version: get(row, 12)?,
+        base_dir: get(row, 13)?,
+        last_seq: get::<i64>(row, 14)? as u64,
+        created_at: get(row, 15)?,
+        started_at: get(row, 16)?,
+        completed_at: get(row, 17)?,
+        updated_at: get(row, 18)?,
+    })
+}

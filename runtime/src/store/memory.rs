@@ -1,0 +1,368 @@
+//! An in-memory [`EventStore`] for tests: the same contract as the libSQL
+//! store, nothing persisted.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard};
+
+use super::{
+    BoxFuture, Claim, Commit, DecisionChange, DecisionRow, EventStore, InboxMessage, LogEntry,
+    StepRow, StoreError, StoreResult, TimerChange, TimerRow, WorkflowFilter, WorkflowRow,
+};
+
+#[derive(Default)]
+struct State {
+    workflows: HashMap<String, WorkflowRow>,
+    entries: HashMap<String, Vec<LogEntry>>,
+    steps: HashMap<String, BTreeMap<String, StepRow>>,
+    timers: HashMap<String, BTreeMap<u64, TimerRow>>,
+    decisions: BTreeMap<(String, String), DecisionRow>,
+    inbox: BTreeMap<i64, InboxMessage>,
+    next_message: i64,
+    leases: HashMap<String, (String, String)>,
+}
+
+/// The in-memory store.
+#[derive(Default)]
+pub struct MemoryStore {
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore").finish_non_exhaustive()
+    }
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+fn ready<'a, T: Send + 'a>(value: T) -> BoxFuture<'a, T> {
+    Box::pin(std::future::ready(value))
+}
+
+impl State {
+    fn apply(&mut self, c: Commit) -> StoreResult<()> {
+        let id = c.workflow_id.clone();
+        if let Some(new) = &c.create
+            && self.workflows.contains_key(&new.id)
+        {
+            return Err(StoreError::Exists(new.id.clone()));
+        }
+        let actual = match (&c.create, self.workflows.get(&id)) {
+            (Some(_), _) => 0,
+            (None, Some(w)) => w.last_seq,
+            (None, None) => return Err(StoreError::NotFound(id)),
+        };
+        if !c.entries.is_empty() && actual != c.after_seq {
+            return Err(StoreError::Conflict {
+                id,
+                expected: c.after_seq,
+                actual,
+            });
+        }
+        if let Some(new) = c.create {
+            self.workflows.insert(
+                new.id.clone(),
+                WorkflowRow {
+                    id: new.id,
+                    name: new.name,
+                    definition: new.definition,
+                    program: new.program,
+                    status: "pending".into(),
+                    inputs: new.inputs,
+                    agent_id: new.agent_id,
+                    parent_id: new.parent_id,
+                    template_name: new.template_name,
+                    template_version: new.template_version,
+                    base_dir: new.base_dir,
+                    updated_at: new.created_at.clone(),
+                    created_at: new.created_at,
+                    ..WorkflowRow::default()
+                },
+            );
+        }
+        let log = self.entries.entry(id.clone()).or_default();
+        for (i, e) in c.entries.into_iter().enumerate() {
+            log.push(LogEntry {
+                seq: c.after_seq + 1 + i as u64,
+                at: e.at,
+                kind: e.kind,
+                event_type: e.event_type.to_owned(),
+                step_id: e.step_id,
+                version: e.version,
+                payload: e.payload,
+            });
+        }
+        let last = log.last().map_or(0, |e| e.seq);
+        if let Some(w) = self.workflows.get_mut(&id) {
+            w.last_seq = last;
+            if let Some(u) = c.update {
+                w.status = u.status;
+                w.output = u.output;
+                w.error = u.error;
+                if u.context.is_some() {
+                    w.context = u.context;
+                }
+                if w.started_at.is_none() {
+                    w.started_at = u.started_at;
+                }
+                if u.completed_at.is_some() {
+                    w.completed_at = u.completed_at;
+                }
+                w.updated_at = u.updated_at;
+            }
+        }
+        let steps = self.steps.entry(id.clone()).or_default();
+        for mut s in c.steps {
+            if let Some(old) = steps.get(&s.step_id) {
+                s.started_at = old.started_at.clone().or(s.started_at);
+            }
+            s.duration_ms = match (&s.started_at, &s.completed_at) {
+                (Some(a), Some(b)) => crate::time::parse_ms(b)
+                    .zip(crate::time::parse_ms(a))
+                    .map(|(b, a)| b as i64 - a as i64),
+                (None, Some(_)) => Some(0),
+                _ => None,
+            };
+            steps.insert(s.step_id.clone(), s);
+        }
+        let timers = self.timers.entry(id.clone()).or_default();
+        for t in c.timers {
+            match t {
+                TimerChange::Set(t) => {
+                    timers.insert(t.timer_id, t);
+                }
+                TimerChange::Clear(timer) => {
+                    timers.remove(&timer);
+                }
+            }
+        }
+        for d in c.decisions {
+            match d {
+                DecisionChange::Ask(mut d) => {
+                    d.workflow_id.clone_from(&id);
+                    d.status = "pending".into();
+                    self.decisions.insert((id.clone(), d.id.clone()), *d);
+                }
+                DecisionChange::Settle {
+                    id: decision,
+                    status,
+                    resolution,
+                    resolved_by,
+                    at,
+                } => {
+                    if let Some(d) = self
+                        .decisions
+                        .get_mut(&(id.clone(), decision))
+                        .filter(|d| d.status == "pending")
+                    {
+                        status.clone_into(&mut d.status);
+                        d.resolution = resolution;
+                        d.resolved_by = resolved_by;
+                        d.resolved_at = Some(at);
+                    }
+                }
+            }
+        }
+        for message in c.inbox_taken {
+            self.inbox.remove(&message);
+        }
+        Ok(())
+    }
+}
+
+impl EventStore for MemoryStore {
+    fn commit(&self, commit: Commit) -> BoxFuture<'_, StoreResult<()>> {
+        // `apply` checks everything before it changes anything: all or nothing.
+        ready(self.lock().apply(commit))
+    }
+
+    fn workflow<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<WorkflowRow>>> {
+        ready(Ok(self.lock().workflows.get(id).cloned()))
+    }
+
+    fn workflows(&self, filter: WorkflowFilter) -> BoxFuture<'_, StoreResult<Vec<WorkflowRow>>> {
+        let state = self.lock();
+        let mut rows: Vec<WorkflowRow> = state
+            .workflows
+            .values()
+            .filter(|w| filter.statuses.is_empty() || filter.statuses.contains(&w.status))
+            .cloned()
+            .collect();
+        rows.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
+        if let Some(limit) = filter.limit {
+            rows.truncate(limit as usize);
+        }
+        ready(Ok(rows))
+    }
+
+    fn entries<'a>(
+        &'a self,
+        id: &'a str,
+        after_seq: u64,
+        inputs_only: bool,
+    ) -> BoxFuture<'a, StoreResult<Vec<LogEntry>>> {
+        let state = self.lock();
+        let rows = state
+            .entries
+            .get(id)
+            .map(|log| {
+                log.iter()
+                    .filter(|e| e.seq > after_seq)
+                    .filter(|e| !inputs_only || e.kind == super::EntryKind::Input)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        ready(Ok(rows))
+    }
+
+    fn steps<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Vec<StepRow>>> {
+        let state = self.lock();
+        let mut rows: Vec<StepRow> = state
+            .steps
+            .get(id)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default();
+        rows.sort_by(|a, b| {
+            a.started_at
+                .cmp(&b.started_at)
+                .then(a.step_id.cmp(&b.step_id))
+        });
+        ready(Ok(rows))
+    }
+
+    fn decisions<'a>(
+        &'a self,
+        workflow_id: Option<&'a str>,
+        status: Option<&'a str>,
+    ) -> BoxFuture<'a, StoreResult<Vec<DecisionRow>>> {
+        let state = self.lock();
+        let mut rows: Vec<DecisionRow> = state
+            .decisions
+            .values()
+            .filter(|d| workflow_id.is_none_or(|w| d.workflow_id == w))
+            .filter(|d| status.is_none_or(|s| d.status == s))
+            .cloned()
+            .collect();
+        rows.sort_by(|a, b| {
+            (&a.created_at, &a.workflow_id, &a.id).cmp(&(&b.created_at, &b.workflow_id, &b.id))
+        });
+        ready(Ok(rows))
+    }
+
+    fn next_timers(&self, limit: u32) -> BoxFuture<'_, StoreResult<Vec<(String, String)>>> {
+        let state = self.lock();
+        let mut rows: Vec<(String, String)> = state
+            .timers
+            .iter()
+            .filter_map(|(id, timers)| {
+                timers
+                    .values()
+                    .map(|t| t.due_at.clone())
+                    .min()
+                    .map(|due| (id.clone(), due))
+            })
+            .collect();
+        rows.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+        rows.truncate(limit as usize);
+        ready(Ok(rows))
+    }
+
+    fn send<'a>(
+        &'a self,
+        workflow_id: &'a str,
+        event: String,
+        at: String,
+    ) -> BoxFuture<'a, StoreResult<i64>> {
+        let mut state = self.lock();
+        state.next_message += 1;
+        let id = state.next_message;
+        state.inbox.insert(
+            id,
+            InboxMessage {
+                id,
+                workflow_id: workflow_id.to_owned(),
+                event,
+                created_at: at,
+            },
+        );
+        ready(Ok(id))
+    }
+
+    fn inbox<'a>(
+        &'a self,
+        workflow_id: Option<&'a str>,
+    ) -> BoxFuture<'a, StoreResult<Vec<InboxMessage>>> {
+        let state = self.lock();
+        let rows = state
+            .inbox
+            .values()
+            .filter(|m| workflow_id.is_none_or(|w| m.workflow_id == w))
+            .cloned()
+            .collect();
+        ready(Ok(rows))
+    }
+
+    fn claim<'a>(
+        &'a self,
+        id: &'a str,
+        owner: &'a str,
+        take_from: Option<&'a str>,
+        now: &'a str,
+        until: &'a str,
+    ) -> BoxFuture<'a, StoreResult<Claim>> {
+        let mut state = self.lock();
+        let claim = match state.leases.get(id) {
+            Some((held_by, expires))
+                if held_by != owner
+                    && expires.as_str() >= now
+                    && Some(held_by.as_str()) != take_from =>
+            {
+                Claim::Held {
+                    owner: held_by.clone(),
+                    expires_at: expires.clone(),
+                }
+            }
+            _ => {
+                state
+                    .leases
+                    .insert(id.to_owned(), (owner.to_owned(), until.to_owned()));
+                Claim::Granted
+            }
+        };
+        ready(Ok(claim))
+    }
+
+    fn renew<'a>(&'a self, owner: &'a str, until: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+        let mut state = self.lock();
+        for (held_by, expires) in state.leases.values_mut() {
+            if held_by == owner {
+                until.clone_into(expires);
+            }
+        }
+        ready(Ok(()))
+    }
+
+    fn release<'a>(&'a self, id: &'a str, owner: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+        let mut state = self.lock();
+        if state
+            .leases
+            .get(id)
+            .is_some_and(|(held_by, _)| held_by == owner)
+        {
+            state.leases.remove(id);
+        }
+        ready(Ok(()))
+    }
+}

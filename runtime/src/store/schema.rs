@@ -1,0 +1,168 @@
+//! The SQL schema, as numbered migrations (documented in `spec/events.md`).
+//!
+//! A migration is applied once, in a transaction, and recorded in
+//! `schema_version`. Never edit a released migration: add the next one.
+
+/// `(version, name, SQL)`, in order.
+pub const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "initial", V1)];
+
+/// The newest schema version this build knows.
+pub const LATEST: i64 = 1;
+
+const V1: &str = "
+CREATE TABLE agents (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    type TEXT NOT NULL DEFAULT 'llm' CHECK (type IN ('llm', 'system', 'human', 'service')),
+    metadata TEXT NOT NULL DEFAULT '{}',
+    created_at TEXT NOT NULL,
+    last_seen_at TEXT
+);
+
+CREATE TABLE workflows (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    template_name TEXT,
+    template_version INTEGER,
+    definition TEXT NOT NULL,
+    program BLOB NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending'
+        CHECK (status IN ('pending', 'active', 'suspended', 'completed', 'failed', 'cancelled')),
+    agent_id TEXT,
+    parent_workflow_id TEXT,
+    input_params TEXT NOT NULL DEFAULT '{}',
+    output TEXT,
+    error TEXT,
+    context TEXT,
+    base_dir TEXT,
+    last_seq INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    started_at TEXT,
+    completed_at TEXT,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX workflows_by_status ON workflows (status, updated_at DESC);
+CREATE INDEX workflows_by_agent ON workflows (agent_id, created_at DESC);
+CREATE INDEX workflows_by_parent ON workflows (parent_workflow_id);
+CREATE INDEX workflows_by_created ON workflows (created_at DESC);
+
+CREATE TABLE events (
+    workflow_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('input', 'record', 'note')),
+    event_type TEXT NOT NULL,
+    step_id TEXT,
+    version INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    PRIMARY KEY (workflow_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX events_by_type ON events (event_type, at DESC);
+
+CREATE TABLE step_state (
+    workflow_id TEXT NOT NULL,
+    step_id TEXT NOT NULL,
+    status TEXT NOT NULL
+        CHECK (status IN ('pending', 'running', 'completed', 'failed', 'skipped', 'suspended', 'retrying', 'cancelled')),
+    attempt INTEGER NOT NULL DEFAULT 0,
+    output TEXT,
+    error TEXT,
+    started_at TEXT,
+    completed_at TEXT,
+    duration_ms INTEGER,
+    PRIMARY KEY (workflow_id, step_id)
+) WITHOUT ROWID;
+CREATE INDEX step_state_by_status ON step_state (status);
+
+CREATE TABLE pending_decisions (
+    workflow_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    step_id TEXT NOT NULL,
+    prompt TEXT NOT NULL DEFAULT '',
+    context TEXT NOT NULL DEFAULT '{}',
+    options TEXT NOT NULL DEFAULT '[]',
+    fallback TEXT,
+    target_agent_id TEXT,
+    timeout_at TEXT,
+    status TEXT NOT NULL DEFAULT 'pending'
+        CHECK (status IN ('pending', 'resolved', 'timed_out', 'cancelled')),
+    resolution TEXT,
+    resolved_by TEXT,
+    created_at TEXT NOT NULL,
+    resolved_at TEXT,
+    PRIMARY KEY (workflow_id, id)
+) WITHOUT ROWID;
+CREATE INDEX decisions_by_status ON pending_decisions (status, target_agent_id);
+
+CREATE TABLE timers (
+    workflow_id TEXT NOT NULL,
+    timer_id INTEGER NOT NULL,
+    due_at TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    step_id TEXT,
+    PRIMARY KEY (workflow_id, timer_id)
+) WITHOUT ROWID;
+CREATE INDEX timers_by_due ON timers (due_at);
+
+CREATE TABLE inbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow_id TEXT NOT NULL,
+    event TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX inbox_by_workflow ON inbox (workflow_id, id);
+
+CREATE TABLE leases (
+    workflow_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    expires_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX leases_by_owner ON leases (owner);
+
+CREATE TABLE workflow_templates (
+    name TEXT NOT NULL,
+    version INTEGER NOT NULL CHECK (version >= 1),
+    description TEXT NOT NULL DEFAULT '',
+    definition TEXT NOT NULL,
+    input_schema TEXT,
+    output_schema TEXT,
+    triggers TEXT NOT NULL DEFAULT '[]',
+    agent_id TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (name, version)
+) WITHOUT ROWID;
+
+CREATE TABLE workflow_context (
+    workflow_id TEXT PRIMARY KEY,
+    agent_id TEXT,
+    original_intent TEXT NOT NULL DEFAULT '',
+    accumulated_data TEXT NOT NULL DEFAULT '{}',
+    agent_notes TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE scheduled_jobs (
+    id TEXT PRIMARY KEY,
+    template_name TEXT NOT NULL,
+    template_version INTEGER,
+    cron_expression TEXT NOT NULL,
+    params TEXT NOT NULL DEFAULT '{}',
+    agent_id TEXT,
+    enabled INTEGER NOT NULL DEFAULT 1,
+    last_run_at TEXT,
+    next_run_at TEXT,
+    last_run_status TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX scheduled_jobs_due ON scheduled_jobs (next_run_at) WHERE enabled = 1;
+
+CREATE TABLE secrets (
+    key TEXT PRIMARY KEY,
+    value BLOB NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+) WITHOUT ROWID;
+
+";

@@ -1,0 +1,406 @@
+//! The [`EventStore`] contract, checked against both implementations.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use opcode_runtime::store::libsql::LibsqlStore;
+use opcode_runtime::store::memory::MemoryStore;
+use opcode_runtime::store::{
+    Claim, Commit, DecisionChange, DecisionRow, Durability, EntryKind, EventStore, NewEntry,
+    NewWorkflow, StepRow, StoreError, TimerChange, TimerRow, WorkflowFilter, WorkflowUpdate,
+};
+
+/// Both stores, fresh; the temp dir lives as long as the libSQL one.
+fn stores() -> Vec<(&'static str, Arc<dyn EventStore>, Option<tempfile::TempDir>)> {
+    let dir = tempfile::tempdir().unwrap();
+    let libsql = LibsqlStore::open(&dir.path().join("t.db"), Durability::Normal).unwrap();
+    vec![
+        ("memory", Arc::new(MemoryStore::new()), None),
+        ("libsql", Arc::new(libsql), Some(dir)),
+    ]
+}
+
+fn at(s: u32) -> String {
+    format!("2026-01-01T00:00:{s:02}.000Z")
+}
+
+fn entry(n: u32) -> NewEntry {
+    NewEntry {
+        at: at(n),
+        kind: if n.is_multiple_of(2) {
+            EntryKind::Input
+        } else {
+            EntryKind::Record
+        },
+        event_type: "step_started",
+        step_id: Some(format!("s{n}")),
+        version: 1,
+        payload: format!("{{\"n\":{n}}}"),
+    }
+}
+
+fn create(id: &str) -> Commit {
+    Commit {
+        workflow_id: id.into(),
+        create: Some(NewWorkflow {
+            id: id.into(),
+            name: "wf".into(),
+            definition: "{}".into(),
+            program: vec![1, 2, 3],
+            inputs: "{\"a\":1}".into(),
+            created_at: at(0),
+            ..NewWorkflow::default()
+        }),
+        entries: vec![entry(0), entry(1)],
+        update: Some(WorkflowUpdate {
+            status: "active".into(),
+            started_at: Some(at(0)),
+            updated_at: at(0),
+            ..WorkflowUpdate::default()
+        }),
+        ..Commit::default()
+    }
+}
+
+fn block_on<T>(f: impl Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+#[test]
+fn appends_are_contiguous_and_compare_and_set() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            store.commit(create("w")).await.unwrap();
+            let row = store.workflow("w").await.unwrap().unwrap();
+            assert_eq!((row.status.as_str(), row.last_seq), ("active", 2), "{name}");
+            assert_eq!(row.program, vec![1, 2, 3], "{name}");
+            // A writer that saw seq 2 appends 3 and 4.
+            let next = Commit {
+                workflow_id: "w".into(),
+                after_seq: 2,
+                entries: vec![entry(2), entry(3)],
+                ..Commit::default()
+            };
+            store.commit(next.clone()).await.unwrap();
+            // The same stale writer again: refused, nothing written.
+            let err = store.commit(next).await.unwrap_err();
+            assert_eq!(
+                err,
+                StoreError::Conflict {
+                    id: "w".into(),
+                    expected: 2,
+                    actual: 4
+                },
+                "{name}"
+            );
+            let all = store.entries("w", 0, false).await.unwrap();
+            let seqs: Vec<u64> = all.iter().map(|e| e.seq).collect();
+            assert_eq!(seqs, [1, 2, 3, 4], "{name}");
+            assert_eq!(all[3].payload, "{\"n\":3}", "{name}");
+            let inputs = store.entries("w", 0, true).await.unwrap();
+            assert!(inputs.iter().all(|e| e.kind == EntryKind::Input), "{name}");
+            assert_eq!(inputs.len(), 2, "{name}");
+            assert_eq!(
+                store.entries("w", 3, false).await.unwrap().len(),
+                1,
+                "{name}"
+            );
+            assert_eq!(
+                store.commit(create("w")).await.unwrap_err(),
+                StoreError::Exists("w".into()),
+                "{name}"
+            );
+        });
+    }
+}
+
+#[test]
+fn a_failed_commit_in_a_batch_leaves_the_others_intact() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            store.commit(create("a")).await.unwrap();
+            store.commit(create("b")).await.unwrap();
+            let good = Commit {
+                workflow_id: "a".into(),
+                after_seq: 2,
+                entries: vec![entry(2)],
+                ..Commit::default()
+            };
+            let stale = Commit {
+                workflow_id: "b".into(),
+                after_seq: 0,
+                entries: vec![entry(2)],
+                steps: vec![StepRow {
+                    step_id: "x".into(),
+                    status: "running".into(),
+                    ..StepRow::default()
+                }],
+                ..Commit::default()
+            };
+            // Sent together, so the libSQL store writes them in one transaction.
+            let (a, b) = tokio::join!(store.commit(good), store.commit(stale));
+            assert!(a.is_ok(), "{name}");
+            assert!(matches!(b, Err(StoreError::Conflict { .. })), "{name}");
+            assert_eq!(
+                store.workflow("a").await.unwrap().unwrap().last_seq,
+                3,
+                "{name}"
+            );
+            assert_eq!(
+                store.workflow("b").await.unwrap().unwrap().last_seq,
+                2,
+                "{name}"
+            );
+            assert!(store.steps("b").await.unwrap().is_empty(), "{name}");
+        });
+    }
+}
+
+#[test]
+fn step_rows_keep_their_first_start_and_get_a_duration() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            store.commit(create("w")).await.unwrap();
+            let step = |status: &str, started: Option<u32>, ended: Option<u32>, attempt| StepRow {
+                step_id: "fetch".into(),
+                status: status.into(),
+                attempt,
+                output: ended.map(|_| "{\"ok\":true}".into()),
+                started_at: started.map(at),
+                completed_at: ended.map(at),
+                ..StepRow::default()
+            };
+            for row in [
+                step("running", Some(1), None, 1),
+                step("retrying", None, None, 1),
+                step("running", Some(3), None, 2),
+                step("completed", None, Some(4), 2),
+            ] {
+                let commit = Commit {
+                    workflow_id: "w".into(),
+                    after_seq: 2,
+                    steps: vec![row],
+                    ..Commit::default()
+                };
+                store.commit(commit).await.unwrap();
+            }
+            let rows = store.steps("w").await.unwrap();
+            assert_eq!(rows.len(), 1, "{name}");
+            let row = &rows[0];
+            assert_eq!(row.status, "completed", "{name}");
+            assert_eq!(row.attempt, 2, "{name}");
+            assert_eq!(row.started_at.as_deref(), Some(at(1).as_str()), "{name}");
+            assert_eq!(row.duration_ms, Some(3_000), "{name}");
+        });
+    }
+}
+
+#[test]
+fn timers_decisions_and_inbox() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            store.commit(create("w")).await.unwrap();
+            store.commit(create("v")).await.unwrap();
+            let timer = |id, s| {
+                TimerChange::Set(TimerRow {
+                    timer_id: id,
+                    due_at: at(s),
+                    purpose: "decision_timeout".into(),
+                    step_id: Some("review".into()),
+                })
+            };
+            let decision = DecisionRow {
+                id: "review[0]".into(),
+                step_id: "review".into(),
+                prompt: "ok?".into(),
+                options: "[]".into(),
+                context: "{}".into(),
+                created_at: at(1),
+                ..DecisionRow::default()
+            };
+            let commit = Commit {
+                workflow_id: "w".into(),
+                after_seq: 2,
+                timers: vec![timer(1, 30), timer(2, 20)],
+                decisions: vec![DecisionChange::Ask(Box::new(decision))],
+                ..Commit::default()
+            };
+            store.commit(commit).await.unwrap();
+            let commit = Commit {
+                workflow_id: "v".into(),
+                after_seq: 2,
+                timers: vec![timer(1, 10)],
+                ..Commit::default()
+            };
+            store.commit(commit).await.unwrap();
+            assert_eq!(
+                store.next_timers(10).await.unwrap(),
+                [("v".into(), at(10)), ("w".into(), at(20))],
+                "{name}"
+            );
+            let pending = store.decisions(Some("w"), Some("pending")).await.unwrap();
+            assert_eq!(pending.len(), 1, "{name}");
+            assert_eq!(pending[0].workflow_id, "w", "{name}");
+            let settle = |status| DecisionChange::Settle {
+                id: "review[0]".into(),
+                status,
+                resolution: Some("{\"choice\":\"yes\"}".into()),
+                resolved_by: Some("me".into()),
+                at: at(5),
+            };
+            let id = store
+                .send("w", "{\"type\":\"resume\"}".into(), at(6))
+                .await
+                .unwrap();
+            assert_eq!(store.inbox(None).await.unwrap().len(), 1, "{name}");
+            let commit = Commit {
+                workflow_id: "w".into(),
+                after_seq: 2,
+                timers: vec![TimerChange::Clear(2), TimerChange::Clear(1)],
+                // The first settlement wins; the second finds nothing pending.
+                decisions: vec![settle("resolved"), settle("cancelled")],
+                inbox_taken: vec![id],
+                ..Commit::default()
+            };
+            store.commit(commit).await.unwrap();
+            assert_eq!(store.next_timers(10).await.unwrap().len(), 1, "{name}");
+            let all = store.decisions(None, None).await.unwrap();
+            assert_eq!(all[0].status, "resolved", "{name}");
+            assert_eq!(all[0].resolved_by.as_deref(), Some("me"), "{name}");
+            assert!(
+                store
+                    .decisions(None, Some("pending"))
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
+            assert!(store.inbox(Some("w")).await.unwrap().is_empty(), "{name}");
+        });
+    }
+}
+
+#[test]
+fn leases_are_exclusive_until_they_expire() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            let granted = store.claim("w", "me", None, &at(0), &at(10)).await.unwrap();
+            assert_eq!(granted, Claim::Granted, "{name}");
+            let held = store
+                .claim("w", "you", None, &at(5), &at(15))
+                .await
+                .unwrap();
+            assert_eq!(
+                held,
+                Claim::Held {
+                    owner: "me".into(),
+                    expires_at: at(10)
+                },
+                "{name}"
+            );
+            // The owner may claim again; renewing moves the expiry.
+            assert_eq!(
+                store.claim("w", "me", None, &at(5), &at(12)).await.unwrap(),
+                Claim::Granted
+            );
+            store.renew("me", &at(20)).await.unwrap();
+            let held = store
+                .claim("w", "you", None, &at(15), &at(25))
+                .await
+                .unwrap();
+            assert!(matches!(held, Claim::Held { .. }), "{name}");
+            // Taken from a dead owner, then expired, then released.
+            let taken = store
+                .claim("w", "you", Some("me"), &at(15), &at(25))
+                .await
+                .unwrap();
+            assert_eq!(taken, Claim::Granted, "{name}");
+            let expired = store
+                .claim("w", "me", None, &at(30), &at(40))
+                .await
+                .unwrap();
+            assert_eq!(expired, Claim::Granted, "{name}");
+            store.release("w", "me").await.unwrap();
+            let free = store
+                .claim("w", "you", None, &at(31), &at(41))
+                .await
+                .unwrap();
+            assert_eq!(free, Claim::Granted, "{name}");
+        });
+    }
+}
+
+#[test]
+fn workflows_are_listed_newest_first_by_status() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
+                let mut c = create(id);
+                if let Some(w) = c.create.as_mut() {
+                    w.created_at = at(i as u32);
+                }
+                if id == "b"
+                    && let Some(u) = c.update.as_mut()
+                {
+                    u.status = "completed".into();
+                }
+                store.commit(c).await.unwrap();
+            }
+            let all = store.workflows(WorkflowFilter::default()).await.unwrap();
+            let ids: Vec<&str> = all.iter().map(|w| w.id.as_str()).collect();
+            assert_eq!(ids, ["c", "b", "a"], "{name}");
+            let active = store
+                .workflows(WorkflowFilter {
+                    statuses: vec!["active".into()],
+                    limit: Some(1),
+                })
+                .await
+                .unwrap();
+            assert_eq!(active.len(), 1, "{name}");
+            assert_eq!(active[0].id, "c", "{name}");
+            assert!(store.workflow("nope").await.unwrap().is_none(), "{name}");
+        });
+    }
+}
+
+#[test]
+fn a_database_from_a_newer_build_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    drop(LibsqlStore::open(&path, Durability::Full).unwrap());
+    block_on(async {
+        let db = libsql::Builder::new_local(&path).build().await.unwrap();
+        let conn = db.connect().unwrap();
+        conn.execute(
+            "INSERT INTO schema_version (version, name, applied_at) VALUES (99, 'future', 'x')",
+            (),
+        )
+        .await
+        .unwrap();
+    });
+    let err = LibsqlStore::open(&path, Durability::Normal).unwrap_err();
+    assert_eq!(
+        err,
+        StoreError::Schema {
+            found: 99,
+            known: 1
+        }
+    );
+}
+
+#[test]
+fn a_reopened_database_keeps_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    {
+        let store = LibsqlStore::open(&path, Durability::Normal).unwrap();
+        block_on(store.commit(create("w"))).unwrap();
+    }
+    let store = LibsqlStore::open(&path, Durability::Normal).unwrap();
+    let row = block_on(store.workflow("w")).unwrap().unwrap();
+    assert_eq!(row.last_seq, 2);
+    assert_eq!(block_on(store.entries("w", 0, false)).unwrap().len(), 2);
+}
