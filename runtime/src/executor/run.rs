@@ -158,7 +158,7 @@ impl RunTask {
     /// Runs until the workflow ends or is unloaded.
     pub async fn run(mut self, pending: Vec<Effect>) {
         if let Err(e) = self.restart(pending).await {
-            return self.stop(&e);
+            return self.stop(&e).await;
         }
         if self.resume_halted && self.vm.halted() {
             let _ = self.tx.send(Msg::Deliver(Box::new(Incoming::external(
@@ -168,16 +168,16 @@ impl RunTask {
         }
         loop {
             if self.vm.status().is_terminal() {
-                return self.finish();
+                return self.finish().await;
             }
             if self.idle() && self.unload() {
-                return;
+                return self.release(self.vm.status().as_str()).await;
             }
             let Some(batch) = self.next_batch().await else {
-                return self.finish();
+                return self.finish().await;
             };
             if let Err(e) = self.round(batch).await {
-                return self.stop(&e);
+                return self.stop(&e).await;
             }
         }
     }
@@ -454,53 +454,65 @@ impl RunTask {
             && self.timers.values().all(|(_, due, _)| *due > soon)
     }
 
-    /// Unloads unless a message arrived; the runs map is locked while
-    /// checking, so no sender can slip a message in after the check.
+    /// Leaves the runs map unless a message arrived; the map is locked
+    /// while checking, so no sender can slip a message in after the check.
     fn unload(&mut self) -> bool {
-        {
-            let mut runs = self.inner.runs();
-            if !self.rx.is_empty() {
-                return false;
-            }
-            runs.remove(&self.id);
+        let mut runs = self.inner.runs();
+        if !self.rx.is_empty() {
+            return false;
         }
-        self.release(self.vm.status().as_str());
+        runs.remove(&self.id);
         true
     }
 
     /// The run ended (or its channel closed).
-    fn finish(mut self) {
+    async fn finish(mut self) {
         self.inner.runs().remove(&self.id);
+        let ended = ExecError::Ended {
+            id: self.id.clone(),
+            status: self.vm.status().as_str().to_owned(),
+        };
+        self.refuse_queued(&ended);
         for (_, (handle, _)) in self.inflight.drain() {
             handle.abort();
         }
-        self.release(self.vm.status().as_str());
+        self.release(self.vm.status().as_str()).await;
     }
 
     /// A commit failed: the log is the truth, so drop this copy of the run.
     /// It is replayed when next loaded.
-    fn stop(mut self, error: &ExecError) {
+    async fn stop(mut self, error: &ExecError) {
         eprintln!(
             "opcode: workflow {} unloaded after an error: {error}",
             self.id
         );
         self.inner.runs().remove(&self.id);
+        self.refuse_queued(error);
         for (_, (handle, _)) in self.inflight.drain() {
             handle.abort();
         }
-        self.release("unknown");
+        self.release("unknown").await;
     }
 
-    fn release(&mut self, status: &str) {
+    /// Answers the events sent before the run left the runs map.
+    fn refuse_queued(&mut self, error: &ExecError) {
+        while let Ok(msg) = self.rx.try_recv() {
+            if let Msg::Deliver(incoming) = msg
+                && let Some(reply) = incoming.reply
+            {
+                let _ = reply.send(Err(error.clone()));
+            }
+        }
+    }
+
+    /// Stops the local timers (the durable ones stay in the store), gives
+    /// the lease up and tells waiters.
+    async fn release(&mut self, status: &str) {
         for (_, (handle, _, _)) in self.timers.drain() {
             handle.abort();
         }
-        let (inner, id) = (self.inner.clone(), self.id.clone());
-        let status = status.to_owned();
-        tokio::spawn(async move {
-            let _ = inner.store.release(&id, owner::current()).await;
-            inner.publish(&id, &status, false);
-            inner.wake.notify_one();
-        });
+        let _ = self.inner.store.release(&self.id, owner::current()).await;
+        self.inner.publish(&self.id, status, false);
+        self.inner.wake.notify_one();
     }
 }

@@ -1,0 +1,384 @@
+//! The executor against the in-memory store: runs, suspension and
+//! unloading, crash recovery, durable timers, cancel, inboxes, children.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use opcode_runtime::executor::Config;
+use opcode_runtime::store::memory::MemoryStore;
+use opcode_runtime::store::{EntryKind, EventStore, LogEntry};
+use opcode_runtime::{Delivery, ExecError, Executor, Recovery, StartRequest, Until};
+use opcode_stdlib::exec::EnvSecrets;
+use opcode_vm::event::{Event, Resolution};
+use serde_json::{Value, json};
+
+fn config(base: &Path) -> Config {
+    Config {
+        poll: Duration::from_millis(20),
+        base_dir: base.to_path_buf(),
+        ..Config::default()
+    }
+}
+
+fn executor(store: &Arc<MemoryStore>, config: Config) -> Executor {
+    let store: Arc<dyn EventStore> = store.clone();
+    Executor::new(store, Arc::new(EnvSecrets), config)
+}
+
+fn request(workflow: &Value, inputs: Value) -> StartRequest {
+    let definition = workflow.to_string();
+    let compiler = opcode_compiler::Compiler::new().with_actions(opcode_stdlib::catalog());
+    let (program, diagnostics) = compiler.compile(&definition, "test.json");
+    let program = program.unwrap_or_else(|| panic!("compiles: {diagnostics:?}"));
+    let inputs = opcode_stdlib::inputs::prepare(&program, &inputs).unwrap();
+    StartRequest {
+        definition,
+        program: Some(program),
+        inputs,
+        ..StartRequest::default()
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn entries(store: &MemoryStore, id: &str) -> Vec<LogEntry> {
+    store.entries(id, 0, false).await.unwrap()
+}
+
+fn json_of(text: Option<&str>) -> Value {
+    serde_json::from_str(text.unwrap_or("null")).unwrap()
+}
+
+fn decide(decision: &str, choice: &str) -> Event {
+    Event::DecisionResolved {
+        decision: decision.into(),
+        resolution: Resolution {
+            choice: choice.into(),
+            reasoning: None,
+            data: None,
+            resolved_by: Some("tester".into()),
+        },
+    }
+}
+
+/// A loop whose body asks a decision for every item.
+fn review_loop() -> Value {
+    json!({"steps": [
+        {"id": "first", "action": "expr.eval", "params": {"expression": "1 + 1"}},
+        {"id": "each", "type": "loop", "depends_on": ["first"], "config": {
+            "mode": "for_each", "over": "inputs.items", "body": [
+                {"id": "review", "type": "reasoning", "config": {
+                    "prompt_context": "ok?", "options": [{"id": "yes"}, {"id": "no"}]}}
+            ]}},
+        {"id": "last", "action": "expr.eval", "depends_on": ["each"],
+         "params": {"expression": "string(steps.first.result) + '/' + string(size(steps.each.results))"}}
+    ]})
+}
+
+#[test]
+fn a_run_completes_and_its_state_is_derived() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let workflow = json!({"steps": [
+            {"id": "a", "action": "expr.eval", "params": {"expression": "inputs.n * 2"}},
+            {"id": "b", "action": "expr.eval", "depends_on": ["a"],
+             "params": {"expression": "steps.a.result + 1"}},
+            {"id": "skip", "action": "workflow.log", "depends_on": ["a"], "condition": "false",
+             "params": {"message": "never"}}
+        ]});
+        let id = exec
+            .start(request(&workflow, json!({"n": 20})))
+            .await
+            .unwrap();
+        let row = exec.wait(&id, Until::Ended).await.unwrap();
+        assert_eq!(row.status, "completed");
+        assert!(row.completed_at.is_some() && row.started_at.is_some());
+        let steps = store.steps(&id).await.unwrap();
+        let view: Vec<(&str, &str)> = steps
+            .iter()
+            .map(|s| (s.step_id.as_str(), s.status.as_str()))
+            .collect();
+        assert!(view.contains(&("b", "completed")) && view.contains(&("skip", "skipped")));
+        let b = steps.iter().find(|s| s.step_id == "b").unwrap();
+        assert_eq!(json_of(b.output.as_deref())["result"], json!(41));
+        let log = entries(&store, &id).await;
+        let seqs: Vec<u64> = log.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=log.len() as u64).collect::<Vec<_>>());
+        assert_eq!(log[0].event_type, "run_started");
+        assert_eq!(log.last().unwrap().event_type, "workflow_completed");
+        let inputs = log.iter().filter(|e| e.kind == EntryKind::Input).count();
+        assert_eq!(inputs, 3, "started + two action results");
+        assert!(exec.loaded().is_empty());
+    });
+}
+
+#[test]
+fn a_suspended_run_is_unloaded_and_decisions_resume_it_with_outputs_intact() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let id = exec
+            .start(request(&review_loop(), json!({"items": [1, 2]})))
+            .await
+            .unwrap();
+        let row = exec.wait(&id, Until::Settled).await.unwrap();
+        assert_eq!(row.status, "suspended");
+        assert!(exec.loaded().is_empty(), "a suspended run holds no task");
+        let pending = store.decisions(Some(&id), Some("pending")).await.unwrap();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].id, "review[0]");
+        // A refused choice is reported and leaves no trace in the log.
+        let before = entries(&store, &id).await.len();
+        let refused = exec.deliver(&id, decide("review[0]", "maybe")).await;
+        assert!(matches!(refused, Err(ExecError::Refused(_))), "{refused:?}");
+        assert_eq!(entries(&store, &id).await.len(), before);
+        for decision in ["review[0]", "review[1]"] {
+            let delivered = exec.deliver(&id, decide(decision, "yes")).await.unwrap();
+            assert_eq!(delivered, Delivery::Applied);
+            exec.wait(&id, Until::Settled).await.unwrap();
+        }
+        let row = exec.wait(&id, Until::Ended).await.unwrap();
+        assert_eq!(row.status, "completed");
+        let steps = store.steps(&id).await.unwrap();
+        let last = steps.iter().find(|s| s.step_id == "last").unwrap();
+        assert_eq!(json_of(last.output.as_deref())["result"], json!("2/2"));
+        let settled = store.decisions(Some(&id), Some("resolved")).await.unwrap();
+        assert_eq!(settled.len(), 2);
+        assert_eq!(settled[0].resolved_by.as_deref(), Some("tester"));
+        let ended = exec.deliver(&id, decide("review[0]", "yes")).await;
+        assert!(matches!(ended, Err(ExecError::Ended { .. })), "{ended:?}");
+    });
+}
+
+#[test]
+fn an_interrupted_run_resumes_and_completed_steps_never_run_again() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    let workflow = json!({"steps": [
+        {"id": "one", "action": "shell.exec", "params": {"command": "echo one >> trace", "shell": true}},
+        {"id": "two", "action": "shell.exec", "depends_on": ["one"],
+         "params": {"command": "echo two >> trace; sleep 0.4", "shell": true}},
+        {"id": "three", "action": "shell.exec", "depends_on": ["two"],
+         "params": {"command": "echo three >> trace", "shell": true}}
+    ]});
+    let first = runtime();
+    let id = first.block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let id = exec.start(request(&workflow, json!({}))).await.unwrap();
+        // Wait until `two` is in flight, then "crash".
+        for _ in 0..200 {
+            let steps = store.steps(&id).await.unwrap();
+            if steps.iter().any(|s| s.step_id == "two") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        id
+    });
+    first.shutdown_timeout(Duration::from_millis(100));
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let recovered = exec.recover().await.unwrap();
+        assert_eq!(recovered, [id.clone()], "{:?}", store.workflow(&id).await);
+        let row = exec.wait(&id, Until::Ended).await.unwrap();
+        assert_eq!(row.status, "completed");
+        let log = entries(&store, &id).await;
+        let notes: Vec<&LogEntry> = log
+            .iter()
+            .filter(|e| e.event_type == "action_redispatched")
+            .collect();
+        assert_eq!(notes.len(), 1);
+        assert_eq!(notes[0].step_id.as_deref(), Some("two"));
+        assert!(notes[0].payload.contains(&format!("{id}/two/1")));
+    });
+    let trace = std::fs::read_to_string(dir.path().join("trace")).unwrap();
+    let count = |line: &str| trace.lines().filter(|l| *l == line).count();
+    assert_eq!(count("one"), 1, "{trace}");
+    assert_eq!(count("three"), 1, "{trace}");
+    assert!((1..=2).contains(&count("two")), "{trace}");
+}
+
+#[test]
+fn a_decision_timeout_that_passed_while_down_fires_at_start() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    let workflow = json!({"steps": [
+        {"id": "gate", "type": "reasoning", "config": {
+            "prompt_context": "ship?", "options": [{"id": "ship"}, {"id": "hold"}],
+            "timeout": "300ms", "fallback": "hold"}},
+        {"id": "after", "action": "expr.eval", "depends_on": ["gate"],
+         "params": {"expression": "steps.gate.choice"}}
+    ]});
+    let first = runtime();
+    let id = first.block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        exec.start(request(&workflow, json!({}))).await.unwrap()
+    });
+    first.shutdown_timeout(Duration::from_millis(100));
+    std::thread::sleep(Duration::from_millis(400));
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let _background = exec.background();
+        let row = exec.wait(&id, Until::Ended).await.unwrap();
+        assert_eq!(row.status, "completed");
+        assert_eq!(
+            json_of(row.output.as_deref())["after"]["result"],
+            json!("hold")
+        );
+        let decisions = store.decisions(Some(&id), None).await.unwrap();
+        assert_eq!(decisions[0].status, "timed_out");
+        assert!(store.next_timers(10).await.unwrap().is_empty());
+    });
+}
+
+#[test]
+fn cancel_ends_a_suspended_run() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let id = exec
+            .start(request(&review_loop(), json!({"items": [1]})))
+            .await
+            .unwrap();
+        exec.wait(&id, Until::Settled).await.unwrap();
+        let cancel = Event::Cancel {
+            reason: "no longer needed".into(),
+        };
+        assert_eq!(exec.deliver(&id, cancel).await.unwrap(), Delivery::Applied);
+        let row = exec.wait(&id, Until::Ended).await.unwrap();
+        assert_eq!(row.status, "cancelled");
+        let decisions = store.decisions(Some(&id), None).await.unwrap();
+        assert_eq!(decisions[0].status, "cancelled");
+    });
+}
+
+#[test]
+fn recovery_can_leave_interrupted_runs_suspended_until_resumed() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    let workflow = json!({"steps": [
+        {"id": "slow", "action": "shell.exec", "params": {"command": "sleep 0.3; echo done", "shell": true}}
+    ]});
+    let first = runtime();
+    let id = first.block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        exec.start(request(&workflow, json!({}))).await.unwrap()
+    });
+    first.shutdown_timeout(Duration::from_millis(100));
+    runtime().block_on(async {
+        let parked = Config {
+            recovery: Recovery::LeaveSuspended,
+            ..config(dir.path())
+        };
+        let exec = executor(&store, parked);
+        assert_eq!(exec.recover().await.unwrap(), [id.clone()]);
+        let row = store.workflow(&id).await.unwrap().unwrap();
+        assert_eq!(row.status, "suspended");
+        let log = entries(&store, &id).await;
+        assert!(log.iter().any(|e| e.event_type == "workflow_interrupted"));
+        exec.resume(&id).await.unwrap();
+        let row = exec.wait(&id, Until::Ended).await.unwrap();
+        assert_eq!(row.status, "completed", "{:?}", entries(&store, &id).await);
+    });
+}
+
+#[test]
+fn events_for_a_run_owned_elsewhere_wait_in_its_inbox() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let id = exec
+            .start(request(&review_loop(), json!({"items": [1]})))
+            .await
+            .unwrap();
+        exec.wait(&id, Until::Settled).await.unwrap();
+        let (other, now, later) = (
+            "elsewhere:1:1",
+            "2000-01-01T00:00:00.000Z",
+            "2999-01-01T00:00:00.000Z",
+        );
+        let claim = store.claim(&id, other, None, now, later).await.unwrap();
+        assert_eq!(claim, opcode_runtime::store::Claim::Granted);
+        let queued = exec.deliver(&id, decide("review[0]", "no")).await.unwrap();
+        assert_eq!(
+            queued,
+            Delivery::Queued {
+                owner: other.into()
+            }
+        );
+        assert_eq!(store.inbox(Some(&id)).await.unwrap().len(), 1);
+        // The other owner goes away; a daemon adopts the run and reads its mail.
+        store.release(&id, other).await.unwrap();
+        let _background = exec.background();
+        let row = exec.wait(&id, Until::Ended).await.unwrap();
+        assert_eq!(row.status, "completed");
+        assert!(store.inbox(Some(&id)).await.unwrap().is_empty());
+    });
+}
+
+#[test]
+fn a_run_suspended_by_its_deadline_resumes_with_a_fresh_one() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    let workflow = json!({"timeout": "150ms", "on_timeout": "suspend", "steps": [
+        {"id": "gate", "type": "reasoning", "config": {
+            "prompt_context": "go?", "options": [{"id": "go"}]}},
+        {"id": "after", "action": "expr.eval", "depends_on": ["gate"], "params": {"expression": "1"}}
+    ]});
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let id = exec.start(request(&workflow, json!({}))).await.unwrap();
+        // The deadline passes while the decision is pending: the run halts.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let row = exec.wait(&id, Until::Settled).await.unwrap();
+        assert_eq!(row.status, "suspended");
+        let log = entries(&store, &id).await;
+        assert!(log.iter().any(|e| e.event_type == "workflow_timed_out"));
+        // The decision is taken, but nothing new starts while halted.
+        exec.deliver(&id, decide("gate", "go")).await.unwrap();
+        let row = exec.wait(&id, Until::Settled).await.unwrap();
+        assert_eq!(row.status, "suspended");
+        exec.resume(&id).await.unwrap();
+        let row = exec.wait(&id, Until::Settled).await.unwrap();
+        assert_eq!(row.status, "completed", "{row:?}");
+    });
+}
+
+#[test]
+fn a_child_workflow_runs_once_and_its_output_reaches_the_parent() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    let child = json!({"input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        "steps": [{"id": "double", "action": "expr.eval", "params": {"expression": "inputs.n * 2"}}],
+        "output": {"doubled": "${{steps.double.result}}"}});
+    std::fs::write(dir.path().join("doubler.json"), child.to_string()).unwrap();
+    let parent = json!({"steps": [
+        {"id": "call", "action": "workflow.run",
+         "params": {"template_name": "doubler", "params": {"n": 21}}}
+    ]});
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let id = exec.start(request(&parent, json!({}))).await.unwrap();
+        let row = exec.wait(&id, Until::Ended).await.unwrap();
+        assert_eq!(row.status, "completed", "{row:?}");
+        let output = json_of(row.output.as_deref());
+        assert_eq!(output["call"]["output"]["doubled"], json!(42), "{output}");
+        let child_id = format!("{id}.call.1");
+        let child = store.workflow(&child_id).await.unwrap().unwrap();
+        assert_eq!(child.parent_id.as_deref(), Some(id.as_str()));
+        assert_eq!(child.status, "completed");
+    });
+}
