@@ -27,12 +27,12 @@ fn executor(store: &Arc<MemoryStore>, config: Config) -> Executor {
     Executor::new(store, Arc::new(EnvSecrets), config)
 }
 
-fn request(workflow: &Value, inputs: Value) -> StartRequest {
+fn request(workflow: &Value, inputs: &Value) -> StartRequest {
     let definition = workflow.to_string();
     let compiler = opcode_compiler::Compiler::new().with_actions(opcode_stdlib::catalog());
     let (program, diagnostics) = compiler.compile(&definition, "test.json");
     let program = program.unwrap_or_else(|| panic!("compiles: {diagnostics:?}"));
-    let inputs = opcode_stdlib::inputs::prepare(&program, &inputs).unwrap();
+    let inputs = opcode_stdlib::inputs::prepare(&program, inputs).unwrap();
     StartRequest {
         definition,
         program: Some(program),
@@ -97,7 +97,7 @@ fn a_run_completes_and_its_state_is_derived() {
              "params": {"message": "never"}}
         ]});
         let id = exec
-            .start(request(&workflow, json!({"n": 20})))
+            .start(request(&workflow, &json!({"n": 20})))
             .await
             .unwrap();
         let row = exec.wait(&id, Until::Ended).await.unwrap();
@@ -129,7 +129,7 @@ fn a_suspended_run_is_unloaded_and_decisions_resume_it_with_outputs_intact() {
     runtime().block_on(async {
         let exec = executor(&store, config(dir.path()));
         let id = exec
-            .start(request(&review_loop(), json!({"items": [1, 2]})))
+            .start(request(&review_loop(), &json!({"items": [1, 2]})))
             .await
             .unwrap();
         let row = exec.wait(&id, Until::Settled).await.unwrap();
@@ -175,7 +175,7 @@ fn an_interrupted_run_resumes_and_completed_steps_never_run_again() {
     let first = runtime();
     let id = first.block_on(async {
         let exec = executor(&store, config(dir.path()));
-        let id = exec.start(request(&workflow, json!({}))).await.unwrap();
+        let id = exec.start(request(&workflow, &json!({}))).await.unwrap();
         // Wait until `two` is in flight, then "crash".
         for _ in 0..200 {
             let steps = store.steps(&id).await.unwrap();
@@ -190,7 +190,12 @@ fn an_interrupted_run_resumes_and_completed_steps_never_run_again() {
     runtime().block_on(async {
         let exec = executor(&store, config(dir.path()));
         let recovered = exec.recover().await.unwrap();
-        assert_eq!(recovered, [id.clone()], "{:?}", store.workflow(&id).await);
+        assert_eq!(
+            recovered,
+            std::slice::from_ref(&id),
+            "{:?}",
+            store.workflow(&id).await
+        );
         let row = exec.wait(&id, Until::Ended).await.unwrap();
         assert_eq!(row.status, "completed");
         let log = entries(&store, &id).await;
@@ -223,7 +228,7 @@ fn a_decision_timeout_that_passed_while_down_fires_at_start() {
     let first = runtime();
     let id = first.block_on(async {
         let exec = executor(&store, config(dir.path()));
-        exec.start(request(&workflow, json!({}))).await.unwrap()
+        exec.start(request(&workflow, &json!({}))).await.unwrap()
     });
     first.shutdown_timeout(Duration::from_millis(100));
     std::thread::sleep(Duration::from_millis(400));
@@ -249,7 +254,7 @@ fn cancel_ends_a_suspended_run() {
     runtime().block_on(async {
         let exec = executor(&store, config(dir.path()));
         let id = exec
-            .start(request(&review_loop(), json!({"items": [1]})))
+            .start(request(&review_loop(), &json!({"items": [1]})))
             .await
             .unwrap();
         exec.wait(&id, Until::Settled).await.unwrap();
@@ -274,7 +279,7 @@ fn recovery_can_leave_interrupted_runs_suspended_until_resumed() {
     let first = runtime();
     let id = first.block_on(async {
         let exec = executor(&store, config(dir.path()));
-        exec.start(request(&workflow, json!({}))).await.unwrap()
+        exec.start(request(&workflow, &json!({}))).await.unwrap()
     });
     first.shutdown_timeout(Duration::from_millis(100));
     runtime().block_on(async {
@@ -283,7 +288,7 @@ fn recovery_can_leave_interrupted_runs_suspended_until_resumed() {
             ..config(dir.path())
         };
         let exec = executor(&store, parked);
-        assert_eq!(exec.recover().await.unwrap(), [id.clone()]);
+        assert_eq!(exec.recover().await.unwrap(), std::slice::from_ref(&id));
         let row = store.workflow(&id).await.unwrap().unwrap();
         assert_eq!(row.status, "suspended");
         let log = entries(&store, &id).await;
@@ -301,7 +306,7 @@ fn events_for_a_run_owned_elsewhere_wait_in_its_inbox() {
     runtime().block_on(async {
         let exec = executor(&store, config(dir.path()));
         let id = exec
-            .start(request(&review_loop(), json!({"items": [1]})))
+            .start(request(&review_loop(), &json!({"items": [1]})))
             .await
             .unwrap();
         exec.wait(&id, Until::Settled).await.unwrap();
@@ -340,7 +345,7 @@ fn a_run_suspended_by_its_deadline_resumes_with_a_fresh_one() {
     ]});
     runtime().block_on(async {
         let exec = executor(&store, config(dir.path()));
-        let id = exec.start(request(&workflow, json!({}))).await.unwrap();
+        let id = exec.start(request(&workflow, &json!({}))).await.unwrap();
         // The deadline passes while the decision is pending: the run halts.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let row = exec.wait(&id, Until::Settled).await.unwrap();
@@ -371,7 +376,7 @@ fn a_child_workflow_runs_once_and_its_output_reaches_the_parent() {
     ]});
     runtime().block_on(async {
         let exec = executor(&store, config(dir.path()));
-        let id = exec.start(request(&parent, json!({}))).await.unwrap();
+        let id = exec.start(request(&parent, &json!({}))).await.unwrap();
         let row = exec.wait(&id, Until::Ended).await.unwrap();
         assert_eq!(row.status, "completed", "{row:?}");
         let output = json_of(row.output.as_deref());
