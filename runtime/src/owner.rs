@@ -34,20 +34,27 @@ pub fn is_dead(owner: &str) -> bool {
     start_ticks(pid) != Some(start)
 }
 
+/// State letter and start time of a process, from `/proc/<pid>/stat`;
+/// `None` when there is no such process or it has exited (a zombie
+/// waiting to be reaped has exited too).
+fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces; fields after it don't.
+    let mut fields = stat[stat.rfind(')')? + 2..].split_whitespace();
+    let state = fields.next()?;
+    if matches!(state, "Z" | "X" | "x") {
+        return None;
+    }
+    // Field 22 (starttime) is the 19th after the state (field 3).
+    fields.nth(18)?.parse().ok()
+}
+
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .ok()
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".into())
-}
-
-/// Field 22 of `/proc/<pid>/stat`: when the process started.
-fn start_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may contain spaces; fields after it don't.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 #[cfg(test)]

@@ -67,7 +67,10 @@ pub async fn run(args: Args) -> Exit {
     for id in ids {
         match executor.resume(&id).await {
             Ok(()) => resumed.push(id),
-            Err(ExecError::Held { .. } | ExecError::Ended { .. }) => {}
+            Err(ExecError::Held { owner, .. }) => {
+                eprintln!("{id}: left alone, run by a live process ({owner})");
+            }
+            Err(ExecError::Ended { .. }) => {}
             Err(e) => {
                 eprintln!("error: {e}");
                 exit = Exit::Usage;

@@ -142,6 +142,11 @@ async fn detach(args: &Args, given: &Value) -> Exit {
         (Ok(out), err) => (out, err),
         (Err(e), _) => return fail(e),
     };
+    // Create (and migrate) the database before the background process opens it.
+    let store = match args.db.open() {
+        Ok(store) => store,
+        Err(exit) => return exit,
+    };
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(e) => return fail(format!("cannot find the opcode binary: {e}")),
@@ -167,10 +172,6 @@ async fn detach(args: &Args, given: &Value) -> Exit {
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) => return fail(format!("cannot start the background process: {e}")),
-    };
-    let store = match args.db.open() {
-        Ok(store) => store,
-        Err(exit) => return exit,
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {

@@ -490,7 +490,9 @@ impl Db {
     }
 }
 
-/// Applies the migrations this database lacks.
+/// Applies the migrations this database lacks. Each one runs in a write
+/// transaction that first reads the version again, so processes opening a
+/// new database at the same time apply it once.
 async fn migrate(conn: &Connection) -> StoreResult<()> {
     conn.execute(
         "CREATE TABLE IF NOT EXISTS schema_version \
@@ -499,6 +501,17 @@ async fn migrate(conn: &Connection) -> StoreResult<()> {
     )
     .await
     .map_err(backend)?;
+    for &(version, name, sql) in MIGRATIONS {
+        conn.execute("BEGIN IMMEDIATE", ()).await.map_err(backend)?;
+        let result = migrate_one(conn, version, name, sql).await;
+        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        conn.execute(end, ()).await.map_err(backend)?;
+        result?;
+    }
+    Ok(())
+}
+
+async fn migrate_one(conn: &Connection, version: i64, name: &str, sql: &str) -> StoreResult<()> {
     let mut rows = conn
         .query("SELECT COALESCE(MAX(version), 0) FROM schema_version", ())
         .await
@@ -514,20 +527,18 @@ async fn migrate(conn: &Connection) -> StoreResult<()> {
             known: LATEST,
         });
     }
-    for &(version, name, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
-        let at = crate::time::rfc3339(crate::time::now_ms());
-        let script = format!(
-            "BEGIN IMMEDIATE;\n{sql}\nINSERT INTO schema_version (version, name, applied_at) \
-             VALUES ({version}, '{name}', '{at}');\nCOMMIT;"
-        );
-        if let Err(e) = conn.execute_batch(&script).await {
-            let _ = conn.execute("ROLLBACK", ()).await;
-            return Err(StoreError::Backend(format!(
-                "migration {version} ({name}) failed: {e}"
-            )));
-        }
+    if current >= version {
+        return Ok(());
     }
-    Ok(())
+    let at = crate::time::rfc3339(crate::time::now_ms());
+    let script = format!(
+        "{sql}\nINSERT INTO schema_version (version, name, applied_at) \
+         VALUES ({version}, '{name}', '{at}');"
+    );
+    conn.execute_batch(&script)
+        .await
+        .map(|_| ())
+        .map_err(|e| StoreError::Backend(format!("migration {version} ({name}) failed: {e}")))
 }
 
 async fn prepare(conn: &Connection) -> StoreResult<Writes> {

@@ -1,0 +1,259 @@
+//! The `opcode` binary, driven as a user would.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const OPCODE: &str = env!("CARGO_BIN_EXE_opcode");
+
+fn opcode(db: &Path, args: &[&str]) -> Output {
+    Command::new(OPCODE)
+        .args(args)
+        .arg("--db")
+        .arg(db)
+        .output()
+        .expect("opcode runs")
+}
+
+fn json_out(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+fn write(dir: &Path, name: &str, workflow: &Value) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, workflow.to_string()).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn run_status_and_events_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db");
+    let file = write(
+        dir.path(),
+        "wf.json",
+        &json!({"name": "sum", "input_schema": {"type": "object", "required": ["n"]},
+            "definition": {"steps": [
+                {"id": "a", "action": "expr.eval", "params": {"expression": "inputs.n + 1"}},
+                {"id": "b", "action": "expr.eval", "depends_on": ["a"],
+                 "params": {"expression": "steps.a.result * 2"}}],
+            "output": {"total": "${{steps.b.result}}"}}}),
+    );
+    let run = opcode(
+        &db,
+        &[
+            "run", &file, "--input", "n=4", "--id", "w1", "--format", "json",
+        ],
+    );
+    assert_eq!(run.status.code(), Some(0), "{run:?}");
+    let summary = json_out(&run);
+    assert_eq!(summary["status"], "completed");
+    assert_eq!(summary["output"], json!({"total": 10}));
+    assert_eq!(summary["steps"]["b"]["status"], "completed");
+    let status = opcode(&db, &["status", "w1", "--format", "json"]);
+    assert_eq!(status.status.code(), Some(0));
+    assert_eq!(json_out(&status), summary);
+    let human = opcode(&db, &["status", "w1"]);
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.contains("status: completed") && text.contains("\"total\": 10"),
+        "{text}"
+    );
+    let events = opcode(&db, &["events", "w1", "--format", "json"]);
+    let lines: Vec<Value> = String::from_utf8_lossy(&events.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let seqs: Vec<u64> = lines.iter().map(|l| l["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=lines.len() as u64).collect::<Vec<_>>());
+    assert_eq!(lines[0]["event_type"], "run_started");
+    assert_eq!(lines.last().unwrap()["event_type"], "workflow_completed");
+    // The same id cannot start twice.
+    let again = opcode(&db, &["run", &file, "--input", "n=1", "--id", "w1"]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"));
+}
+
+#[test]
+fn exit_codes_tell_failed_invalid_and_cancelled_runs_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db");
+    let failing = write(
+        dir.path(),
+        "fail.json",
+        &json!({"steps": [{"id": "boom", "action": "workflow.fail", "params": {"reason": "no"}}]}),
+    );
+    let out = opcode(&db, &["run", &failing, "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json_out(&out)["error"]["message"], "no");
+    let broken = write(dir.path(), "broken.json", &json!({"steps": [{"id": "x"}]}));
+    let out = opcode(&db, &["run", &broken]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("E0011"),
+        "{out:?}"
+    );
+    let typed = write(
+        dir.path(),
+        "typed.json",
+        &json!({"input_schema": {"type": "object", "required": ["who"]},
+            "definition": {"steps": [
+                {"id": "x", "action": "workflow.log", "params": {"message": "hi"}}]}}),
+    );
+    let out = opcode(&db, &["run", &typed]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("R0108"));
+    let waiting = write(
+        dir.path(),
+        "wait.json",
+        &json!({"steps": [{"id": "gate", "type": "wait", "config": {"signal": "go"}}]}),
+    );
+    let out = opcode(&db, &["run", &waiting, "--id", "w2"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let out = opcode(&db, &["cancel", "w2", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(json_out(&out)["status"], "cancelled");
+    let out = opcode(&db, &["status", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_named_signal_resumes_a_waiting_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db");
+    let file = write(
+        dir.path(),
+        "wf.json",
+        &json!({"steps": [
+            {"id": "gate", "type": "wait", "config": {"signal": "go"}},
+            {"id": "echo", "action": "expr.eval", "depends_on": ["gate"],
+             "params": {"expression": "steps.gate.payload.n"}}]}),
+    );
+    assert_eq!(
+        opcode(&db, &["run", &file, "--id", "s"]).status.code(),
+        Some(3)
+    );
+    let out = opcode(
+        &db,
+        &[
+            "signal",
+            "s",
+            "--signal",
+            "go={\"n\": 7}",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(json_out(&out)["steps"]["echo"]["output"]["result"], 7);
+}
+
+/// The owner recorded in the lease of `id`.
+fn owner_pid(db: &Path, id: &str) -> Option<i32> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let conn = libsql::Builder::new_local(db)
+            .build()
+            .await
+            .ok()?
+            .connect()
+            .ok()?;
+        let mut rows = conn
+            .query("SELECT owner FROM leases WHERE workflow_id = ?1", [id])
+            .await
+            .ok()?;
+        let row = rows.next().await.ok()??;
+        let owner: String = row.get(0).ok()?;
+        owner.rsplit(':').nth(1)?.parse().ok()
+    })
+}
+
+#[test]
+fn a_detached_run_survives_kill_9_and_decisions_finish_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db");
+    let trace = dir.path().join("trace");
+    let file = write(
+        dir.path(),
+        "wf.json",
+        &json!({"steps": [
+            {"id": "prepare", "action": "shell.exec", "params": {"shell": true,
+                "command": format!("echo prepare >> '{}'; sleep 1; echo ready", trace.display())}},
+            {"id": "each", "type": "loop", "depends_on": ["prepare"], "config": {
+                "mode": "for_each", "over": "inputs.items", "body": [
+                    {"id": "note", "action": "expr.eval",
+                     "params": {"expression": "'item ' + string(iter.item)"}},
+                    {"id": "review", "type": "reasoning", "depends_on": ["note"], "config": {
+                        "prompt_context": "approve?", "options": [{"id": "yes"}, {"id": "no"}],
+                        "data_inject": {"note": "steps.note.result"}}}
+                ]}},
+            {"id": "done", "action": "expr.eval", "depends_on": ["each"],
+             "params": {"expression": "steps.prepare.stdout + ':' + string(size(steps.each.results))"}}
+        ]}),
+    );
+    let out = opcode(
+        &db,
+        &["run", &file, "--detach", "--inputs", "{\"items\": [1, 2]}"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    // Kill the background process while `prepare` runs.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pid = loop {
+        if let Some(pid) = owner_pid(&db, &id) {
+            break pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the background run never took its lease"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let status = json_out(&opcode(&db, &["status", &id, "--format", "json"]));
+    assert_eq!(status["status"], "active", "{status}");
+    // Restart: the run carries on to the first decision.
+    let out = opcode(&db, &["resume", "--all"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let resumed = String::from_utf8_lossy(&out.stdout);
+    assert!(resumed.contains(&format!("{id} suspended")), "{out:?}");
+    let out = opcode(
+        &db,
+        &["signal", &id, "--decide", "review=yes", "--format", "json"],
+    );
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let summary = json_out(&out);
+    assert_eq!(summary["pending_decisions"][0]["id"], "review[1]");
+    assert_eq!(summary["pending_decisions"][0]["data"]["note"], "item 2");
+    let out = opcode(
+        &db,
+        &["signal", &id, "--decide", "review=no", "--format", "json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let summary = json_out(&out);
+    assert_eq!(summary["status"], "completed");
+    assert_eq!(summary["steps"]["done"]["output"]["result"], "ready\n:2");
+    assert_eq!(summary["steps"]["review[0]"]["output"]["choice"], "yes");
+    assert_eq!(summary["steps"]["note[1]"]["output"]["result"], "item 2");
+    // `prepare` was in flight at the kill: it ran again, and the log says so.
+    let events = String::from_utf8_lossy(&opcode(&db, &["events", &id]).stdout).into_owned();
+    assert!(events.contains("action_redispatched"), "{events}");
+    let prepared = std::fs::read_to_string(&trace).unwrap();
+    assert_eq!(prepared.lines().count(), 2, "{prepared}");
+}
