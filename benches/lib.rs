@@ -103,10 +103,10 @@ pub fn realistic(n: usize) -> Value {
     })
 }
 
-/// `n` independent no-op steps (one level).
+/// `n` independent no-op steps (one level; `workflow.emit` with no listener).
 pub fn parallel(n: usize) -> Value {
     let steps: Vec<Value> = (0..n)
-        .map(|i| json!({"id": format!("s{i}"), "action": "workflow.log"}))
+        .map(|i| json!({"id": format!("s{i}"), "action": "workflow.emit"}))
         .collect();
     json!({"steps": steps})
 }
@@ -115,7 +115,7 @@ pub fn parallel(n: usize) -> Value {
 pub fn sequential(n: usize) -> Value {
     let steps: Vec<Value> = (0..n)
         .map(|i| {
-            let mut step = json!({"id": format!("s{i}"), "action": "workflow.log"});
+            let mut step = json!({"id": format!("s{i}"), "action": "workflow.emit"});
             if i > 0 {
                 step["depends_on"] = json!([format!("s{}", i - 1)]);
             }

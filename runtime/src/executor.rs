@@ -38,7 +38,9 @@ pub use self::services::Emitted;
 use self::services::RuntimeServices;
 use crate::log::{self, stamp};
 use crate::owner;
-use crate::store::{Claim, EventStore, NewWorkflow, StoreError, WorkflowFilter, WorkflowRow};
+use crate::store::{
+    Claim, EventStore, NewWorkflow, Source, StoreError, WorkflowFilter, WorkflowRow,
+};
 use crate::time::now_ms;
 
 /// What to do, at start, with workflows a dead process left running.
@@ -333,8 +335,11 @@ impl Inner {
         let create = NewWorkflow {
             id: id.clone(),
             name: meta.name.clone(),
-            definition: request.definition,
-            program: plan.program.to_bytes(),
+            source: Source {
+                hash: plan.program.header.source_hash.clone(),
+                definition: request.definition,
+                program: loaded.bytes.clone(),
+            },
             inputs: request.inputs.to_string(),
             agent_id: request.agent_id,
             parent_id: request.parent_id,
@@ -481,7 +486,11 @@ impl Inner {
             .workflow(&row.id)
             .await?
             .unwrap_or_else(|| row.clone());
-        let loaded = self.programs.load(&row.definition, &row.program)?;
+        let source =
+            self.store.source(&row.source_hash).await?.ok_or_else(|| {
+                ExecError::Program(format!("the source of `{}` is missing", row.id))
+            })?;
+        let loaded = self.programs.load(&source.definition, &source.program)?;
         let entries = self.store.entries(&row.id, 0, true).await?;
         let mut vm = Vm::new(loaded.plan.clone());
         let mut sink = Vec::new();

@@ -148,6 +148,19 @@ pub struct LogEntry {
     pub payload: String,
 }
 
+/// A workflow's source and compiled program. Runs of one template share
+/// one row: it is keyed by the SHA-256 of the source.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Source {
+    /// SHA-256 of `definition`, hex (the Program header's `source_hash`).
+    pub hash: String,
+    /// The source (JSON text).
+    pub definition: String,
+    /// The compiled Program (a cache: the definition is recompiled when the
+    /// Program's format is not this build's).
+    pub program: Vec<u8>,
+}
+
 /// A workflow to create.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NewWorkflow {
@@ -155,11 +168,8 @@ pub struct NewWorkflow {
     pub id: String,
     /// Its name.
     pub name: String,
-    /// The source it was compiled from (JSON text).
-    pub definition: String,
-    /// The compiled Program (a cache: recompiled from `definition` when its
-    /// format is older than this build's).
-    pub program: Vec<u8>,
+    /// Its source and program (stored once per distinct source).
+    pub source: Source,
     /// The inputs (JSON text).
     pub inputs: String,
     /// The agent that started it.
@@ -183,10 +193,8 @@ pub struct WorkflowRow {
     pub id: String,
     /// Its name.
     pub name: String,
-    /// The source.
-    pub definition: String,
-    /// The compiled Program.
-    pub program: Vec<u8>,
+    /// The hash of its source (see [`EventStore::source`]).
+    pub source_hash: String,
     /// `pending`, `active`, `suspended`, `completed`, `failed`, `cancelled`.
     pub status: String,
     /// The inputs (JSON text).
@@ -405,6 +413,9 @@ pub trait EventStore: Send + Sync {
 
     /// A workflow.
     fn workflow<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<WorkflowRow>>>;
+
+    /// A source, by hash.
+    fn source<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, StoreResult<Option<Source>>>;
 
     /// Workflows, newest first.
     fn workflows(&self, filter: WorkflowFilter) -> BoxFuture<'_, StoreResult<Vec<WorkflowRow>>>;

@@ -7,7 +7,8 @@ use opcode_runtime::store::libsql::LibsqlStore;
 use opcode_runtime::store::memory::MemoryStore;
 use opcode_runtime::store::{
     Claim, Commit, DecisionChange, DecisionRow, Durability, EntryKind, EventStore, NewEntry,
-    NewWorkflow, StepRow, StoreError, TimerChange, TimerRow, WorkflowFilter, WorkflowUpdate,
+    NewWorkflow, Source, StepRow, StoreError, TimerChange, TimerRow, WorkflowFilter,
+    WorkflowUpdate,
 };
 
 /// Both stores, fresh; the temp dir lives as long as the libSQL one.
@@ -45,8 +46,11 @@ fn create(id: &str) -> Commit {
         create: Some(NewWorkflow {
             id: id.into(),
             name: "wf".into(),
-            definition: "{}".into(),
-            program: vec![1, 2, 3],
+            source: Source {
+                hash: "h".into(),
+                definition: "{}".into(),
+                program: vec![1, 2, 3],
+            },
             inputs: "{\"a\":1}".into(),
             created_at: at(0),
             ..NewWorkflow::default()
@@ -77,7 +81,8 @@ fn appends_are_contiguous_and_compare_and_set() {
             store.commit(create("w")).await.unwrap();
             let row = store.workflow("w").await.unwrap().unwrap();
             assert_eq!((row.status.as_str(), row.last_seq), ("active", 2), "{name}");
-            assert_eq!(row.program, vec![1, 2, 3], "{name}");
+            let source = store.source(&row.source_hash).await.unwrap().unwrap();
+            assert_eq!(source.program, vec![1, 2, 3], "{name}");
             // A writer that saw seq 2 appends 3 and 4.
             let next = Commit {
                 workflow_id: "w".into(),

@@ -11,12 +11,14 @@ use opcode_vm::{Plan, Program};
 
 use super::ExecError;
 
-/// A program ready to run: its plan and its compiled expressions.
+/// A program ready to run: its plan, its compiled expressions, its bytes.
 pub struct Loaded {
     /// The plan.
     pub plan: Arc<Plan>,
     /// CEL, compiled once per program.
     pub host: CelHost,
+    /// The serialized Program, as stored.
+    pub bytes: Vec<u8>,
 }
 
 /// The caches.
@@ -62,11 +64,16 @@ impl Programs {
         Ok(self.insert(definition, program))
     }
 
-    /// Registers a program compiled from `definition`.
+    /// Registers a program compiled from `definition` (a definition seen
+    /// before keeps its program: the same source compiles the same).
     pub fn insert(&self, definition: &str, program: Program) -> Arc<Loaded> {
+        if let Some(found) = self.cached(definition) {
+            return found;
+        }
+        let bytes = program.to_bytes();
         let plan = Plan::new(program);
         let host = CelHost::new(&plan.program);
-        let loaded = Arc::new(Loaded { plan, host });
+        let loaded = Arc::new(Loaded { plan, host, bytes });
         self.by_definition
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -16,8 +16,8 @@ use tokio::sync::oneshot;
 
 use self::db::Db;
 use super::{
-    BoxFuture, Claim, Commit, DecisionRow, Durability, EventStore, InboxMessage, LogEntry, StepRow,
-    StoreError, StoreResult, WorkflowFilter, WorkflowRow,
+    BoxFuture, Claim, Commit, DecisionRow, Durability, EventStore, InboxMessage, LogEntry, Source,
+    StepRow, StoreError, StoreResult, WorkflowFilter, WorkflowRow,
 };
 
 /// At most this many commits share one transaction.
@@ -173,6 +173,11 @@ impl EventStore for LibsqlStore {
     fn workflow<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<WorkflowRow>>> {
         let id = id.to_owned();
         self.ask(move |db| db.workflow(&id))
+    }
+
+    fn source<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, StoreResult<Option<Source>>> {
+        let hash = hash.to_owned();
+        self.ask(move |db| db.source(&hash))
     }
 
     fn workflows(&self, filter: WorkflowFilter) -> BoxFuture<'_, StoreResult<Vec<WorkflowRow>>> {

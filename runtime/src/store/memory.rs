@@ -6,12 +6,13 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::{
     BoxFuture, Claim, Commit, DecisionChange, DecisionRow, EventStore, InboxMessage, LogEntry,
-    StepRow, StoreError, StoreResult, TimerChange, TimerRow, WorkflowFilter, WorkflowRow,
+    Source, StepRow, StoreError, StoreResult, TimerChange, TimerRow, WorkflowFilter, WorkflowRow,
 };
 
 #[derive(Default)]
 struct State {
     workflows: HashMap<String, WorkflowRow>,
+    sources: HashMap<String, Source>,
     entries: HashMap<String, Vec<LogEntry>>,
     steps: HashMap<String, BTreeMap<String, StepRow>>,
     timers: HashMap<String, BTreeMap<u64, TimerRow>>,
@@ -71,13 +72,15 @@ impl State {
             });
         }
         if let Some(new) = c.create {
+            self.sources
+                .entry(new.source.hash.clone())
+                .or_insert_with(|| new.source.clone());
             self.workflows.insert(
                 new.id.clone(),
                 WorkflowRow {
                     id: new.id,
                     name: new.name,
-                    definition: new.definition,
-                    program: new.program,
+                    source_hash: new.source.hash,
                     status: "pending".into(),
                     inputs: new.inputs,
                     agent_id: new.agent_id,
@@ -189,6 +192,10 @@ impl EventStore for MemoryStore {
 
     fn workflow<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<WorkflowRow>>> {
         ready(Ok(self.lock().workflows.get(id).cloned()))
+    }
+
+    fn source<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, StoreResult<Option<Source>>> {
+        ready(Ok(self.lock().sources.get(hash).cloned()))
     }
 
     fn workflows(&self, filter: WorkflowFilter) -> BoxFuture<'_, StoreResult<Vec<WorkflowRow>>> {

@@ -19,13 +19,18 @@ CREATE TABLE agents (
     last_seen_at TEXT
 );
 
+CREATE TABLE sources (
+    hash TEXT PRIMARY KEY,
+    definition TEXT NOT NULL,
+    program BLOB NOT NULL
+);
+
 CREATE TABLE workflows (
     id TEXT PRIMARY KEY,
     name TEXT NOT NULL,
     template_name TEXT,
     template_version INTEGER,
-    definition TEXT NOT NULL,
-    program BLOB NOT NULL,
+    source_hash TEXT NOT NULL,
     status TEXT NOT NULL DEFAULT 'pending'
         CHECK (status IN ('pending', 'active', 'suspended', 'completed', 'failed', 'cancelled')),
     agent_id TEXT,
@@ -58,6 +63,7 @@ CREATE TABLE events (
     PRIMARY KEY (workflow_id, seq)
 ) WITHOUT ROWID;
 CREATE INDEX events_by_type ON events (event_type, at DESC);
+CREATE INDEX events_inputs ON events (workflow_id, seq) WHERE kind = 'input';
 
 CREATE TABLE step_state (
     workflow_id TEXT NOT NULL,

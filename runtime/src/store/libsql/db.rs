@@ -11,11 +11,18 @@ use libsql::{Connection, Row, Rows, Statement, Value};
 use super::super::schema::{LATEST, MIGRATIONS};
 use super::super::{
     Claim, Commit, DecisionChange, DecisionRow, Durability, EntryKind, InboxMessage, LogEntry,
-    NewWorkflow, StepRow, StoreError, StoreResult, TimerChange, WorkflowFilter, WorkflowRow,
+    NewWorkflow, Source, StepRow, StoreError, StoreResult, TimerChange, WorkflowFilter,
+    WorkflowRow,
 };
 
 /// Prepared statements of the write path.
 struct Writes {
+    begin: Statement,
+    end: Statement,
+    savepoint: Statement,
+    release: Statement,
+    rollback_to: Statement,
+    add_source: Statement,
     create: Statement,
     advance: Statement,
     insert_entry: Statement,
@@ -40,7 +47,7 @@ fn backend(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
-const WORKFLOW_COLUMNS: &str = "id, name, definition, program, status, input_params, output, error, \
+const WORKFLOW_COLUMNS: &str = "id, name, source_hash, status, input_params, output, error, \
      context, agent_id, parent_workflow_id, template_name, template_version, base_dir, last_seq, \
      created_at, started_at, completed_at, updated_at";
 
@@ -86,31 +93,27 @@ impl Db {
     /// Writes `commits` in one transaction, each under its own savepoint so
     /// that one stale writer does not undo the others. Returns each one's result.
     pub fn write(&self, commits: &[Commit]) -> Vec<StoreResult<()>> {
+        let w = &self.writes;
         self.block(async {
-            if let Err(e) = self.conn.execute("BEGIN IMMEDIATE", ()).await {
-                let e = backend(e);
+            if let Err(e) = run(&w.begin, Vec::new()).await {
                 return commits.iter().map(|_| Err(e.clone())).collect();
             }
             let mut results = Vec::with_capacity(commits.len());
             for commit in commits {
-                let saved = self.conn.execute("SAVEPOINT c", ()).await.map_err(backend);
-                let result = match saved {
+                let result = match run(&w.savepoint, Vec::new()).await {
                     Ok(_) => self.apply(commit).await,
                     Err(e) => Err(e),
                 };
-                let end = if result.is_ok() {
-                    "RELEASE c"
-                } else {
-                    "ROLLBACK TO c; RELEASE c"
+                let undone = match &result {
+                    Ok(()) => Ok(0),
+                    Err(_) => run(&w.rollback_to, Vec::new()).await,
                 };
-                if let Err(e) = self.conn.execute_batch(end).await {
-                    results.push(Err(backend(e)));
-                } else {
-                    results.push(result);
+                match undone.and(run(&w.release, Vec::new()).await) {
+                    Ok(_) => results.push(result),
+                    Err(e) => results.push(Err(e)),
                 }
             }
-            if let Err(e) = self.conn.execute("COMMIT", ()).await {
-                let e = backend(e);
+            if let Err(e) = run(&w.end, Vec::new()).await {
                 let _ = self.conn.execute("ROLLBACK", ()).await;
                 return commits.iter().map(|_| Err(e.clone())).collect();
             }
@@ -122,6 +125,15 @@ impl Db {
         let w = &self.writes;
         let id = c.workflow_id.as_str();
         if let Some(new) = &c.create {
+            run(
+                &w.add_source,
+                vec![
+                    new.source.hash.as_str().into(),
+                    new.source.definition.as_str().into(),
+                    new.source.program.clone().into(),
+                ],
+            )
+            .await?;
             let created = run(&w.create, create_params(new)).await?;
             if created == 0 {
                 return Err(StoreError::Exists(new.id.clone()));
@@ -265,6 +277,26 @@ impl Db {
         self.block(async {
             match self.query_one(&sql, vec![id.into()]).await? {
                 Some(row) => workflow_row(&row).map(Some),
+                None => Ok(None),
+            }
+        })
+    }
+
+    /// A source.
+    pub fn source(&self, hash: &str) -> StoreResult<Option<Source>> {
+        self.block(async {
+            let row = self
+                .query_one(
+                    "SELECT hash, definition, program FROM sources WHERE hash = ?1",
+                    vec![hash.into()],
+                )
+                .await?;
+            match row {
+                Some(row) => Ok(Some(Source {
+                    hash: get(&row, 0)?,
+                    definition: get(&row, 1)?,
+                    program: get(&row, 2)?,
+                })),
                 None => Ok(None),
             }
         })
@@ -544,12 +576,21 @@ async fn migrate_one(conn: &Connection, version: i64, name: &str, sql: &str) -> 
 async fn prepare(conn: &Connection) -> StoreResult<Writes> {
     let p = |sql: &'static str| async move { conn.prepare(sql).await.map_err(backend) };
     Ok(Writes {
+        begin: p("BEGIN IMMEDIATE").await?,
+        end: p("COMMIT").await?,
+        savepoint: p("SAVEPOINT c").await?,
+        release: p("RELEASE c").await?,
+        rollback_to: p("ROLLBACK TO c").await?,
+        add_source: p(
+            "INSERT OR IGNORE INTO sources (hash, definition, program) VALUES (?1, ?2, ?3)",
+        )
+        .await?,
         create: p(
-            "INSERT INTO workflows (id, name, definition, program, status, input_params, \
-                   agent_id, parent_workflow_id, template_name, template_version, base_dir, \
-                   last_seq, created_at, updated_at) \
-                   VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?7, ?8, ?9, ?10, 0, ?11, ?11) \
-                   ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO workflows (id, name, source_hash, status, input_params, \
+             agent_id, parent_workflow_id, template_name, template_version, base_dir, \
+             last_seq, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?10) \
+             ON CONFLICT (id) DO NOTHING",
         )
         .await?,
         advance: p("UPDATE workflows SET last_seq = ?3 WHERE id = ?1 AND last_seq = ?2").await?,
@@ -665,8 +706,7 @@ fn create_params(w: &NewWorkflow) -> Vec<Value> {
     vec![
         w.id.as_str().into(),
         w.name.as_str().into(),
-        w.definition.as_str().into(),
-        w.program.clone().into(),
+        w.source.hash.as_str().into(),
         w.inputs.as_str().into(),
         w.agent_id.clone().into(),
         w.parent_id.clone().into(),
@@ -710,22 +750,21 @@ fn workflow_row(row: &Row) -> StoreResult<WorkflowRow> {
     Ok(WorkflowRow {
         id: get(row, 0)?,
         name: get(row, 1)?,
-        definition: get(row, 2)?,
-        program: get(row, 3)?,
-        status: get(row, 4)?,
-        inputs: get(row, 5)?,
-        output: get(row, 6)?,
-        error: get(row, 7)?,
-        context: get(row, 8)?,
-        agent_id: get(row, 9)?,
-        parent_id: get(row, 10)?,
-        template_name: get(row, 11)?,
-        template_version: get(row, 12)?,
-        base_dir: get(row, 13)?,
-        last_seq: get::<i64>(row, 14)? as u64,
-        created_at: get(row, 15)?,
-        started_at: get(row, 16)?,
-        completed_at: get(row, 17)?,
-        updated_at: get(row, 18)?,
+        source_hash: get(row, 2)?,
+        status: get(row, 3)?,
+        inputs: get(row, 4)?,
+        output: get(row, 5)?,
+        error: get(row, 6)?,
+        context: get(row, 7)?,
+        agent_id: get(row, 8)?,
+        parent_id: get(row, 9)?,
+        template_name: get(row, 10)?,
+        template_version: get(row, 11)?,
+        base_dir: get(row, 12)?,
+        last_seq: get::<i64>(row, 13)? as u64,
+        created_at: get(row, 14)?,
+        started_at: get(row, 15)?,
+        completed_at: get(row, 16)?,
+        updated_at: get(row, 17)?,
     })
 }
