@@ -157,7 +157,7 @@ async fn appends(store: &Arc<dyn EventStore>, writers: usize, batch: usize, comm
 }
 
 /// Loading a 1,000-event log and replaying it into a fresh VM.
-async fn replay(exec: &Executor, store: &Arc<dyn EventStore>) -> (usize, Duration) {
+async fn replay(exec: &Executor, store: &Arc<dyn EventStore>) -> (usize, Duration, Duration) {
     let (text, program) = compile(&opcode_benches::sequential(999));
     let request = StartRequest {
         definition: text,
@@ -171,9 +171,11 @@ async fn replay(exec: &Executor, store: &Arc<dyn EventStore>) -> (usize, Duratio
     let host = CelHost::new(&plan.program);
     let inputs = store.entries(&id, 0, true).await.expect("reads").len();
     let mut times = Vec::new();
+    let mut reads = Vec::new();
     for _ in 0..50 {
         let started = Instant::now();
         let entries = store.entries(&id, 0, true).await.expect("reads");
+        reads.push(started.elapsed());
         let mut vm = Vm::new(plan.clone());
         let mut sink = Vec::new();
         for e in &entries {
@@ -186,7 +188,8 @@ async fn replay(exec: &Executor, store: &Arc<dyn EventStore>) -> (usize, Duratio
         times.push(started.elapsed());
     }
     times.sort();
-    (inputs, percentile(&times, 0.5))
+    reads.sort();
+    (inputs, percentile(&reads, 0.5), percentile(&times, 0.5))
 }
 
 async fn bench(durability: Durability, quick: bool, only: Option<&str>) {
@@ -210,32 +213,42 @@ async fn bench(durability: Durability, quick: bool, only: Option<&str>) {
             ms(p99)
         );
     }
-    if only.is_some() {
-        return;
-    }
+    let skip = |name: &str| only.is_some_and(|o| o != name);
     let secs = Duration::from_secs(if quick { 1 } else { 5 });
-    let rate = throughput(&exec, 16, secs).await;
-    println!(
-        "{label:<6} {:<28} {rate:>12.0} steps/s",
-        "16 concurrent seq10"
-    );
-    let rate = appends(&store, 16, 64, if quick { 20 } else { 200 }).await;
-    println!(
-        "{label:<6} {:<28} {rate:>12.0} events/s",
-        "append (16 writers x 64)"
-    );
-    let (events, took) = replay(&exec, &store).await;
-    println!(
-        "{label:<6} {:<28} {:>12}   ({events} input events)",
-        "replay 1,000 events",
-        ms(took)
-    );
+    if !skip("concurrent") {
+        let workers = std::env::var("WORKERS")
+            .ok()
+            .and_then(|w| w.parse().ok())
+            .unwrap_or(16);
+        let rate = throughput(&exec, workers, secs).await;
+        println!(
+            "{label:<6} {:<28} {rate:>12.0} steps/s",
+            "16 concurrent seq10"
+        );
+    }
+    if !skip("append") {
+        let rate = appends(&store, 16, 64, if quick { 20 } else { 200 }).await;
+        println!(
+            "{label:<6} {:<28} {rate:>12.0} events/s",
+            "append (16 writers x 64)"
+        );
+    }
+    if !skip("replay") {
+        let (events, read, took) = replay(&exec, &store).await;
+        println!(
+            "{label:<6} {:<28} {:>12}   ({events} input events; reading them {})",
+            "replay 1,000 events",
+            ms(took),
+            ms(read)
+        );
+    }
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "quick");
-    // `only=seq10` runs one latency scenario (for profiling).
+    // `only=NAME` runs one scenario (seq10, fan10, fan100, concurrent,
+    // append or replay), for profiling.
     let only = args.iter().find_map(|a| a.strip_prefix("only="));
     // `cargo bench` passes `--bench`; a test run (`cargo test --benches`) does not.
     if !args.iter().any(|a| a == "--bench") {

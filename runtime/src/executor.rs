@@ -348,15 +348,8 @@ impl Inner {
             base_dir: Some(base_dir.to_string_lossy().into_owned()),
             created_at: stamp(now_ms()),
         };
-        let now = now_ms();
-        let until = stamp(now + self.config.lease_ttl.as_millis() as u64);
-        if let Claim::Held { owner, .. } = self
-            .store
-            .claim(&id, owner::current(), None, &stamp(now), &until)
-            .await?
-        {
-            return Err(ExecError::Held { id, owner });
-        }
+        // The first commit creates the workflow and takes its lease at once.
+        let lease_until = stamp(now_ms() + self.config.lease_ttl.as_millis() as u64);
         let (tx, rx) = mpsc::unbounded_channel();
         let (reply, answer) = oneshot::channel();
         let started = Incoming::external(
@@ -376,7 +369,7 @@ impl Inner {
             last_seq: 0,
             agent_id: create.agent_id.clone(),
         };
-        let task = RunTask::new(self.clone(), setup, tx, rx).creating(create);
+        let task = RunTask::new(self.clone(), setup, tx, rx).creating(create, lease_until);
         tokio::spawn(task.run(Vec::new()));
         match answer.await {
             Ok(Ok(())) => Ok(id),
@@ -459,7 +452,7 @@ impl Inner {
             .workflow(id)
             .await?
             .ok_or_else(|| ExecError::NotFound(id.to_owned()))?;
-        if matches!(row.status.as_str(), "completed" | "failed" | "cancelled") {
+        if is_ended(&row.status) {
             return Err(ExecError::Ended {
                 id: id.to_owned(),
                 status: row.status,
@@ -556,22 +549,31 @@ impl Inner {
 
     async fn wait(&self, id: &str, until: Until) -> Result<WorkflowRow, ExecError> {
         let mut changes = self.changes.subscribe();
+        // A run loaded here announces its changes: read only when one may matter.
+        let mut look = !self.runs().contains_key(id);
         loop {
-            let row = self
-                .store
-                .workflow(id)
-                .await?
-                .ok_or_else(|| ExecError::NotFound(id.to_owned()))?;
-            let ended = matches!(row.status.as_str(), "completed" | "failed" | "cancelled");
-            let loaded = self.runs().contains_key(id);
-            if ended || (until == Until::Settled && !loaded && row.status == "suspended") {
-                return Ok(row);
+            if look {
+                let row = self
+                    .store
+                    .workflow(id)
+                    .await?
+                    .ok_or_else(|| ExecError::NotFound(id.to_owned()))?;
+                let loaded = self.runs().contains_key(id);
+                if is_ended(&row.status)
+                    || (until == Until::Settled && !loaded && row.status == "suspended")
+                {
+                    return Ok(row);
+                }
             }
             // Another process may finish it: look again now and then.
             let _ = tokio::time::timeout(Duration::from_secs(1), async {
                 loop {
                     match changes.recv().await {
-                        Ok(change) if change.id == id => return,
+                        Ok(change)
+                            if change.id == id && (!change.loaded || is_ended(&change.status)) =>
+                        {
+                            return;
+                        }
                         Ok(_) => {}
                         Err(broadcast::error::RecvError::Lagged(_)) => return,
                         Err(broadcast::error::RecvError::Closed) => {
@@ -581,6 +583,7 @@ impl Inner {
                 }
             })
             .await;
+            look = true;
         }
     }
 
@@ -639,4 +642,9 @@ impl Inner {
         self.publish(&row.id, "suspended", false);
         Ok(())
     }
+}
+
+/// A status no run leaves.
+fn is_ended(status: &str) -> bool {
+    matches!(status, "completed" | "failed" | "cancelled")
 }

@@ -363,6 +363,26 @@ pub struct Commit {
     pub decisions: Vec<DecisionChange>,
     /// Inbox messages this commit consumed.
     pub inbox_taken: Vec<i64>,
+    /// A lease taken or given up with this commit, saving a write of its own.
+    pub lease: Option<LeaseChange>,
+}
+
+/// A lease change that rides along with a commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseChange {
+    /// The creator of a new workflow owns it until `until` (RFC 3339). Only
+    /// valid with `create`, which already guarantees nobody else runs it.
+    Take {
+        /// The owner.
+        owner: String,
+        /// Until when.
+        until: String,
+    },
+    /// The owner gives the workflow up.
+    Release {
+        /// The owner.
+        owner: String,
+    },
 }
 
 /// Which workflows to list.

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use opcode_runtime::store::libsql::LibsqlStore;
 use opcode_runtime::store::memory::MemoryStore;
 use opcode_runtime::store::{
-    Claim, Commit, DecisionChange, DecisionRow, Durability, EntryKind, EventStore, NewEntry,
-    NewWorkflow, Source, StepRow, StoreError, TimerChange, TimerRow, WorkflowFilter,
+    Claim, Commit, DecisionChange, DecisionRow, Durability, EntryKind, EventStore, LeaseChange,
+    NewEntry, NewWorkflow, Source, StepRow, StoreError, TimerChange, TimerRow, WorkflowFilter,
     WorkflowUpdate,
 };
 
@@ -331,6 +331,82 @@ fn leases_are_exclusive_until_they_expire() {
             store.release("w", "me").await.unwrap();
             let free = store
                 .claim("w", "you", None, &at(31), &at(41))
+                .await
+                .unwrap();
+            assert_eq!(free, Claim::Granted, "{name}");
+        });
+    }
+}
+
+#[test]
+fn a_large_commit_keeps_its_entries_and_steps_in_order() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            store.commit(create("w")).await.unwrap();
+            let commit = Commit {
+                workflow_id: "w".into(),
+                after_seq: 2,
+                entries: (2..75).map(entry).collect(),
+                steps: (0..40)
+                    .map(|n| StepRow {
+                        step_id: format!("s{n:02}"),
+                        status: "running".into(),
+                        attempt: 1,
+                        started_at: Some(at(n)),
+                        ..StepRow::default()
+                    })
+                    .collect(),
+                ..Commit::default()
+            };
+            store.commit(commit).await.unwrap();
+            let seqs: Vec<u64> = store
+                .entries("w", 0, false)
+                .await
+                .unwrap()
+                .iter()
+                .map(|e| e.seq)
+                .collect();
+            assert_eq!(seqs, (1..=75).collect::<Vec<u64>>(), "{name}");
+            let steps = store.steps("w").await.unwrap();
+            assert_eq!(steps.len(), 40, "{name}");
+            assert_eq!(steps[39].step_id, "s39", "{name}");
+            assert_eq!(store.workflow("w").await.unwrap().unwrap().last_seq, 75);
+        });
+    }
+}
+
+#[test]
+fn leases_ride_along_with_commits() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            let mut first = create("w");
+            first.lease = Some(LeaseChange::Take {
+                owner: "me".into(),
+                until: at(10),
+            });
+            store.commit(first).await.unwrap();
+            let held = store
+                .claim("w", "you", None, &at(5), &at(15))
+                .await
+                .unwrap();
+            assert!(
+                matches!(held, Claim::Held { ref owner, .. } if owner == "me"),
+                "{name}"
+            );
+            // Someone else's release is ignored; the owner's frees it.
+            for owner in ["you", "me"] {
+                let commit = Commit {
+                    workflow_id: "w".into(),
+                    after_seq: 2,
+                    lease: Some(LeaseChange::Release {
+                        owner: owner.into(),
+                    }),
+                    ..Commit::default()
+                };
+                store.commit(commit).await.unwrap();
+            }
+            let free = store
+                .claim("w", "you", None, &at(5), &at(15))
                 .await
                 .unwrap();
             assert_eq!(free, Claim::Granted, "{name}");

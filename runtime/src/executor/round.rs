@@ -197,6 +197,7 @@ impl Round {
             timers: std::mem::take(&mut self.timers),
             decisions: std::mem::take(&mut self.decisions),
             inbox_taken: std::mem::take(&mut self.inbox_taken),
+            lease: None,
         }
     }
 }

@@ -18,7 +18,7 @@ use super::round::{Reply, Round, workflow_update};
 use super::{ExecError, Inner};
 use crate::log;
 use crate::owner;
-use crate::store::{Commit, NewWorkflow};
+use crate::store::{Commit, LeaseChange, NewWorkflow};
 use crate::time::now_ms;
 
 /// At most this many events share one round.
@@ -79,7 +79,9 @@ pub struct RunTask {
     last_at: u64,
     last_status: RunStatus,
     last_context: Value,
-    create: Option<NewWorkflow>,
+    create: Option<(NewWorkflow, String)>,
+    /// The last commit gave the lease up.
+    released: bool,
     tx: mpsc::UnboundedSender<Msg>,
     rx: mpsc::UnboundedReceiver<Msg>,
     inflight: HashMap<EffectId, (AbortHandle, String)>,
@@ -128,6 +130,7 @@ impl RunTask {
             last_status,
             last_context,
             create: None,
+            released: false,
             tx,
             rx,
             inflight: HashMap::new(),
@@ -138,9 +141,10 @@ impl RunTask {
         }
     }
 
-    /// The first commit also creates the workflow.
-    pub fn creating(mut self, create: NewWorkflow) -> RunTask {
-        self.create = Some(create);
+    /// The first commit also creates the workflow and takes its lease
+    /// until `lease_until`.
+    pub fn creating(mut self, create: NewWorkflow, lease_until: String) -> RunTask {
+        self.create = Some((create, lease_until));
         self
     }
 
@@ -321,6 +325,7 @@ impl RunTask {
         }
         let commit = self.commit_of(&mut round);
         let appended = commit.entries.len() as u64;
+        let releases = matches!(commit.lease, Some(LeaseChange::Release { .. }));
         if let Err(e) = self.inner.store.commit(commit).await {
             let e = ExecError::Store(e);
             for (reply, _) in round.replies.drain(..) {
@@ -329,6 +334,7 @@ impl RunTask {
             return Err(e);
         }
         self.last_seq += appended;
+        self.released = releases;
         for (reply, result) in round.replies.drain(..) {
             let _ = reply.send(result);
         }
@@ -355,7 +361,14 @@ impl RunTask {
         let update =
             changed.then(|| workflow_update(&self.vm, &round.at, round.started, context.as_ref()));
         let mut commit = round.commit(&self.id, self.last_seq, &self.vm, update);
-        commit.create = self.create.take();
+        let owner = owner::current().to_owned();
+        if let Some((create, until)) = self.create.take() {
+            commit.create = Some(create);
+            commit.lease = Some(LeaseChange::Take { owner, until });
+        } else if self.vm.status().is_terminal() {
+            // Ending gives the lease up in the same write.
+            commit.lease = Some(LeaseChange::Release { owner });
+        }
         commit
     }
 
@@ -511,7 +524,9 @@ impl RunTask {
         for (_, (handle, _, _)) in self.timers.drain() {
             handle.abort();
         }
-        let _ = self.inner.store.release(&self.id, owner::current()).await;
+        if !self.released {
+            let _ = self.inner.store.release(&self.id, owner::current()).await;
+        }
         self.inner.publish(&self.id, status, false);
         self.inner.wake.notify_one();
     }

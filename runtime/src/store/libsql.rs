@@ -6,14 +6,17 @@
 //! steps at once share one WAL sync. Reads are served between commit
 //! batches, after the commits queued before them.
 
+mod checkpoint;
 mod db;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use self::checkpoint::Checkpointer;
 use self::db::Db;
 use super::{
     BoxFuture, Claim, Commit, DecisionRow, Durability, EventStore, InboxMessage, LogEntry, Source,
@@ -22,6 +25,9 @@ use super::{
 
 /// At most this many commits share one transaction.
 const MAX_BATCH: usize = 1024;
+
+/// How often the WAL is checkpointed (off the commit path).
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 
 type Job = Box<dyn FnOnce(&Db) + Send>;
 
@@ -34,6 +40,7 @@ enum Request {
 pub struct LibsqlStore {
     tx: Option<mpsc::Sender<Request>>,
     thread: Option<JoinHandle<()>>,
+    checkpointer: Option<Checkpointer>,
     path: PathBuf,
     durability: Durability,
 }
@@ -71,9 +78,11 @@ impl LibsqlStore {
             })
             .map_err(|e| StoreError::Backend(format!("cannot start the store thread: {e}")))?;
         ready_rx.recv().map_err(|_| StoreError::Closed)??;
+        let checkpointer = Checkpointer::start(path, CHECKPOINT_EVERY)?;
         Ok(LibsqlStore {
             tx: Some(tx),
             thread: Some(thread),
+            checkpointer: Some(checkpointer),
             path: path.to_path_buf(),
             durability,
         })
@@ -120,6 +129,8 @@ impl Drop for LibsqlStore {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+        // Then a last checkpoint, after the last write.
+        self.checkpointer = None;
     }
 }
 

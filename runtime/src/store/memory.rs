@@ -5,8 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
 use super::{
-    BoxFuture, Claim, Commit, DecisionChange, DecisionRow, EventStore, InboxMessage, LogEntry,
-    Source, StepRow, StoreError, StoreResult, TimerChange, TimerRow, WorkflowFilter, WorkflowRow,
+    BoxFuture, Claim, Commit, DecisionChange, DecisionRow, EventStore, InboxMessage, LeaseChange,
+    LogEntry, Source, StepRow, StoreError, StoreResult, TimerChange, TimerRow, WorkflowFilter,
+    WorkflowRow,
 };
 
 #[derive(Default)]
@@ -179,6 +180,20 @@ impl State {
         }
         for message in c.inbox_taken {
             self.inbox.remove(&message);
+        }
+        match c.lease {
+            Some(LeaseChange::Take { owner, until }) => {
+                self.leases.insert(id, (owner, until));
+            }
+            Some(LeaseChange::Release { owner })
+                if self
+                    .leases
+                    .get(&id)
+                    .is_some_and(|(held_by, _)| *held_by == owner) =>
+            {
+                self.leases.remove(&id);
+            }
+            Some(LeaseChange::Release { .. }) | None => {}
         }
         Ok(())
     }

@@ -62,8 +62,6 @@ CREATE TABLE events (
     payload TEXT NOT NULL,
     PRIMARY KEY (workflow_id, seq)
 ) WITHOUT ROWID;
-CREATE INDEX events_by_type ON events (event_type, at DESC);
-CREATE INDEX events_inputs ON events (workflow_id, seq) WHERE kind = 'input';
 
 CREATE TABLE step_state (
     workflow_id TEXT NOT NULL,
@@ -78,7 +76,6 @@ CREATE TABLE step_state (
     duration_ms INTEGER,
     PRIMARY KEY (workflow_id, step_id)
 ) WITHOUT ROWID;
-CREATE INDEX step_state_by_status ON step_state (status);
 
 CREATE TABLE pending_decisions (
     workflow_id TEXT NOT NULL,

@@ -2,6 +2,8 @@
 //! store thread. libSQL's local calls complete without yielding, so each
 //! method drives its future to the end on a current-thread runtime.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::future::Future;
 use std::path::Path;
@@ -10,9 +12,9 @@ use libsql::{Connection, Row, Rows, Statement, Value};
 
 use super::super::schema::{LATEST, MIGRATIONS};
 use super::super::{
-    Claim, Commit, DecisionChange, DecisionRow, Durability, EntryKind, InboxMessage, LogEntry,
-    NewWorkflow, Source, StepRow, StoreError, StoreResult, TimerChange, WorkflowFilter,
-    WorkflowRow,
+    Claim, Commit, DecisionChange, DecisionRow, Durability, EntryKind, InboxMessage, LeaseChange,
+    LogEntry, NewWorkflow, Source, StepRow, StoreError, StoreResult, TimerChange, WorkflowFilter,
+    WorkflowRow, WorkflowUpdate,
 };
 
 /// Prepared statements of the write path.
@@ -24,22 +26,69 @@ struct Writes {
     rollback_to: Statement,
     add_source: Statement,
     create: Statement,
+    rollback: Statement,
     advance: Statement,
-    insert_entry: Statement,
+    advance_and_update: Statement,
     update_workflow: Statement,
-    upsert_step: Statement,
     set_timer: Statement,
     clear_timer: Statement,
     ask: Statement,
     settle: Statement,
     take_inbox: Statement,
+    take_lease: Statement,
+    release_lease: Statement,
 }
+
+/// At most this many rows go in one multi-row INSERT.
+const ROWS_PER_INSERT: usize = 32;
+
+/// A table written with multi-row INSERTs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Table {
+    Events,
+    Steps,
+}
+
+impl Table {
+    /// The INSERT of `rows` rows.
+    fn insert_sql(self, rows: usize) -> String {
+        let (head, columns, tail) = match self {
+            Table::Events => (
+                "INSERT INTO events (workflow_id, seq, at, kind, event_type, step_id, version, \
+                 payload) VALUES ",
+                8,
+                "",
+            ),
+            Table::Steps => (
+                "INSERT INTO step_state (workflow_id, step_id, status, attempt, output, error, \
+                 started_at, completed_at, duration_ms) VALUES ",
+                9,
+                STEP_UPSERT,
+            ),
+        };
+        let row = format!("({})", vec!["?"; columns].join(", "));
+        format!("{head}{}{tail}", vec![row; rows].join(", "))
+    }
+}
+
+/// How a step row meets the row it replaces: the first start stays, and the
+/// duration runs from it.
+const STEP_UPSERT: &str = " ON CONFLICT (workflow_id, step_id) DO UPDATE SET \
+    status = excluded.status, attempt = excluded.attempt, \
+    output = excluded.output, error = excluded.error, \
+    started_at = COALESCE(step_state.started_at, excluded.started_at), \
+    completed_at = excluded.completed_at, \
+    duration_ms = CASE WHEN excluded.completed_at IS NULL THEN NULL ELSE \
+    CAST(ROUND((julianday(excluded.completed_at) - julianday(COALESCE(\
+    step_state.started_at, excluded.started_at, excluded.completed_at))) \
+    * 86400000) AS INTEGER) END";
 
 /// The connection.
 pub struct Db {
     rt: tokio::runtime::Runtime,
     conn: Connection,
     writes: Writes,
+    batches: RefCell<HashMap<(Table, usize), Statement>>,
 }
 
 /// Maps a libSQL error.
@@ -75,6 +124,8 @@ impl Db {
                 "PRAGMA busy_timeout = 5000".to_owned(),
                 "PRAGMA temp_store = MEMORY".to_owned(),
                 "PRAGMA cache_size = -20000".to_owned(),
+                // The checkpointer thread does this, off the commit path.
+                "PRAGMA wal_autocheckpoint = 0".to_owned(),
             ] {
                 // Some pragmas answer with a row; read and drop it.
                 let mut rows = conn.query(&pragma, ()).await.map_err(backend)?;
@@ -83,44 +134,93 @@ impl Db {
             migrate(&conn).await
         })?;
         let writes = rt.block_on(prepare(&conn))?;
-        Ok(Db { rt, conn, writes })
+        Ok(Db {
+            rt,
+            conn,
+            writes,
+            batches: RefCell::new(HashMap::new()),
+        })
     }
 
     fn block<T>(&self, f: impl Future<Output = T>) -> T {
         self.rt.block_on(f)
     }
 
-    /// Writes `commits` in one transaction, each under its own savepoint so
-    /// that one stale writer does not undo the others. Returns each one's result.
+    /// Writes `commits` in one transaction and returns each one's result.
+    /// A commit refused before it wrote anything (a stale sequence, an
+    /// existing id) leaves the others be; any other failure rolls the batch
+    /// back and writes it again with a savepoint per commit.
     pub fn write(&self, commits: &[Commit]) -> Vec<StoreResult<()>> {
-        let w = &self.writes;
         self.block(async {
-            if let Err(e) = run(&w.begin, Vec::new()).await {
-                return commits.iter().map(|_| Err(e.clone())).collect();
-            }
-            let mut results = Vec::with_capacity(commits.len());
-            for commit in commits {
-                let result = match run(&w.savepoint, Vec::new()).await {
-                    Ok(_) => self.apply(commit).await,
-                    Err(e) => Err(e),
-                };
-                let undone = match &result {
-                    Ok(()) => Ok(0),
-                    Err(_) => run(&w.rollback_to, Vec::new()).await,
-                };
-                match undone.and(run(&w.release, Vec::new()).await) {
-                    Ok(_) => results.push(result),
-                    Err(e) => results.push(Err(e)),
-                }
-            }
-            if let Err(e) = run(&w.end, Vec::new()).await {
-                let _ = self.conn.execute("ROLLBACK", ()).await;
-                return commits.iter().map(|_| Err(e.clone())).collect();
-            }
-            results
+            let outcome = match self.write_all(commits).await {
+                Err(StoreError::Backend(_)) if commits.len() > 1 => self.write_each(commits).await,
+                outcome => outcome,
+            };
+            outcome.unwrap_or_else(|e| commits.iter().map(|_| Err(e.clone())).collect())
         })
     }
 
+    /// The fast path: no savepoints. Fails (after rolling back) on the first
+    /// error that may have left a partial write.
+    async fn write_all(&self, commits: &[Commit]) -> StoreResult<Vec<StoreResult<()>>> {
+        let w = &self.writes;
+        run(&w.begin, Vec::new()).await?;
+        let mut results = Vec::with_capacity(commits.len());
+        for commit in commits {
+            match self.apply(commit).await {
+                Ok(()) => results.push(Ok(())),
+                Err(
+                    e @ (StoreError::Conflict { .. }
+                    | StoreError::Exists(_)
+                    | StoreError::NotFound(_)),
+                ) => {
+                    results.push(Err(e));
+                }
+                Err(e) => {
+                    let _ = run(&w.rollback, Vec::new()).await;
+                    return Err(e);
+                }
+            }
+        }
+        self.end().await?;
+        Ok(results)
+    }
+
+    /// The careful path: a savepoint per commit.
+    async fn write_each(&self, commits: &[Commit]) -> StoreResult<Vec<StoreResult<()>>> {
+        let w = &self.writes;
+        run(&w.begin, Vec::new()).await?;
+        let mut results = Vec::with_capacity(commits.len());
+        for commit in commits {
+            let result = match run(&w.savepoint, Vec::new()).await {
+                Ok(_) => self.apply(commit).await,
+                Err(e) => Err(e),
+            };
+            let undone = match &result {
+                Ok(()) => Ok(0),
+                Err(_) => run(&w.rollback_to, Vec::new()).await,
+            };
+            match undone.and(run(&w.release, Vec::new()).await) {
+                Ok(_) => results.push(result),
+                Err(e) => results.push(Err(e)),
+            }
+        }
+        self.end().await?;
+        Ok(results)
+    }
+
+    /// Commits the open transaction, or rolls it back if that fails.
+    async fn end(&self) -> StoreResult<()> {
+        let w = &self.writes;
+        if let Err(e) = run(&w.end, Vec::new()).await {
+            let _ = run(&w.rollback, Vec::new()).await;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Applies one commit. Refusals (`Conflict`, `Exists`, `NotFound`) come
+    /// before anything but the content-addressed source row is written.
     async fn apply(&self, c: &Commit) -> StoreResult<()> {
         let w = &self.writes;
         let id = c.workflow_id.as_str();
@@ -140,46 +240,45 @@ impl Db {
             }
         }
         let last = c.after_seq + c.entries.len() as u64;
-        if !c.entries.is_empty() {
-            let moved = run(&w.advance, vec![id.into(), seq(c.after_seq), seq(last)]).await?;
-            if moved == 0 {
-                return Err(self.conflict(id, c.after_seq).await);
+        match (&c.update, c.entries.is_empty()) {
+            (None, true) => {}
+            (Some(u), true) => {
+                run(&w.update_workflow, update_params(id, u)).await?;
+            }
+            (update, false) => {
+                let mut params = vec![id.into(), seq(c.after_seq), seq(last)];
+                let stmt = match update {
+                    Some(u) => {
+                        params.extend(update_params(id, u).into_iter().skip(1));
+                        &w.advance_and_update
+                    }
+                    None => &w.advance,
+                };
+                if run(stmt, params).await? == 0 {
+                    return Err(self.conflict(id, c.after_seq).await);
+                }
             }
         }
-        for (i, e) in c.entries.iter().enumerate() {
-            run(
-                &w.insert_entry,
-                vec![
+        for (chunk, entries) in c.entries.chunks(ROWS_PER_INSERT).enumerate() {
+            let first = c.after_seq + 1 + (chunk * ROWS_PER_INSERT) as u64;
+            let mut params = Vec::with_capacity(entries.len() * 8);
+            for (i, e) in entries.iter().enumerate() {
+                params.extend([
                     id.into(),
-                    seq(c.after_seq + 1 + i as u64),
+                    seq(first + i as u64),
                     e.at.as_str().into(),
                     e.kind.as_str().into(),
                     e.event_type.into(),
                     e.step_id.clone().into(),
                     i64::from(e.version).into(),
                     e.payload.as_str().into(),
-                ],
-            )
-            .await?;
+                ]);
+            }
+            self.run_rows(Table::Events, entries.len(), params).await?;
         }
-        if let Some(u) = &c.update {
-            run(
-                &w.update_workflow,
-                vec![
-                    id.into(),
-                    u.status.as_str().into(),
-                    u.output.clone().into(),
-                    u.error.clone().into(),
-                    u.context.clone().into(),
-                    u.started_at.clone().into(),
-                    u.completed_at.clone().into(),
-                    u.updated_at.as_str().into(),
-                ],
-            )
-            .await?;
-        }
-        for s in &c.steps {
-            run(&w.upsert_step, step_params(id, s)).await?;
+        for steps in c.steps.chunks(ROWS_PER_INSERT) {
+            let params = steps.iter().flat_map(|s| step_params(id, s)).collect();
+            self.run_rows(Table::Steps, steps.len(), params).await?;
         }
         for t in &c.timers {
             match t {
@@ -229,7 +328,32 @@ impl Db {
         for &message in &c.inbox_taken {
             run(&w.take_inbox, vec![message.into()]).await?;
         }
+        match &c.lease {
+            Some(LeaseChange::Take { owner, until }) => {
+                let params = vec![id.into(), owner.as_str().into(), until.as_str().into()];
+                run(&w.take_lease, params).await?;
+            }
+            Some(LeaseChange::Release { owner }) => {
+                run(&w.release_lease, vec![id.into(), owner.as_str().into()]).await?;
+            }
+            None => {}
+        }
         Ok(())
+    }
+
+    /// Inserts `rows` rows into `table` with one statement, prepared once
+    /// per row count.
+    async fn run_rows(&self, table: Table, rows: usize, params: Vec<Value>) -> StoreResult<usize> {
+        let cached = self.batches.borrow_mut().remove(&(table, rows));
+        let stmt = if let Some(stmt) = cached {
+            stmt
+        } else {
+            let sql = table.insert_sql(rows);
+            self.conn.prepare(&sql).await.map_err(backend)?
+        };
+        let result = run(&stmt, params).await;
+        self.batches.borrow_mut().insert((table, rows), stmt);
+        result
     }
 
     async fn conflict(&self, id: &str, expected: u64) -> StoreError {
@@ -593,33 +717,19 @@ async fn prepare(conn: &Connection) -> StoreResult<Writes> {
              ON CONFLICT (id) DO NOTHING",
         )
         .await?,
+        rollback: p("ROLLBACK").await?,
         advance: p("UPDATE workflows SET last_seq = ?3 WHERE id = ?1 AND last_seq = ?2").await?,
-        insert_entry: p(
-            "INSERT INTO events (workflow_id, seq, at, kind, event_type, step_id, \
-                         version, payload) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        advance_and_update: p(
+            "UPDATE workflows SET last_seq = ?3, status = ?4, output = ?5, error = ?6, \
+             context = COALESCE(?7, context), started_at = COALESCE(started_at, ?8), \
+             completed_at = COALESCE(?9, completed_at), updated_at = ?10 \
+             WHERE id = ?1 AND last_seq = ?2",
         )
         .await?,
         update_workflow: p(
             "UPDATE workflows SET status = ?2, output = ?3, error = ?4, \
-                            context = COALESCE(?5, context), \
-                            started_at = COALESCE(started_at, ?6), \
-                            completed_at = COALESCE(?7, completed_at), updated_at = ?8 \
-                            WHERE id = ?1",
-        )
-        .await?,
-        upsert_step: p(
-            "INSERT INTO step_state (workflow_id, step_id, status, attempt, output, \
-                        error, started_at, completed_at, duration_ms) \
-                        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
-                        ON CONFLICT (workflow_id, step_id) DO UPDATE SET \
-                        status = excluded.status, attempt = excluded.attempt, \
-                        output = excluded.output, error = excluded.error, \
-                        started_at = COALESCE(step_state.started_at, excluded.started_at), \
-                        completed_at = excluded.completed_at, \
-                        duration_ms = CASE WHEN excluded.completed_at IS NULL THEN NULL ELSE \
-                        CAST(ROUND((julianday(excluded.completed_at) - julianday(COALESCE(\
-                        step_state.started_at, excluded.started_at, excluded.completed_at))) \
-                        * 86400000) AS INTEGER) END",
+             context = COALESCE(?5, context), started_at = COALESCE(started_at, ?6), \
+             completed_at = COALESCE(?7, completed_at), updated_at = ?8 WHERE id = ?1",
         )
         .await?,
         set_timer: p(
@@ -640,6 +750,11 @@ async fn prepare(conn: &Connection) -> StoreResult<Writes> {
         )
         .await?,
         take_inbox: p("DELETE FROM inbox WHERE id = ?1").await?,
+        take_lease: p(
+            "INSERT OR REPLACE INTO leases (workflow_id, owner, expires_at) VALUES (?1, ?2, ?3)",
+        )
+        .await?,
+        release_lease: p("DELETE FROM leases WHERE workflow_id = ?1 AND owner = ?2").await?,
     })
 }
 
@@ -728,6 +843,20 @@ fn step_params(id: &str, s: &StepRow) -> Vec<Value> {
         s.started_at.clone().into(),
         s.completed_at.clone().into(),
         s.duration_ms.into(),
+    ]
+}
+
+/// `id` then the update's columns, in the order of `update_workflow`.
+fn update_params(id: &str, u: &WorkflowUpdate) -> Vec<Value> {
+    vec![
+        id.into(),
+        u.status.as_str().into(),
+        u.output.clone().into(),
+        u.error.clone().into(),
+        u.context.clone().into(),
+        u.started_at.clone().into(),
+        u.completed_at.clone().into(),
+        u.updated_at.as_str().into(),
     ]
 }
 
