@@ -27,6 +27,7 @@ pub mod ast;
 pub mod check;
 pub mod codegen;
 pub mod diagnostics;
+pub mod diagram;
 pub mod duration;
 pub mod source;
 pub mod syntax;

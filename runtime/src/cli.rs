@@ -4,6 +4,7 @@ mod common;
 mod inspect;
 mod resume;
 mod run;
+mod serve;
 mod signal;
 
 use clap::{Parser, Subcommand};
@@ -15,11 +16,15 @@ pub use self::common::Exit;
 #[command(name = "opcode", version, about = "Run opcode workflows durably")]
 pub struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve the six MCP tools over Streamable HTTP (/mcp) and legacy SSE (/sse); the default.
+    Serve(serve::Args),
+    /// Write ~/.opcode/settings.json from the given flags.
+    Install(serve::Args),
     /// Start a workflow and run it until it ends or waits for a decision or signal.
     Run(run::Args),
     /// Carry on with interrupted workflows (one, or all of them).
@@ -47,7 +52,12 @@ pub fn main(cli: Cli) -> u8 {
         }
     };
     let exit = runtime.block_on(async move {
-        match cli.command {
+        match cli
+            .command
+            .unwrap_or_else(|| Command::Serve(serve::Args::default()))
+        {
+            Command::Serve(args) => serve::serve(args).await,
+            Command::Install(args) => serve::install(&args),
             Command::Run(args) => run::run(args).await,
             Command::Resume(args) => resume::run(args).await,
             Command::Status(args) => inspect::status(args).await,

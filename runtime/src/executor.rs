@@ -592,7 +592,7 @@ impl Inner {
             .store
             .workflows(WorkflowFilter {
                 statuses: vec!["pending".into(), "active".into()],
-                limit: None,
+                ..WorkflowFilter::default()
             })
             .await?;
         let mut recovered = Vec::new();

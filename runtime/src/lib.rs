@@ -11,9 +11,13 @@
 //! The `opcode` binary (`src/main.rs`, `src/cli/`) is a thin shell over these.
 #![warn(missing_docs)]
 
+pub mod api;
 pub mod executor;
 pub mod log;
+pub mod mcp;
 pub mod owner;
+pub mod serve;
+pub mod settings;
 pub mod store;
 pub mod summary;
 pub mod time;

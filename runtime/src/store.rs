@@ -9,9 +9,12 @@
 //! number, and ownership is a lease row, so nothing assumes one writer.
 //! `spec/events.md` documents the schema.
 
+mod catalog;
 pub mod libsql;
 pub mod memory;
 mod schema;
+
+pub use catalog::{EventFilter, FoundEntry, TemplateDraft, TemplateFilter, TemplateRow};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -390,8 +393,18 @@ pub enum LeaseChange {
 pub struct WorkflowFilter {
     /// Only these statuses (all when empty).
     pub statuses: Vec<String>,
+    /// Only those started by this agent.
+    pub agent_id: Option<String>,
+    /// Only runs of this template.
+    pub template_name: Option<String>,
+    /// Only children of this workflow.
+    pub parent_id: Option<String>,
+    /// Only those created at or after this time (RFC 3339).
+    pub since: Option<String>,
     /// At most this many, newest first (all when `None`).
     pub limit: Option<u32>,
+    /// After skipping this many.
+    pub offset: u32,
 }
 
 /// A message waiting for a workflow's owner.
@@ -493,4 +506,23 @@ pub trait EventStore: Send + Sync {
 
     /// Gives a workflow up.
     fn release<'a>(&'a self, id: &'a str, owner: &'a str) -> BoxFuture<'a, StoreResult<()>>;
+
+    /// Stores a template as the next version of its name (1 for a new one).
+    fn define_template(&self, draft: TemplateDraft) -> BoxFuture<'_, StoreResult<TemplateRow>>;
+
+    /// One version of a template, or its newest when `version` is `None`.
+    fn template<'a>(
+        &'a self,
+        name: &'a str,
+        version: Option<i64>,
+    ) -> BoxFuture<'a, StoreResult<Option<TemplateRow>>>;
+
+    /// Templates by name, newest version first.
+    fn templates(&self, filter: TemplateFilter) -> BoxFuture<'_, StoreResult<Vec<TemplateRow>>>;
+
+    /// Log entries across workflows.
+    fn find_entries(&self, filter: EventFilter) -> BoxFuture<'_, StoreResult<Vec<FoundEntry>>>;
+
+    /// Records that an agent was seen at `at`, registering it if new.
+    fn touch_agent<'a>(&'a self, id: &'a str, at: &'a str) -> BoxFuture<'a, StoreResult<()>>;
 }

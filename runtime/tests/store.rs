@@ -6,9 +6,9 @@ use std::sync::Arc;
 use opcode_runtime::store::libsql::LibsqlStore;
 use opcode_runtime::store::memory::MemoryStore;
 use opcode_runtime::store::{
-    Claim, Commit, DecisionChange, DecisionRow, Durability, EntryKind, EventStore, LeaseChange,
-    NewEntry, NewWorkflow, Source, StepRow, StoreError, TimerChange, TimerRow, WorkflowFilter,
-    WorkflowUpdate,
+    Claim, Commit, DecisionChange, DecisionRow, Durability, EntryKind, EventFilter, EventStore,
+    LeaseChange, NewEntry, NewWorkflow, Source, StepRow, StoreError, TemplateDraft, TemplateFilter,
+    TimerChange, TimerRow, WorkflowFilter, WorkflowUpdate,
 };
 
 /// Both stores, fresh; the temp dir lives as long as the libSQL one.
@@ -437,6 +437,7 @@ fn workflows_are_listed_newest_first_by_status() {
                 .workflows(WorkflowFilter {
                     statuses: vec!["active".into()],
                     limit: Some(1),
+                    ..WorkflowFilter::default()
                 })
                 .await
                 .unwrap();
@@ -484,4 +485,94 @@ fn a_reopened_database_keeps_everything() {
     let row = block_on(store.workflow("w")).unwrap().unwrap();
     assert_eq!(row.last_seq, 2);
     assert_eq!(block_on(store.entries("w", 0, false)).unwrap().len(), 2);
+}
+
+#[test]
+fn templates_get_numeric_versions_per_name() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            let draft = |n: &str| TemplateDraft {
+                name: n.into(),
+                definition: "{}".into(),
+                triggers: "{}".into(),
+                agent_id: Some("bot".into()),
+                at: at(0),
+                ..TemplateDraft::default()
+            };
+            for _ in 0..10 {
+                store.define_template(draft("hello")).await.unwrap();
+            }
+            let other = store.define_template(draft("alpha")).await.unwrap();
+            assert_eq!(other.version, 1, "{name}");
+            let latest = store.template("hello", None).await.unwrap().unwrap();
+            assert_eq!(latest.version, 10, "{name}: 10 sorts after 9");
+            let second = store.template("hello", Some(2)).await.unwrap().unwrap();
+            assert_eq!(second.version, 2, "{name}");
+            assert!(store.template("nope", None).await.unwrap().is_none());
+            let page = store
+                .templates(TemplateFilter {
+                    name: Some("hello".into()),
+                    limit: Some(3),
+                    offset: 1,
+                    ..TemplateFilter::default()
+                })
+                .await
+                .unwrap();
+            let versions: Vec<i64> = page.iter().map(|t| t.version).collect();
+            assert_eq!(versions, [9, 8, 7], "{name}");
+            let latest = store
+                .templates(TemplateFilter {
+                    latest_only: true,
+                    ..TemplateFilter::default()
+                })
+                .await
+                .unwrap();
+            let names: Vec<(&str, i64)> = latest
+                .iter()
+                .map(|t| (t.name.as_str(), t.version))
+                .collect();
+            assert_eq!(names, [("alpha", 1), ("hello", 10)], "{name}");
+        });
+    }
+}
+
+#[test]
+fn entries_are_found_across_workflows() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            store.commit(create("a")).await.unwrap();
+            store.commit(create("b")).await.unwrap();
+            let found = store
+                .find_entries(EventFilter {
+                    workflow_id: Some("b".into()),
+                    ..EventFilter::default()
+                })
+                .await
+                .unwrap();
+            let seqs: Vec<u64> = found.iter().map(|f| f.entry.seq).collect();
+            assert_eq!(seqs, [1, 2], "{name}");
+            let by_step = store
+                .find_entries(EventFilter {
+                    step_id: Some("s1".into()),
+                    limit: Some(10),
+                    ..EventFilter::default()
+                })
+                .await
+                .unwrap();
+            assert_eq!(by_step.len(), 2, "{name}");
+            assert!(
+                by_step
+                    .iter()
+                    .all(|f| f.entry.step_id.as_deref() == Some("s1"))
+            );
+            let skipped = store
+                .find_entries(EventFilter {
+                    offset: 3,
+                    ..EventFilter::default()
+                })
+                .await
+                .unwrap();
+            assert_eq!(skipped.len(), 1, "{name}");
+        });
+    }
 }

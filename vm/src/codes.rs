@@ -88,6 +88,14 @@ code_registry! { RUNTIME, "../../spec/errors/";
     R0113 = "child-failed",
     /// A decision, signal or command does not fit the run's state.
     R0114 = "rejected",
+    /// A tool or command names a template that does not exist.
+    R0120 = "template-not-found",
+    /// A tool or command names a workflow that does not exist.
+    R0121 = "workflow-not-found",
+    /// A tool was called with missing or ill-typed arguments.
+    R0122 = "invalid-arguments",
+    /// `opcode.define` was given a workflow that does not compile.
+    R0123 = "invalid-workflow",
 }
 
 /// Finds a run-time code by its id.

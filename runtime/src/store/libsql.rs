@@ -19,8 +19,9 @@ use tokio::sync::oneshot;
 use self::checkpoint::Checkpointer;
 use self::db::Db;
 use super::{
-    BoxFuture, Claim, Commit, DecisionRow, Durability, EventStore, InboxMessage, LogEntry, Source,
-    StepRow, StoreError, StoreResult, WorkflowFilter, WorkflowRow,
+    BoxFuture, Claim, Commit, DecisionRow, Durability, EventFilter, EventStore, FoundEntry,
+    InboxMessage, LogEntry, Source, StepRow, StoreError, StoreResult, TemplateDraft,
+    TemplateFilter, TemplateRow, WorkflowFilter, WorkflowRow,
 };
 
 /// At most this many commits share one transaction.
@@ -268,5 +269,31 @@ impl EventStore for LibsqlStore {
     fn release<'a>(&'a self, id: &'a str, owner: &'a str) -> BoxFuture<'a, StoreResult<()>> {
         let (id, owner) = (id.to_owned(), owner.to_owned());
         self.ask(move |db| db.release(&id, &owner))
+    }
+
+    fn define_template(&self, draft: TemplateDraft) -> BoxFuture<'_, StoreResult<TemplateRow>> {
+        self.ask(move |db| db.define_template(&draft))
+    }
+
+    fn template<'a>(
+        &'a self,
+        name: &'a str,
+        version: Option<i64>,
+    ) -> BoxFuture<'a, StoreResult<Option<TemplateRow>>> {
+        let name = name.to_owned();
+        self.ask(move |db| db.template(&name, version))
+    }
+
+    fn templates(&self, filter: TemplateFilter) -> BoxFuture<'_, StoreResult<Vec<TemplateRow>>> {
+        self.ask(move |db| db.templates(&filter))
+    }
+
+    fn find_entries(&self, filter: EventFilter) -> BoxFuture<'_, StoreResult<Vec<FoundEntry>>> {
+        self.ask(move |db| db.find_entries(&filter))
+    }
+
+    fn touch_agent<'a>(&'a self, id: &'a str, at: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+        let (id, at) = (id.to_owned(), at.to_owned());
+        self.ask(move |db| db.touch_agent(&id, &at))
     }
 }

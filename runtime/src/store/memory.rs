@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
 use super::{
-    BoxFuture, Claim, Commit, DecisionChange, DecisionRow, EventStore, InboxMessage, LeaseChange,
-    LogEntry, Source, StepRow, StoreError, StoreResult, TimerChange, TimerRow, WorkflowFilter,
-    WorkflowRow,
+    BoxFuture, Claim, Commit, DecisionChange, DecisionRow, EventFilter, EventStore, FoundEntry,
+    InboxMessage, LeaseChange, LogEntry, Source, StepRow, StoreError, StoreResult, TemplateDraft,
+    TemplateFilter, TemplateRow, TimerChange, TimerRow, WorkflowFilter, WorkflowRow,
 };
 
 #[derive(Default)]
@@ -21,6 +21,8 @@ struct State {
     inbox: BTreeMap<i64, InboxMessage>,
     next_message: i64,
     leases: HashMap<String, (String, String)>,
+    templates: BTreeMap<(String, i64), TemplateRow>,
+    agents: HashMap<String, String>,
 }
 
 /// The in-memory store.
@@ -215,17 +217,24 @@ impl EventStore for MemoryStore {
 
     fn workflows(&self, filter: WorkflowFilter) -> BoxFuture<'_, StoreResult<Vec<WorkflowRow>>> {
         let state = self.lock();
+        let same = |want: &Option<String>, have: &Option<String>| want.is_none() || want == have;
         let mut rows: Vec<WorkflowRow> = state
             .workflows
             .values()
             .filter(|w| filter.statuses.is_empty() || filter.statuses.contains(&w.status))
+            .filter(|w| same(&filter.agent_id, &w.agent_id))
+            .filter(|w| same(&filter.template_name, &w.template_name))
+            .filter(|w| same(&filter.parent_id, &w.parent_id))
+            .filter(|w| {
+                filter
+                    .since
+                    .as_ref()
+                    .is_none_or(|since| &w.created_at >= since)
+            })
             .cloned()
             .collect();
         rows.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
-        if let Some(limit) = filter.limit {
-            rows.truncate(limit as usize);
-        }
-        ready(Ok(rows))
+        ready(Ok(page(rows, filter.limit, filter.offset)))
     }
 
     fn entries<'a>(
@@ -387,4 +396,107 @@ impl EventStore for MemoryStore {
         }
         ready(Ok(()))
     }
+
+    fn define_template(&self, draft: TemplateDraft) -> BoxFuture<'_, StoreResult<TemplateRow>> {
+        let mut state = self.lock();
+        let version = state
+            .templates
+            .range((draft.name.clone(), i64::MIN)..=(draft.name.clone(), i64::MAX))
+            .next_back()
+            .map_or(1, |((_, v), _)| v + 1);
+        let row = TemplateRow {
+            name: draft.name,
+            version,
+            description: draft.description,
+            definition: draft.definition,
+            input_schema: draft.input_schema,
+            output_schema: draft.output_schema,
+            triggers: draft.triggers,
+            agent_id: draft.agent_id,
+            created_at: draft.at,
+        };
+        state
+            .templates
+            .insert((row.name.clone(), version), row.clone());
+        ready(Ok(row))
+    }
+
+    fn template<'a>(
+        &'a self,
+        name: &'a str,
+        version: Option<i64>,
+    ) -> BoxFuture<'a, StoreResult<Option<TemplateRow>>> {
+        let state = self.lock();
+        let range = (name.to_owned(), i64::MIN)..=(name.to_owned(), i64::MAX);
+        let found = match version {
+            Some(v) => state.templates.get(&(name.to_owned(), v)),
+            None => state.templates.range(range).next_back().map(|(_, t)| t),
+        };
+        ready(Ok(found.cloned()))
+    }
+
+    fn templates(&self, filter: TemplateFilter) -> BoxFuture<'_, StoreResult<Vec<TemplateRow>>> {
+        let state = self.lock();
+        let mut rows: Vec<TemplateRow> = Vec::new();
+        // Keys sort by name, then version ascending: walk backwards per name.
+        for ((name, _), row) in state.templates.iter().rev() {
+            if filter.name.as_ref().is_some_and(|n| n != name)
+                || filter.agent_id.is_some() && filter.agent_id != row.agent_id
+                || filter.latest_only && rows.last().is_some_and(|r| &r.name == name)
+            {
+                continue;
+            }
+            rows.push(row.clone());
+        }
+        rows.sort_by(|a, b| a.name.cmp(&b.name).then(b.version.cmp(&a.version)));
+        ready(Ok(page(rows, filter.limit, filter.offset)))
+    }
+
+    fn find_entries(&self, filter: EventFilter) -> BoxFuture<'_, StoreResult<Vec<FoundEntry>>> {
+        let state = self.lock();
+        let mut rows: Vec<FoundEntry> = state
+            .entries
+            .iter()
+            .filter(|(id, _)| filter.workflow_id.as_ref().is_none_or(|w| w == *id))
+            .flat_map(|(id, log)| {
+                log.iter().map(move |e| FoundEntry {
+                    workflow_id: id.clone(),
+                    entry: e.clone(),
+                })
+            })
+            .filter(|f| {
+                filter
+                    .event_type
+                    .as_ref()
+                    .is_none_or(|t| *t == f.entry.event_type)
+            })
+            .filter(|f| filter.step_id.is_none() || filter.step_id == f.entry.step_id)
+            .filter(|f| filter.since.as_ref().is_none_or(|s| f.entry.at >= *s))
+            .collect();
+        if filter.workflow_id.is_some() {
+            rows.sort_by_key(|f| f.entry.seq);
+        } else {
+            rows.sort_by(|a, b| {
+                (b.entry.at.as_str(), &b.workflow_id, b.entry.seq).cmp(&(
+                    a.entry.at.as_str(),
+                    &a.workflow_id,
+                    a.entry.seq,
+                ))
+            });
+        }
+        ready(Ok(page(rows, filter.limit, filter.offset)))
+    }
+
+    fn touch_agent<'a>(&'a self, id: &'a str, at: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+        self.lock().agents.insert(id.to_owned(), at.to_owned());
+        ready(Ok(()))
+    }
+}
+
+/// `rows` after skipping `offset`, at most `limit` of them.
+fn page<T>(rows: Vec<T>, limit: Option<u32>, offset: u32) -> Vec<T> {
+    rows.into_iter()
+        .skip(offset as usize)
+        .take(limit.map_or(usize::MAX, |l| l as usize))
+        .collect()
 }

@@ -10,6 +10,8 @@ use std::path::Path;
 
 use libsql::{Connection, Row, Rows, Statement, Value};
 
+mod catalog;
+
 use super::super::schema::{LATEST, MIGRATIONS};
 use super::super::{
     Claim, Commit, DecisionChange, DecisionRow, Durability, EntryKind, InboxMessage, LeaseChange,
@@ -428,19 +430,28 @@ impl Db {
 
     /// Workflows, newest first.
     pub fn workflows(&self, filter: &WorkflowFilter) -> StoreResult<Vec<WorkflowRow>> {
-        let mut sql = format!("SELECT {WORKFLOW_COLUMNS} FROM workflows");
+        let mut sql = format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE 1 = 1");
         let mut params: Vec<Value> = Vec::new();
         if !filter.statuses.is_empty() {
-            let marks: Vec<String> = (1..=filter.statuses.len())
-                .map(|i| format!("?{i}"))
+            let marks: Vec<String> = (0..filter.statuses.len())
+                .map(|i| format!("?{}", params.len() + i + 1))
                 .collect();
-            let _ = write!(sql, " WHERE status IN ({})", marks.join(", "));
+            let _ = write!(sql, " AND status IN ({})", marks.join(", "));
             params.extend(filter.statuses.iter().map(|s| Value::from(s.as_str())));
         }
-        sql.push_str(" ORDER BY created_at DESC, id");
-        if let Some(limit) = filter.limit {
-            let _ = write!(sql, " LIMIT {limit}");
+        for (column, op, value) in [
+            ("agent_id", "=", &filter.agent_id),
+            ("template_name", "=", &filter.template_name),
+            ("parent_workflow_id", "=", &filter.parent_id),
+            ("created_at", ">=", &filter.since),
+        ] {
+            if let Some(value) = value {
+                params.push(value.as_str().into());
+                let _ = write!(sql, " AND {column} {op} ?{}", params.len());
+            }
         }
+        sql.push_str(" ORDER BY created_at DESC, id");
+        push_page(&mut sql, filter.limit, filter.offset);
         self.block(self.query_all(&sql, params, workflow_row))
     }
 
@@ -462,18 +473,7 @@ impl Db {
         );
         self.block(
             self.query_all(&sql, vec![id.into(), seq(after_seq)], |row| {
-                let kind: String = get(row, 2)?;
-                Ok(LogEntry {
-                    seq: get::<i64>(row, 0)? as u64,
-                    at: get(row, 1)?,
-                    kind: EntryKind::parse(&kind).ok_or_else(|| {
-                        StoreError::Backend(format!("unknown entry kind `{kind}`"))
-                    })?,
-                    event_type: get(row, 3)?,
-                    step_id: get(row, 4)?,
-                    version: get::<i64>(row, 5)? as u16,
-                    payload: get(row, 6)?,
-                })
+                log_entry(row, 0)
             }),
         )
     }
@@ -895,5 +895,32 @@ fn workflow_row(row: &Row) -> StoreResult<WorkflowRow> {
         started_at: get(row, 15)?,
         completed_at: get(row, 16)?,
         updated_at: get(row, 17)?,
+    })
+}
+
+/// Appends `LIMIT`/`OFFSET` (SQLite needs a `LIMIT` to take an `OFFSET`).
+fn push_page(sql: &mut String, limit: Option<u32>, offset: u32) {
+    match (limit, offset) {
+        (None, 0) => {}
+        (limit, offset) => {
+            let limit = limit.map_or(-1, i64::from);
+            let _ = write!(sql, " LIMIT {limit} OFFSET {offset}");
+        }
+    }
+}
+
+/// The log entry in columns `first..first + 7` (`seq, at, kind, event_type,
+/// step_id, version, payload`).
+fn log_entry(row: &Row, first: i32) -> StoreResult<LogEntry> {
+    let kind: String = get(row, first + 2)?;
+    Ok(LogEntry {
+        seq: get::<i64>(row, first)? as u64,
+        at: get(row, first + 1)?,
+        kind: EntryKind::parse(&kind)
+            .ok_or_else(|| StoreError::Backend(format!("unknown entry kind `{kind}`")))?,
+        event_type: get(row, first + 3)?,
+        step_id: get(row, first + 4)?,
+        version: get::<i64>(row, first + 5)? as u16,
+        payload: get(row, first + 6)?,
     })
 }

@@ -1,0 +1,144 @@
+//! The six tools of the MCP interface (`opcode.define`, `opcode.run`,
+//! `opcode.status`, `opcode.signal`, `opcode.query`, `opcode.diagram`),
+//! independent of any transport: JSON arguments in, a JSON result or a
+//! coded [`ToolError`] out. The contract is `spec/mcp.md`.
+
+mod args;
+mod define;
+mod diagram;
+mod query;
+mod run;
+mod schemas;
+mod signal;
+mod status;
+
+use std::sync::Arc;
+
+use opcode_vm::Code;
+use opcode_vm::codes;
+use serde_json::{Value, json};
+
+use crate::executor::{ExecError, Executor};
+use crate::store::{EventStore, StoreError};
+
+pub use schemas::{INSTRUCTIONS, ToolSpec, tools};
+
+/// A tool's failure: a stable code, a message, and data an agent can act on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolError {
+    /// The code (`R0122`…).
+    pub code: Code,
+    /// What went wrong.
+    pub message: String,
+    /// Details (diagnostics, the problems with the inputs…).
+    pub details: Option<Value>,
+}
+
+impl ToolError {
+    /// An error without details.
+    pub fn new(code: Code, message: impl Into<String>) -> ToolError {
+        ToolError {
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// Attaches details.
+    pub fn with_details(mut self, details: Value) -> ToolError {
+        self.details = Some(details);
+        self
+    }
+
+    /// The error as the JSON a tool result carries.
+    pub fn to_json(&self) -> Value {
+        let mut error = json!({
+            "code": self.code.id,
+            "name": self.code.name,
+            "message": self.message,
+        });
+        if let Some(details) = &self.details {
+            error["details"] = details.clone();
+        }
+        json!({ "error": error })
+    }
+}
+
+impl From<StoreError> for ToolError {
+    fn from(e: StoreError) -> ToolError {
+        match e {
+            StoreError::NotFound(id) => {
+                ToolError::new(codes::R0121, format!("workflow `{id}` not found"))
+            }
+            other => ToolError::new(codes::R0109, format!("the store failed: {other}")),
+        }
+    }
+}
+
+impl From<ExecError> for ToolError {
+    fn from(e: ExecError) -> ToolError {
+        let code = match &e {
+            ExecError::NotFound(_) => codes::R0121,
+            ExecError::Ended { .. } | ExecError::Refused(_) | ExecError::Held { .. } => {
+                codes::R0114
+            }
+            ExecError::Program(_)
+            | ExecError::Replay { .. }
+            | ExecError::Store(_)
+            | ExecError::Stopped(_) => codes::R0109,
+        };
+        ToolError::new(code, e.to_string())
+    }
+}
+
+/// A tool's outcome.
+pub type ToolResult = Result<Value, ToolError>;
+
+/// The tools, over one executor and its store.
+#[derive(Clone)]
+pub struct Api {
+    exec: Executor,
+}
+
+impl std::fmt::Debug for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api").finish_non_exhaustive()
+    }
+}
+
+impl Api {
+    /// The tools over `exec`.
+    pub fn new(exec: Executor) -> Api {
+        Api { exec }
+    }
+
+    fn store(&self) -> &Arc<dyn EventStore> {
+        self.exec.store()
+    }
+
+    /// Calls the tool `name` with `args` (a JSON object).
+    pub async fn call(&self, name: &str, args: Value) -> ToolResult {
+        let args = args::Args::new(args)?;
+        match name {
+            "opcode.define" => define::define(self, &args).await,
+            "opcode.run" => run::run(self, &args).await,
+            "opcode.status" => status::status(self, &args).await,
+            "opcode.signal" => signal::signal(self, &args).await,
+            "opcode.query" => query::query(self, &args).await,
+            "opcode.diagram" => diagram::diagram(self, &args).await,
+            other => Err(ToolError::new(
+                codes::R0122,
+                format!("there is no tool `{other}`"),
+            )),
+        }
+    }
+
+    /// Registers or refreshes the calling agent.
+    async fn seen(&self, agent_id: Option<&str>) -> Result<(), ToolError> {
+        if let Some(agent) = agent_id {
+            let at = crate::time::rfc3339(crate::time::now_ms());
+            self.store().touch_agent(agent, &at).await?;
+        }
+        Ok(())
+    }
+}

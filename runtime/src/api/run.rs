@@ -1,0 +1,78 @@
+//! `opcode.run`: start a template's workflow with validated params and
+//! return its outcome (or, with `wait: false`, its id at once).
+
+use opcode_stdlib::inputs::prepare;
+use opcode_vm::codes;
+use serde_json::{Value, json};
+
+use super::args::Args;
+use super::{Api, ToolError, ToolResult};
+use crate::executor::{StartRequest, Until};
+use crate::store::TemplateRow;
+
+/// Handles `opcode.run`.
+pub async fn run(api: &Api, args: &Args) -> ToolResult {
+    let template = template(api, args, "template_name").await?;
+    let agent_id = args.opt_str("agent_id")?;
+    let wait = args.opt_bool("wait")?.unwrap_or(true);
+    let given = args
+        .opt_object("params")?
+        .map_or_else(|| json!({}), |p| Value::Object(p.clone()));
+    let (program, _) = api
+        .exec
+        .compiler()
+        .compile(&template.definition, "template.json");
+    let program = program.ok_or_else(|| {
+        ToolError::new(
+            codes::R0109,
+            format!(
+                "template `{}` v{} no longer compiles; define it again",
+                template.name, template.version
+            ),
+        )
+    })?;
+    let inputs = prepare(&program, &given).map_err(|problems| {
+        ToolError::new(
+            codes::R0108,
+            format!(
+                "the params do not match the input_schema of `{}`: {}",
+                template.name,
+                problems.join("; ")
+            ),
+        )
+        .with_details(json!({ "problems": problems }))
+    })?;
+    api.seen(agent_id).await?;
+    let id = api
+        .exec
+        .start(StartRequest {
+            definition: template.definition.clone(),
+            program: Some(program),
+            inputs,
+            agent_id: agent_id.map(str::to_owned),
+            template_name: Some(template.name.clone()),
+            template_version: Some(template.version),
+            ..StartRequest::default()
+        })
+        .await?;
+    if !wait {
+        let row = api.store().workflow(&id).await?;
+        let status = row.map_or_else(|| "pending".to_owned(), |r| r.status);
+        return Ok(json!({ "workflow_id": id, "status": status }));
+    }
+    api.exec.wait(&id, Until::Settled).await?;
+    super::status::summary_of(api, &id).await
+}
+
+/// The template named by the argument `key` (and `version`), or R0120.
+pub async fn template(api: &Api, args: &Args, key: &str) -> Result<TemplateRow, ToolError> {
+    let name = args.str(key)?;
+    let version = args.opt_version("version")?;
+    api.store().template(name, version).await?.ok_or_else(|| {
+        let which = version.map_or_else(String::new, |v| format!(" version {v}"));
+        ToolError::new(
+            codes::R0120,
+            format!("template `{name}`{which} is not defined"),
+        )
+    })
+}

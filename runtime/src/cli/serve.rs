@@ -1,0 +1,274 @@
+//! `opcode serve` (also plain `opcode`): the daemon. And `opcode install`,
+//! which writes the settings file.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use opcode_runtime::api::Api;
+use opcode_runtime::serve::{self, Guard, SharedGuard};
+use opcode_runtime::settings::Settings;
+use opcode_runtime::store::Durability;
+use opcode_runtime::store::libsql::LibsqlStore;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::reload;
+
+use super::common::{Exit, executor, fail};
+
+/// Flags of `serve` and `install` (each overrides settings and environment).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Args {
+    /// Address to listen on, `host:port` (default 127.0.0.1:4100).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// The database file (default ~/.opcode/opcode.db).
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// The URL clients reach this daemon by (names the SSE endpoint).
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// error, warn, info or debug.
+    #[arg(long, value_name = "LEVEL")]
+    log_level: Option<String>,
+    /// Bearer token clients must send (required off loopback).
+    #[arg(long, value_name = "TOKEN")]
+    token: Option<String>,
+    /// The settings file (default ~/.opcode/settings.json).
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+}
+
+impl Args {
+    fn flags(&self) -> Settings {
+        Settings {
+            listen: self.listen.clone(),
+            db: self.db.clone(),
+            base_url: self.base_url.clone(),
+            log_level: self.log_level.clone(),
+            token: self.token.clone(),
+            ..Settings::default()
+        }
+    }
+
+    fn config_path(&self) -> PathBuf {
+        self.config
+            .clone()
+            .unwrap_or_else(|| Settings::file_in(&home()))
+    }
+
+    /// File, then environment, then flags.
+    fn settings(&self) -> Result<Settings, String> {
+        let file = Settings::load(&self.config_path())?;
+        let env = Settings::from_env(|name| std::env::var(name).ok());
+        Ok(file.overlay(env).overlay(self.flags()))
+    }
+}
+
+fn home() -> PathBuf {
+    std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from)
+}
+
+/// The guard the settings describe.
+fn guard_of(settings: &Settings, listen: &SocketAddr) -> Guard {
+    let mut hosts = Vec::new();
+    let mut origins = settings.allowed_origins.clone();
+    if let Some(base) = &settings.base_url {
+        let trimmed = base.trim_end_matches('/');
+        if let Some((_, authority)) = trimmed.split_once("://") {
+            hosts.push(authority.split('/').next().unwrap_or(authority).to_owned());
+        }
+        origins.push(trimmed.to_owned());
+    }
+    if !serve::is_loopback(listen) {
+        // Reached by any name on the network; the token protects it.
+        hosts.push("*".into());
+    }
+    Guard {
+        hosts,
+        origins,
+        token: settings.token.clone(),
+    }
+}
+
+type LogHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
+
+/// JSON-lines logs on stderr, at the settings' level.
+fn init_logs(level: Option<&str>) -> Option<LogHandle> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let (filter, handle) = reload::Layer::new(filter_of(level));
+    let fmt = tracing_subscriber::fmt::layer()
+        .json()
+        .with_writer(std::io::stderr);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt)
+        .try_init()
+        .ok()
+        .map(|()| handle)
+}
+
+fn filter_of(level: Option<&str>) -> EnvFilter {
+    let level = level.unwrap_or("info");
+    // Our own events at the level asked; libraries' only when debugging.
+    let directive = if level == "debug" || level == "trace" {
+        level.to_owned()
+    } else {
+        format!("warn,opcode={level},opcode_runtime={level}")
+    };
+    EnvFilter::try_new(&directive).unwrap_or_else(|_| EnvFilter::new("info"))
+}
+
+/// Runs the daemon until SIGTERM or Ctrl-C.
+pub async fn serve(args: Args) -> Exit {
+    let settings = match args.settings() {
+        Ok(settings) => settings,
+        Err(e) => return fail(e),
+    };
+    let logs = init_logs(settings.log_level.as_deref());
+    let listen = match settings.listen_addr() {
+        Ok(listen) => listen,
+        Err(e) => return fail(e),
+    };
+    if !serve::is_loopback(&listen) && settings.token.is_none() {
+        return fail(format!(
+            "listening on {listen} exposes the daemon to the network: set a token \
+             (--token, OPCODE_TOKEN or \"token\" in settings) or listen on 127.0.0.1"
+        ));
+    }
+    let durability = match settings.durability.as_deref() {
+        None | Some("normal") => Durability::Normal,
+        Some("full") => Durability::Full,
+        Some(other) => return fail(format!("durability must be normal or full, not `{other}`")),
+    };
+    let db = settings
+        .db
+        .clone()
+        .unwrap_or_else(|| home().join(".opcode").join("opcode.db"));
+    let store = match LibsqlStore::open(&db, durability) {
+        Ok(store) => Arc::new(store),
+        Err(e) => return fail(format!("cannot open {}: {e}", db.display())),
+    };
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(listener) => listener,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            return fail(format!(
+                "{listen} is already in use: is another opcode daemon running? \
+                 Stop it, or choose another address with --listen 127.0.0.1:{}",
+                listen.port().wrapping_add(1)
+            ));
+        }
+        Err(e) => return fail(format!("cannot listen on {listen}: {e}")),
+    };
+    let exec = executor(store, true);
+    let _background = exec.background();
+    match exec.recover().await {
+        Ok(resumed) if !resumed.is_empty() => {
+            tracing::info!(count = resumed.len(), workflows = ?resumed, "resumed interrupted workflows");
+        }
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, "recovery failed"),
+    }
+    let guard: SharedGuard = Arc::new(RwLock::new(guard_of(&settings, &listen)));
+    let shutdown = CancellationToken::new();
+    let app = serve::router(
+        Api::new(exec),
+        settings.base_url.clone(),
+        guard.clone(),
+        &shutdown,
+    );
+    tokio::spawn(reload_on_hangup(args.clone(), listen, guard, logs));
+    tracing::info!(%listen, db = %db.display(), "opcode is listening: MCP at /mcp (Streamable HTTP) and /sse (legacy SSE)");
+    eprintln!(
+        "opcode: listening on http://{listen} (MCP: /mcp, legacy SSE: /sse); database {}",
+        db.display()
+    );
+    let stop = shutdown.clone();
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            terminated().await;
+            tracing::info!(
+                "shutting down: in-flight steps are recorded and resume at the next start"
+            );
+            stop.cancel();
+        })
+        .await;
+    match served {
+        Ok(()) => Exit::Ok,
+        Err(e) => fail(format!("the server stopped: {e}")),
+    }
+}
+
+/// SIGTERM or SIGINT.
+async fn terminated() {
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// On SIGHUP, reads the settings again and applies what can change live:
+/// the token, the allowed origins and hosts, and the log level.
+async fn reload_on_hangup(
+    args: Args,
+    listen: SocketAddr,
+    guard: SharedGuard,
+    logs: Option<LogHandle>,
+) {
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    while hangups.recv().await.is_some() {
+        match args.settings() {
+            Ok(settings) => {
+                *guard.write().unwrap_or_else(PoisonError::into_inner) =
+                    guard_of(&settings, &listen);
+                if let Some(logs) = &logs {
+                    let _ = logs.reload(filter_of(settings.log_level.as_deref()));
+                }
+                tracing::info!(
+                    "settings reloaded (token, origins, log level; restart for the rest)"
+                );
+            }
+            Err(e) => tracing::error!(error = %e, "settings not reloaded"),
+        }
+    }
+}
+
+/// Writes the settings file from the flags (keeping what it already holds).
+pub fn install(args: &Args) -> Exit {
+    let path = args.config_path();
+    let current = match Settings::load(&path) {
+        Ok(current) => current,
+        Err(e) => return fail(e),
+    };
+    let mut settings = current.overlay(args.flags());
+    settings
+        .listen
+        .get_or_insert_with(|| opcode_runtime::settings::DEFAULT_LISTEN.to_owned());
+    settings
+        .db
+        .get_or_insert_with(|| home().join(".opcode").join("opcode.db"));
+    if let Err(e) = settings.listen_addr() {
+        return fail(e);
+    }
+    let text = serde_json::to_string_pretty(&settings).unwrap_or_default();
+    if let Some(dir) = path.parent()
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        return fail(format!("cannot create {}: {e}", dir.display()));
+    }
+    match std::fs::write(&path, format!("{text}\n")) {
+        Ok(()) => {
+            println!("wrote {}", path.display());
+            println!("start the daemon with: opcode serve");
+            Exit::Ok
+        }
+        Err(e) => fail(format!("cannot write {}: {e}", path.display())),
+    }
+}

@@ -1,0 +1,70 @@
+//! The MCP server: the six tools of [`crate::api`] behind rmcp's
+//! [`ServerHandler`], shared by every transport.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
+
+use crate::api::{Api, INSTRUCTIONS, tools};
+
+/// One MCP session's handler (cheap: it shares the [`Api`]).
+#[derive(Clone, Debug)]
+pub struct OpcodeServer {
+    api: Api,
+    tools: Arc<Vec<Tool>>,
+}
+
+impl OpcodeServer {
+    /// A handler over `api`.
+    pub fn new(api: Api) -> OpcodeServer {
+        let tools = tools()
+            .into_iter()
+            .map(|spec| {
+                let schema: JsonObject = match spec.input_schema {
+                    Value::Object(map) => map,
+                    _ => JsonObject::new(),
+                };
+                Tool::new(spec.name, spec.description, Arc::new(schema))
+            })
+            .collect();
+        OpcodeServer {
+            api,
+            tools: Arc::new(tools),
+        }
+    }
+}
+
+impl ServerHandler for OpcodeServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("opcode", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.map_or(Value::Null, Value::Object);
+        let result = match self.api.call(&request.name, args).await {
+            Ok(value) => CallToolResult::structured(value),
+            Err(error) => CallToolResult::structured_error(error.to_json()),
+        };
+        Ok(result.into())
+    }
+}

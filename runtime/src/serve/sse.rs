@@ -1,0 +1,195 @@
+//! The legacy MCP HTTP+SSE transport (protocol revision 2024-11-05), which
+//! opcode's users are configured for: `GET /sse` opens an event stream whose
+//! first event, `endpoint`, names where to `POST` messages
+//! (`/message?sessionId=…`); each POST is answered `202 Accepted` and the
+//! JSON-RPC reply arrives on the stream as a `message` event. rmcp has no
+//! server for it, so this is one, on rmcp's [`Transport`] trait.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use rmcp::RoleServer;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::service::serve_server;
+use rmcp::transport::Transport;
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+use crate::api::Api;
+use crate::mcp::OpcodeServer;
+
+/// Messages queued for one session before a slow client holds the server up.
+const QUEUE: usize = 64;
+
+/// The open SSE sessions.
+#[derive(Clone)]
+pub struct Sessions {
+    api: Api,
+    base_url: Option<String>,
+    open: Arc<Mutex<HashMap<String, mpsc::Sender<ClientJsonRpcMessage>>>>,
+}
+
+impl Sessions {
+    /// No sessions yet; `base_url` (if any) prefixes the endpoint URL.
+    pub fn new(api: Api, base_url: Option<String>) -> Sessions {
+        Sessions {
+            api,
+            base_url,
+            open: Arc::default(),
+        }
+    }
+
+    fn open(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, mpsc::Sender<ClientJsonRpcMessage>>> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One session's side of rmcp: what the server sends goes to the stream,
+/// what clients POST comes from the inbox.
+struct SseTransport {
+    outbox: mpsc::Sender<ServerJsonRpcMessage>,
+    inbox: mpsc::Receiver<ClientJsonRpcMessage>,
+}
+
+/// The client went away.
+#[derive(Debug, thiserror::Error)]
+#[error("the SSE stream was closed")]
+pub struct Closed;
+
+impl Transport<RoleServer> for SseTransport {
+    type Error = Closed;
+
+    fn send(
+        &mut self,
+        item: ServerJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Closed>> + Send + 'static {
+        let outbox = self.outbox.clone();
+        async move { outbox.send(item).await.map_err(|_| Closed) }
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<ClientJsonRpcMessage>> {
+        self.inbox.recv()
+    }
+
+    async fn close(&mut self) -> Result<(), Closed> {
+        self.inbox.close();
+        Ok(())
+    }
+}
+
+/// Removes a session when its stream is dropped (the client left).
+struct Leave {
+    sessions: Sessions,
+    id: String,
+}
+
+impl Drop for Leave {
+    fn drop(&mut self) {
+        self.sessions.open().remove(&self.id);
+    }
+}
+
+/// `GET /sse`: opens a session and streams its messages.
+pub async fn connect(State(sessions): State<Sessions>, headers: HeaderMap) -> Response {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let (to_server, inbox) = mpsc::channel(QUEUE);
+    let (outbox, messages) = mpsc::channel::<ServerJsonRpcMessage>(QUEUE);
+    sessions.open().insert(id.clone(), to_server);
+    let transport = SseTransport { outbox, inbox };
+    let server = OpcodeServer::new(sessions.api.clone());
+    tokio::spawn(async move {
+        if let Ok(running) = serve_server(server, transport).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let stream = SessionStream {
+        endpoint: Some(endpoint_url(sessions.base_url.as_deref(), &headers, &id)),
+        messages,
+        _leave: Leave { sessions, id },
+    };
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+/// Where the client is told to POST: under the base URL if one is set,
+/// else under the host the client reached us by.
+fn endpoint_url(base_url: Option<&str>, headers: &HeaderMap, id: &str) -> String {
+    let path = format!("/message?sessionId={id}");
+    match (
+        base_url,
+        headers.get(header::HOST).and_then(|h| h.to_str().ok()),
+    ) {
+        (Some(base), _) => format!("{}{path}", base.trim_end_matches('/')),
+        (None, Some(host)) => format!("http://{host}{path}"),
+        (None, None) => path,
+    }
+}
+
+/// One session's event stream: `endpoint` first, then each message.
+struct SessionStream {
+    endpoint: Option<String>,
+    messages: mpsc::Receiver<ServerJsonRpcMessage>,
+    _leave: Leave,
+}
+
+impl Stream for SessionStream {
+    type Item = Result<Event, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(endpoint) = self.endpoint.take() {
+            return Poll::Ready(Some(Ok(Event::default().event("endpoint").data(endpoint))));
+        }
+        self.messages.poll_recv(cx).map(|message| {
+            message.map(|m| {
+                let data = serde_json::to_string(&m).unwrap_or_default();
+                Ok(Event::default().event("message").data(data))
+            })
+        })
+    }
+}
+
+/// The query of `POST /message`.
+#[derive(Debug, Deserialize)]
+pub struct SessionQuery {
+    #[serde(rename = "sessionId")]
+    session_id: String,
+}
+
+/// `POST /message?sessionId=…`: hands a client message to its session.
+pub async fn post(
+    State(sessions): State<Sessions>,
+    Query(query): Query<SessionQuery>,
+    body: Bytes,
+) -> Response {
+    let Some(session) = sessions.open().get(&query.session_id).cloned() else {
+        return (StatusCode::NOT_FOUND, "unknown or closed session").into_response();
+    };
+    let message: ClientJsonRpcMessage = match serde_json::from_slice(&body) {
+        Ok(message) => message,
+        Err(e) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(serde_json::json!({"error": format!("not a JSON-RPC message: {e}")})),
+            )
+                .into_response();
+        }
+    };
+    match session.send(message).await {
+        Ok(()) => StatusCode::ACCEPTED.into_response(),
+        Err(_) => (StatusCode::GONE, "the session has ended").into_response(),
+    }
+}

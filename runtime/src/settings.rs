@@ -1,0 +1,155 @@
+//! The daemon's settings: `~/.opcode/settings.json`, overridden by
+//! `OPCODE_*` environment variables, overridden by command-line flags.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Where the daemon listens unless told otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:4100";
+
+/// Every setting; `None` (or empty) leaves the default or the layer below.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// `host:port` to listen on (`OPCODE_LISTEN`; default 127.0.0.1:4100).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// The database file (`OPCODE_DB`; default ~/.opcode/opcode.db).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db: Option<PathBuf>,
+    /// The URL clients reach the daemon by (`OPCODE_BASE_URL`); names the
+    /// SSE `endpoint` and is an accepted host and origin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// `error`, `warn`, `info` or `debug` (`OPCODE_LOG_LEVEL`; default info).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_level: Option<String>,
+    /// The bearer token HTTP clients must send (`OPCODE_TOKEN`); required
+    /// when listening on a non-loopback address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// Browser origins allowed besides loopback ones (`OPCODE_ALLOWED_ORIGINS`,
+    /// comma-separated).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_origins: Vec<String>,
+    /// `normal` or `full` (`OPCODE_DURABILITY`; default normal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub durability: Option<String>,
+}
+
+impl Settings {
+    /// The settings file in `home` (`~/.opcode/settings.json`).
+    pub fn file_in(home: &Path) -> PathBuf {
+        home.join(".opcode").join("settings.json")
+    }
+
+    /// Reads a settings file; a missing file is empty settings.
+    pub fn load(path: &Path) -> Result<Settings, String> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => serde_json::from_str(&text)
+                .map_err(|e| format!("{} is not valid settings: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Settings::default()),
+            Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        }
+    }
+
+    /// The settings the `OPCODE_*` variables give, read through `var`.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Settings {
+        let get = |name: &str| var(name).filter(|v| !v.is_empty());
+        Settings {
+            listen: get("OPCODE_LISTEN"),
+            db: get("OPCODE_DB").map(PathBuf::from),
+            base_url: get("OPCODE_BASE_URL"),
+            log_level: get("OPCODE_LOG_LEVEL"),
+            token: get("OPCODE_TOKEN"),
+            allowed_origins: get("OPCODE_ALLOWED_ORIGINS")
+                .map(|v| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|o| !o.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            durability: get("OPCODE_DURABILITY"),
+        }
+    }
+
+    /// These settings with `over`'s set values on top.
+    pub fn overlay(self, over: Settings) -> Settings {
+        Settings {
+            listen: over.listen.or(self.listen),
+            db: over.db.or(self.db),
+            base_url: over.base_url.or(self.base_url),
+            log_level: over.log_level.or(self.log_level),
+            token: over.token.or(self.token),
+            allowed_origins: if over.allowed_origins.is_empty() {
+                self.allowed_origins
+            } else {
+                over.allowed_origins
+            },
+            durability: over.durability.or(self.durability),
+        }
+    }
+
+    /// The address to listen on.
+    pub fn listen_addr(&self) -> Result<SocketAddr, String> {
+        let text = self.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
+        let text = text
+            .strip_prefix(':')
+            .map_or_else(|| text.to_owned(), |port| format!("127.0.0.1:{port}"));
+        text.parse()
+            .map_err(|_| format!("`{text}` is not a listen address such as 127.0.0.1:4100"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_beat_environment_beat_file() {
+        let file: Settings =
+            serde_json::from_str(r#"{"listen": "127.0.0.1:1", "db": "/f.db", "token": "file"}"#)
+                .unwrap();
+        let env = Settings::from_env(|name| match name {
+            "OPCODE_LISTEN" => Some("127.0.0.1:2".into()),
+            "OPCODE_ALLOWED_ORIGINS" => Some("https://a.example, https://b.example".into()),
+            _ => None,
+        });
+        let flags = Settings {
+            listen: Some("127.0.0.1:3".into()),
+            ..Settings::default()
+        };
+        let merged = file.overlay(env).overlay(flags);
+        assert_eq!(merged.listen.as_deref(), Some("127.0.0.1:3"));
+        assert_eq!(merged.db.as_deref(), Some(Path::new("/f.db")));
+        assert_eq!(merged.token.as_deref(), Some("file"));
+        assert_eq!(merged.allowed_origins.len(), 2);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_addresses_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.json");
+        std::fs::write(&path, r#"{"lisen": "x"}"#).unwrap();
+        assert!(Settings::load(&path).unwrap_err().contains("lisen"));
+        assert_eq!(
+            Settings::load(&dir.path().join("none.json")).unwrap(),
+            Settings::default()
+        );
+        let bad = Settings {
+            listen: Some("nowhere".into()),
+            ..Settings::default()
+        };
+        assert!(bad.listen_addr().is_err());
+        let port_only = Settings {
+            listen: Some(":4200".into()),
+            ..Settings::default()
+        };
+        assert_eq!(port_only.listen_addr().unwrap().port(), 4200);
+        assert_eq!(Settings::default().listen_addr().unwrap().port(), 4100);
+    }
+}

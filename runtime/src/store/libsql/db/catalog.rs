@@ -1,0 +1,137 @@
+//! Templates, agents and cross-workflow queries on the libSQL connection.
+
+use std::fmt::Write as _;
+
+use libsql::{Row, Value};
+
+use super::{Db, backend, get, log_entry, push_page};
+use crate::store::{
+    EventFilter, FoundEntry, StoreResult, TemplateDraft, TemplateFilter, TemplateRow,
+};
+
+const TEMPLATE_COLUMNS: &str = "name, version, description, definition, input_schema, \
+     output_schema, triggers, agent_id, created_at";
+
+impl Db {
+    /// Stores `draft` as the next version of its name, in one statement.
+    pub fn define_template(&self, draft: &TemplateDraft) -> StoreResult<TemplateRow> {
+        let sql = format!(
+            "INSERT INTO workflow_templates (name, version, description, definition, \
+             input_schema, output_schema, triggers, agent_id, created_at, updated_at) \
+             SELECT ?1, COALESCE(MAX(version), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8 \
+             FROM workflow_templates WHERE name = ?1 RETURNING {TEMPLATE_COLUMNS}"
+        );
+        let params: Vec<Value> = vec![
+            draft.name.as_str().into(),
+            draft.description.as_str().into(),
+            draft.definition.as_str().into(),
+            draft.input_schema.clone().into(),
+            draft.output_schema.clone().into(),
+            draft.triggers.as_str().into(),
+            draft.agent_id.clone().into(),
+            draft.at.as_str().into(),
+        ];
+        let rows = self.block(self.query_all(&sql, params, template_row))?;
+        rows.into_iter()
+            .next()
+            .ok_or_else(|| backend("the template insert returned no row"))
+    }
+
+    /// One version of a template, or its newest.
+    pub fn template(&self, name: &str, version: Option<i64>) -> StoreResult<Option<TemplateRow>> {
+        let mut sql = format!("SELECT {TEMPLATE_COLUMNS} FROM workflow_templates WHERE name = ?1");
+        let mut params: Vec<Value> = vec![name.into()];
+        if let Some(version) = version {
+            sql.push_str(" AND version = ?2");
+            params.push(version.into());
+        }
+        sql.push_str(" ORDER BY version DESC LIMIT 1");
+        Ok(self
+            .block(self.query_all(&sql, params, template_row))?
+            .into_iter()
+            .next())
+    }
+
+    /// Templates by name, newest version first.
+    pub fn templates(&self, filter: &TemplateFilter) -> StoreResult<Vec<TemplateRow>> {
+        let mut sql = format!("SELECT {TEMPLATE_COLUMNS} FROM workflow_templates t WHERE 1 = 1");
+        let mut params: Vec<Value> = Vec::new();
+        for (column, value) in [("name", &filter.name), ("agent_id", &filter.agent_id)] {
+            if let Some(value) = value {
+                params.push(value.as_str().into());
+                let _ = write!(sql, " AND {column} = ?{}", params.len());
+            }
+        }
+        if filter.latest_only {
+            sql.push_str(
+                " AND version = (SELECT MAX(version) FROM workflow_templates u \
+                 WHERE u.name = t.name)",
+            );
+        }
+        sql.push_str(" ORDER BY name, version DESC");
+        push_page(&mut sql, filter.limit, filter.offset);
+        self.block(self.query_all(&sql, params, template_row))
+    }
+
+    /// Log entries across workflows: one workflow's in log order, else
+    /// newest first.
+    pub fn find_entries(&self, filter: &EventFilter) -> StoreResult<Vec<FoundEntry>> {
+        let mut sql = String::from(
+            "SELECT workflow_id, seq, at, kind, event_type, step_id, version, payload \
+             FROM events WHERE 1 = 1",
+        );
+        let mut params: Vec<Value> = Vec::new();
+        for (column, op, value) in [
+            ("workflow_id", "=", &filter.workflow_id),
+            ("event_type", "=", &filter.event_type),
+            ("step_id", "=", &filter.step_id),
+            ("at", ">=", &filter.since),
+        ] {
+            if let Some(value) = value {
+                params.push(value.as_str().into());
+                let _ = write!(sql, " AND {column} {op} ?{}", params.len());
+            }
+        }
+        sql.push_str(if filter.workflow_id.is_some() {
+            " ORDER BY seq"
+        } else {
+            " ORDER BY at DESC, workflow_id, seq DESC"
+        });
+        push_page(&mut sql, filter.limit, filter.offset);
+        self.block(self.query_all(&sql, params, |row| {
+            Ok(FoundEntry {
+                workflow_id: get(row, 0)?,
+                entry: log_entry(row, 1)?,
+            })
+        }))
+    }
+
+    /// Registers an agent, or notes it was seen again.
+    pub fn touch_agent(&self, id: &str, at: &str) -> StoreResult<()> {
+        self.block(async {
+            self.conn
+                .execute(
+                    "INSERT INTO agents (id, name, created_at, last_seen_at) VALUES (?1, ?1, ?2, ?2) \
+                     ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at",
+                    vec![Value::from(id), at.into()],
+                )
+                .await
+                .map(|_| ())
+                .map_err(backend)
+        })
+    }
+}
+
+fn template_row(row: &Row) -> StoreResult<TemplateRow> {
+    Ok(TemplateRow {
+        name: get(row, 0)?,
+        version: get(row, 1)?,
+        description: get(row, 2)?,
+        definition: get(row, 3)?,
+        input_schema: get(row, 4)?,
+        output_schema: get(row, 5)?,
+        triggers: get(row, 6)?,
+        agent_id: get(row, 7)?,
+        created_at: get(row, 8)?,
+    })
+}

@@ -1,0 +1,157 @@
+"""The daemon driven by the official MCP Python SDK, over both transports.
+
+Starts `opcode serve` on a free port with a fresh database, then, over
+Streamable HTTP (`/mcp`, `mcp.Client`) and legacy SSE (`/sse`,
+`mcp.client.sse.sse_client`): lists the tools, defines a workflow, has a
+broken one rejected with its diagnostics as data, runs a reasoning
+workflow that suspends, reads its status, resolves its decision, queries
+and draws it. Also checks that a foreign Origin gets 403 on every entry
+point. Exits non-zero on the first failure.
+
+Usage: python clients.py PATH_TO_OPCODE
+"""
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+from mcp import Client
+from mcp.client.sse import sse_client
+
+TOOLS = {"opcode.define", "opcode.run", "opcode.status", "opcode.signal", "opcode.query", "opcode.diagram"}
+
+REVIEW = {
+    "name": "review",
+    "agent_id": "bot-1",
+    "description": "greet, then ask",
+    "input_schema": {"type": "object", "properties": {"who": {"type": "string", "default": "world"}}},
+    "definition": {"steps": [
+        {"id": "greet", "action": "workflow.log", "params": {"message": "hello ${{inputs.who}}"}},
+        {"id": "approve", "type": "reasoning", "depends_on": ["greet"], "config": {
+            "prompt_context": "Ship it?",
+            "options": [{"id": "yes", "description": "ship"}, {"id": "no", "description": "stop"}]}},
+    ]},
+}
+
+BROKEN = {"name": "broken", "agent_id": "bot-1",
+          "definition": {"steps": [{"id": "a", "action": "http.gett", "params": {"url": "x"}}]}}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check(condition, what):
+    if not condition:
+        raise AssertionError(what)
+
+
+def data(result):
+    """The structured result of a tool call (and the text must agree)."""
+    structured = result.structured_content
+    check(structured is not None, f"no structuredContent in {result}")
+    text = json.loads(result.content[0].text)
+    check(text == structured, "the text content and structuredContent differ")
+    return structured
+
+
+async def scenario(client, transport):
+    tools = await client.list_tools()
+    names = {t.name for t in tools.tools}
+    check(names == TOOLS, f"{transport}: tools are {names}")
+
+    defined = data(await client.call_tool("opcode.define", REVIEW))
+    check(defined["version"].startswith("v"), f"{transport}: define gave {defined}")
+
+    broken = await client.call_tool("opcode.define", BROKEN)
+    check(broken.is_error, f"{transport}: a broken workflow was accepted")
+    error = data(broken)["error"]
+    check(error["code"] == "R0123", f"{transport}: broken define gave {error}")
+    first = [d for d in error["details"]["diagnostics"] if d["severity"] == "error"][0]
+    check(first["pointer"] == "/definition/steps/0/action", f"{transport}: pointer {first['pointer']}")
+    check(first["line"] > 1 and first["column"] >= 1 and first["fix"], f"{transport}: diagnostic {first}")
+
+    run = data(await client.call_tool("opcode.run", {"template_name": "review", "agent_id": "bot-1",
+                                                     "params": {"who": transport}}))
+    check(run["status"] == "suspended", f"{transport}: run gave {run['status']}")
+    workflow_id = run["workflow_id"]
+    check(run["pending_decisions"][0]["id"] == "approve", f"{transport}: pending {run['pending_decisions']}")
+
+    status = data(await client.call_tool("opcode.status", {"workflow_id": workflow_id}))
+    check(status["steps"]["greet"]["status"] == "completed", f"{transport}: status {status['steps']}")
+
+    answer = data(await client.call_tool("opcode.signal", {
+        "workflow_id": workflow_id, "signal_type": "decision", "step_id": "approve",
+        "payload": {"choice": "yes"}, "reasoning": "looks right", "agent_id": "bot-1"}))
+    check(answer["status"] == "completed" and answer["resumed"], f"{transport}: signal gave {answer}")
+    check(answer["output"]["approve"]["choice"] == "yes", f"{transport}: output {answer['output']}")
+
+    workflows = data(await client.call_tool("opcode.query", {
+        "resource": "workflows", "filter": {"template_name": "review", "status": "completed"}}))
+    check(any(w["id"] == workflow_id for w in workflows["workflows"]), f"{transport}: query {workflows}")
+    events = data(await client.call_tool("opcode.query", {
+        "resource": "events", "filter": {"workflow_id": workflow_id}, "limit": 100}))
+    types = [e["event_type"] for e in events["events"]]
+    check("decision_resolved" in types and types[-1] == "workflow_completed", f"{transport}: events {types}")
+    templates = data(await client.call_tool("opcode.query", {"resource": "templates", "filter": {"name": "review"}}))
+    check(templates["templates"][0]["name"] == "review", f"{transport}: templates {templates}")
+
+    mermaid = data(await client.call_tool("opcode.diagram", {"workflow_id": workflow_id, "format": "mermaid"}))
+    check(mermaid["diagram"].startswith("flowchart TD") and "st_completed" in mermaid["diagram"],
+          f"{transport}: mermaid {mermaid}")
+    ascii_ = data(await client.call_tool("opcode.diagram", {"template_name": "review", "format": "ascii"}))
+    check("approve (reasoning) <- greet" in ascii_["diagram"], f"{transport}: ascii {ascii_}")
+    print(f"ok - {transport}: define, broken define, run, status, signal, query, diagram")
+
+
+def refused(url, method="GET", origin="https://evil.example"):
+    request = urllib.request.Request(url, method=method, headers={"Origin": origin, "Content-Type": "application/json"},
+                                     data=b"{}" if method == "POST" else None)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+async def main(binary):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory() as home:
+        env = dict(os.environ, HOME=home)
+        daemon = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{port}", "--db", f"{home}/opcode.db"],
+                                  env=env, stderr=subprocess.PIPE)
+        try:
+            deadline = time.time() + 30
+            while True:
+                try:
+                    urllib.request.urlopen(f"{base}/livez", timeout=1)
+                    break
+                except OSError:
+                    if time.time() > deadline or daemon.poll() is not None:
+                        raise AssertionError("the daemon did not start: " + daemon.stderr.read().decode())
+                    time.sleep(0.1)
+            async with Client(f"{base}/mcp") as client:
+                await scenario(client, "streamable-http")
+            async with Client(sse_client(f"{base}/sse")) as client:
+                await scenario(client, "sse")
+            for url, method in [(f"{base}/mcp", "POST"), (f"{base}/sse", "GET"), (f"{base}/message?sessionId=x", "POST")]:
+                code = refused(url, method)
+                check(code == 403, f"a foreign Origin on {method} {url} got {code}")
+            print("ok - a foreign Origin gets 403 on /mcp, /sse and /message")
+        finally:
+            daemon.terminate()
+            daemon.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))
