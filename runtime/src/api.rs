@@ -21,6 +21,8 @@ use serde_json::{Value, json};
 use crate::executor::{ExecError, Executor};
 use crate::store::{EventStore, StoreError};
 
+pub use query::schedule_json;
+pub use run::start_template;
 pub use schemas::{INSTRUCTIONS, ToolSpec, tools};
 
 /// A tool's failure: a stable code, a message, and data an agent can act on.

@@ -4,6 +4,7 @@ mod common;
 mod inspect;
 mod resume;
 mod run;
+mod schedule;
 mod serve;
 mod signal;
 
@@ -37,6 +38,8 @@ enum Command {
     Signal(signal::SignalArgs),
     /// Cancel a workflow.
     Cancel(signal::CancelArgs),
+    /// Run templates on cron schedules: add, list, rm, enable, disable.
+    Schedule(schedule::Args),
 }
 
 /// Runs the command; returns the exit code.
@@ -64,6 +67,7 @@ pub fn main(cli: Cli) -> u8 {
             Command::Events(args) => inspect::events(args).await,
             Command::Signal(args) => signal::signal(args).await,
             Command::Cancel(args) => signal::cancel(args).await,
+            Command::Schedule(args) => schedule::schedule(args).await,
         }
     });
     // Do not wait for actions still running: they are recorded as in

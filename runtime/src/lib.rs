@@ -16,6 +16,8 @@ pub mod executor;
 pub mod log;
 pub mod mcp;
 pub mod owner;
+pub mod schedule;
+pub mod scheduler;
 pub mod serve;
 pub mod settings;
 pub mod store;

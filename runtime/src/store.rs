@@ -14,7 +14,10 @@ pub mod libsql;
 pub mod memory;
 mod schema;
 
-pub use catalog::{EventFilter, FoundEntry, TemplateDraft, TemplateFilter, TemplateRow};
+pub use catalog::{
+    EventFilter, FoundEntry, ScheduleAdvance, ScheduleRow, TemplateDraft, TemplateFilter,
+    TemplateRow,
+};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -525,4 +528,26 @@ pub trait EventStore: Send + Sync {
 
     /// Records that an agent was seen at `at`, registering it if new.
     fn touch_agent<'a>(&'a self, id: &'a str, at: &'a str) -> BoxFuture<'a, StoreResult<()>>;
+
+    /// Creates or replaces a scheduled job.
+    fn save_schedule(&self, job: ScheduleRow) -> BoxFuture<'_, StoreResult<()>>;
+
+    /// Every scheduled job, oldest first.
+    fn schedules(&self) -> BoxFuture<'_, StoreResult<Vec<ScheduleRow>>>;
+
+    /// Deletes a scheduled job; false if there was none.
+    fn delete_schedule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<bool>>;
+
+    /// Moves a job to its next fire time if its `next_run_at` is still the
+    /// one expected (so two schedulers never handle one fire time twice);
+    /// false if it had moved.
+    fn advance_schedule(&self, advance: ScheduleAdvance) -> BoxFuture<'_, StoreResult<bool>>;
+
+    /// Records the status of a job's last run, if that run is still `workflow_id`.
+    fn set_schedule_status<'a>(
+        &'a self,
+        id: &'a str,
+        workflow_id: &'a str,
+        status: &'a str,
+    ) -> BoxFuture<'a, StoreResult<()>>;
 }

@@ -7,7 +7,8 @@ use serde_json::{Map, Value, json};
 
 use super::args::Args;
 use super::{Api, ToolError, ToolResult};
-use crate::store::TemplateDraft;
+use crate::schedule::{Missed, Schedule};
+use crate::store::{ScheduleRow, TemplateDraft};
 use crate::time::{now_ms, rfc3339};
 
 /// The file name diagnostics are reported against.
@@ -55,6 +56,7 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
         )
         .with_details(json!({ "diagnostics": rendered })));
     }
+    let trigger = trigger_of(args, name, agent_id)?;
     api.seen(agent_id).await?;
     let text_of = |key: &str| wrapper.get(key).map(Value::to_string);
     let row = api
@@ -70,8 +72,18 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
             at: rfc3339(now_ms()),
         })
         .await?;
+    let trigger_id = trigger_id(name);
+    let schedule = if let Some(job) = trigger {
+        let summary = json!({"id": job.id, "cron": job.cron, "timezone": job.timezone});
+        api.store().save_schedule(job).await?;
+        summary
+    } else {
+        api.store().delete_schedule(&trigger_id).await?;
+        Value::Null
+    };
     Ok(json!({
         "name": row.name,
+        "schedule": schedule,
         "version": format!("v{}", row.version),
         "version_number": row.version,
         "warnings": rendered,
@@ -100,4 +112,77 @@ fn definition_of(args: &Args) -> Result<Value, ToolError> {
         )),
         None => Err(ToolError::new(codes::R0122, "`definition` is required")),
     }
+}
+
+/// The id of the schedule a template's `triggers.cron` creates.
+pub fn trigger_id(template: &str) -> String {
+    format!("trigger:{template}")
+}
+
+/// The schedule `triggers.cron` asks for, checked; `None` without one.
+fn trigger_of(
+    args: &Args,
+    name: &str,
+    agent_id: Option<&str>,
+) -> Result<Option<ScheduleRow>, ToolError> {
+    let Some(triggers) = args.opt_object("triggers")? else {
+        return Ok(None);
+    };
+    let Some(cron) = triggers.get("cron") else {
+        return Ok(None);
+    };
+    let invalid = |pointer: &str, message: String| {
+        ToolError::new(codes::R0122, message).with_details(json!({ "pointer": pointer }))
+    };
+    let Value::String(cron) = cron else {
+        return Err(invalid(
+            "/triggers/cron",
+            "`triggers.cron` must be a cron expression".into(),
+        ));
+    };
+    let timezone = match triggers.get("timezone") {
+        None | Some(Value::Null) => "UTC".to_owned(),
+        Some(Value::String(tz)) => tz.clone(),
+        Some(_) => {
+            return Err(invalid(
+                "/triggers/timezone",
+                "`triggers.timezone` must be a string".into(),
+            ));
+        }
+    };
+    Schedule::parse(cron, &timezone)
+        .map_err(|e| invalid("/triggers/cron", format!("`triggers.cron`: {e}")))?;
+    let missed = match triggers.get("missed").and_then(Value::as_str) {
+        None => Missed::RunOnce,
+        Some(text) => Missed::parse(text).ok_or_else(|| {
+            invalid(
+                "/triggers/missed",
+                "`triggers.missed` is `run_once` or `skip`".into(),
+            )
+        })?,
+    };
+    let params = match triggers.get("params") {
+        None | Some(Value::Null) => "{}".to_owned(),
+        Some(Value::Object(map)) => Value::Object(map.clone()).to_string(),
+        Some(_) => {
+            return Err(invalid(
+                "/triggers/params",
+                "`triggers.params` must be an object".into(),
+            ));
+        }
+    };
+    Ok(Some(ScheduleRow {
+        id: trigger_id(name),
+        template_name: name.to_owned(),
+        template_version: None,
+        cron: cron.clone(),
+        timezone,
+        params,
+        agent_id: agent_id.map(str::to_owned),
+        enabled: true,
+        missed: missed.as_str().to_owned(),
+        origin: "trigger".into(),
+        created_at: rfc3339(now_ms()),
+        ..ScheduleRow::default()
+    }))
 }

@@ -7,7 +7,8 @@ use serde_json::{Map, Value, json};
 use super::args::Args;
 use super::{Api, ToolError, ToolResult};
 use crate::store::{
-    DecisionRow, EventFilter, FoundEntry, TemplateFilter, TemplateRow, WorkflowFilter, WorkflowRow,
+    DecisionRow, EventFilter, FoundEntry, ScheduleRow, TemplateFilter, TemplateRow, WorkflowFilter,
+    WorkflowRow,
 };
 
 /// Rows per page unless `limit` says otherwise.
@@ -109,11 +110,23 @@ pub async fn query(api: &Api, args: &Args) -> ToolResult {
                 .map(decision_json)
                 .collect()
         }
+        "schedules" => {
+            let template = text("template_name")?;
+            let rows = api.store().schedules().await?;
+            rows.iter()
+                .filter(|s| {
+                    template.is_none() || template.as_deref() == Some(s.template_name.as_str())
+                })
+                .skip(offset as usize)
+                .take(limit as usize)
+                .map(schedule_json)
+                .collect()
+        }
         other => {
             return Err(ToolError::new(
                 codes::R0122,
                 format!(
-                    "unknown resource `{other}`: use workflows, events, templates or decisions"
+                    "unknown resource `{other}`: use workflows, events, templates, decisions or schedules"
                 ),
             ));
         }
@@ -201,5 +214,26 @@ pub fn decision_json(d: &DecisionRow) -> Value {
         "resolved_by": d.resolved_by,
         "resolved_at": d.resolved_at,
         "created_at": d.created_at,
+    })
+}
+
+/// A scheduled job as a query result.
+pub fn schedule_json(s: &ScheduleRow) -> Value {
+    json!({
+        "id": s.id,
+        "template_name": s.template_name,
+        "template_version": s.template_version,
+        "cron_expression": s.cron,
+        "timezone": s.timezone,
+        "params": parsed(Some(&s.params)),
+        "agent_id": s.agent_id,
+        "enabled": s.enabled,
+        "missed": s.missed,
+        "last_run_at": s.last_run_at,
+        "next_run_at": s.next_run_at,
+        "last_run_status": s.last_run_status,
+        "last_workflow_id": s.last_workflow_id,
+        "origin": s.origin,
+        "created_at": s.created_at,
     })
 }

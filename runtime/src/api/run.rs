@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::args::Args;
 use super::{Api, ToolError, ToolResult};
-use crate::executor::{StartRequest, Until};
-use crate::store::TemplateRow;
+use crate::executor::{ExecError, Executor, StartRequest, Until};
+use crate::store::{StoreError, TemplateRow};
 
 /// Handles `opcode.run`.
 pub async fn run(api: &Api, args: &Args) -> ToolResult {
@@ -18,8 +18,28 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
     let given = args
         .opt_object("params")?
         .map_or_else(|| json!({}), |p| Value::Object(p.clone()));
-    let (program, _) = api
-        .exec
+    api.seen(agent_id).await?;
+    let id = start_template(&api.exec, &template, &given, agent_id, None).await?;
+    if !wait {
+        let row = api.store().workflow(&id).await?;
+        let status = row.map_or_else(|| "pending".to_owned(), |r| r.status);
+        return Ok(json!({ "workflow_id": id, "status": status }));
+    }
+    api.exec.wait(&id, Until::Settled).await?;
+    super::status::summary_of(api, &id).await
+}
+
+/// Starts a run of `template` with `given` params (validated, defaults
+/// applied), as `id` if given; returns its id. A run with that id that
+/// already exists (a start repeated after a crash) counts as started.
+pub async fn start_template(
+    exec: &Executor,
+    template: &TemplateRow,
+    given: &Value,
+    agent_id: Option<&str>,
+    id: Option<String>,
+) -> Result<String, ToolError> {
+    let (program, _) = exec
         .compiler()
         .compile(&template.definition, "template.json");
     let program = program.ok_or_else(|| {
@@ -31,7 +51,7 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
             ),
         )
     })?;
-    let inputs = prepare(&program, &given).map_err(|problems| {
+    let inputs = prepare(&program, given).map_err(|problems| {
         ToolError::new(
             codes::R0108,
             format!(
@@ -42,10 +62,10 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
         )
         .with_details(json!({ "problems": problems }))
     })?;
-    api.seen(agent_id).await?;
-    let id = api
-        .exec
+    let wanted = id.clone();
+    let started = exec
         .start(StartRequest {
+            id,
             definition: template.definition.clone(),
             program: Some(program),
             inputs,
@@ -54,14 +74,11 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
             template_version: Some(template.version),
             ..StartRequest::default()
         })
-        .await?;
-    if !wait {
-        let row = api.store().workflow(&id).await?;
-        let status = row.map_or_else(|| "pending".to_owned(), |r| r.status);
-        return Ok(json!({ "workflow_id": id, "status": status }));
+        .await;
+    match (started, wanted) {
+        (Ok(id), _) | (Err(ExecError::Store(StoreError::Exists(_))), Some(id)) => Ok(id),
+        (Err(e), _) => Err(e.into()),
     }
-    api.exec.wait(&id, Until::Settled).await?;
-    super::status::summary_of(api, &id).await
 }
 
 /// The template named by the argument `key` (and `version`), or R0120.

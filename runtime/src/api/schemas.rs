@@ -47,7 +47,7 @@ pub fn tools() -> Vec<ToolSpec> {
                     "description": {"type": "string"},
                     "input_schema": {"type": "object", "description": "JSON Schema of run params; defaults apply."},
                     "output_schema": {"type": "object"},
-                    "triggers": {"type": "object", "description": "{\"cron\": ...} schedules."}
+                    "triggers": {"type": "object", "description": "{\"cron\": \"0 9 * * 1-5\", \"timezone\": \"UTC\", \"params\": {}, \"missed\": \"run_once\"|\"skip\"} runs the template on a schedule."}
                 },
                 "required": ["name", "definition"]
             }),
@@ -102,12 +102,13 @@ pub fn tools() -> Vec<ToolSpec> {
             name: "opcode.query",
             description: "List workflows (filter: status, agent_id, template_name, \
                 parent_workflow_id, since), events (workflow_id, event_type, step_id, since), \
-                templates (name, agent_id, latest) or decisions (workflow_id, status: pending \
-                by default or all, agent_id), with limit (default 50) and offset.",
+                templates (name, agent_id, latest), decisions (workflow_id, status: pending \
+                by default or all, agent_id) or schedules (template_name), with limit \
+                (default 50) and offset.",
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "resource": {"type": "string", "enum": ["workflows", "events", "templates", "decisions"]},
+                    "resource": {"type": "string", "enum": ["workflows", "events", "templates", "decisions", "schedules"]},
                     "filter": {"type": "object"},
                     "limit": {"type": "integer", "minimum": 0},
                     "offset": {"type": "integer", "minimum": 0}

@@ -46,10 +46,10 @@ pub enum DurabilityArg {
 #[derive(Debug, Clone, clap::Args)]
 pub struct DbArgs {
     /// The database file (default: $OPCODE_DB, else ~/.opcode/opcode.db).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", global = true)]
     pub db: Option<PathBuf>,
     /// How hard each commit is made durable.
-    #[arg(long, value_enum, default_value_t = DurabilityArg::Normal)]
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Normal, global = true)]
     pub durability: DurabilityArg,
 }
 

@@ -173,6 +173,10 @@ pub async fn serve(args: Args) -> Exit {
     }
     let guard: SharedGuard = Arc::new(RwLock::new(guard_of(&settings, &listen)));
     let shutdown = CancellationToken::new();
+    tokio::spawn(opcode_runtime::scheduler::run(
+        exec.clone(),
+        shutdown.clone(),
+    ));
     let app = serve::router(
         Api::new(exec),
         settings.base_url.clone(),

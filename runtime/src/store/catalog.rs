@@ -87,3 +87,56 @@ pub struct FoundEntry {
     /// The entry.
     pub entry: LogEntry,
 }
+
+/// A scheduled job: a template run on a cron schedule.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ScheduleRow {
+    /// Its id.
+    pub id: String,
+    /// The template it runs.
+    pub template_name: String,
+    /// A fixed version (`None`: the newest at each run).
+    pub template_version: Option<i64>,
+    /// The cron expression.
+    pub cron: String,
+    /// The IANA timezone its fields are read in.
+    pub timezone: String,
+    /// The run params, JSON text.
+    pub params: String,
+    /// The agent runs are started as.
+    pub agent_id: Option<String>,
+    /// Does it fire?
+    pub enabled: bool,
+    /// `run_once` or `skip`: what happens to fire times missed while down.
+    pub missed: String,
+    /// The last fire time (RFC 3339).
+    pub last_run_at: Option<String>,
+    /// The next fire time (RFC 3339).
+    pub next_run_at: Option<String>,
+    /// The last run's status: its workflow's (`completed`, `failed`…), or
+    /// `skipped` / `error: …` when nothing ran.
+    pub last_run_status: Option<String>,
+    /// The last run's workflow.
+    pub last_workflow_id: Option<String>,
+    /// `cli` or `trigger` (a template's `triggers.cron`).
+    pub origin: String,
+    /// When it was created.
+    pub created_at: String,
+}
+
+/// A scheduled job's move to its next fire time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleAdvance {
+    /// The job.
+    pub id: String,
+    /// The `next_run_at` the caller saw; nothing changes if it moved.
+    pub expected_next: Option<String>,
+    /// The new `next_run_at`.
+    pub next_run_at: Option<String>,
+    /// The fire time just handled, if one was.
+    pub last_run_at: Option<String>,
+    /// The workflow started for it, if one was.
+    pub last_workflow_id: Option<String>,
+    /// The status to record, if any.
+    pub last_run_status: Option<String>,
+}

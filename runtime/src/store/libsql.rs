@@ -20,8 +20,8 @@ use self::checkpoint::Checkpointer;
 use self::db::Db;
 use super::{
     BoxFuture, Claim, Commit, DecisionRow, Durability, EventFilter, EventStore, FoundEntry,
-    InboxMessage, LogEntry, Source, StepRow, StoreError, StoreResult, TemplateDraft,
-    TemplateFilter, TemplateRow, WorkflowFilter, WorkflowRow,
+    InboxMessage, LogEntry, ScheduleAdvance, ScheduleRow, Source, StepRow, StoreError, StoreResult,
+    TemplateDraft, TemplateFilter, TemplateRow, WorkflowFilter, WorkflowRow,
 };
 
 /// At most this many commits share one transaction.
@@ -295,5 +295,32 @@ impl EventStore for LibsqlStore {
     fn touch_agent<'a>(&'a self, id: &'a str, at: &'a str) -> BoxFuture<'a, StoreResult<()>> {
         let (id, at) = (id.to_owned(), at.to_owned());
         self.ask(move |db| db.touch_agent(&id, &at))
+    }
+
+    fn save_schedule(&self, job: ScheduleRow) -> BoxFuture<'_, StoreResult<()>> {
+        self.ask(move |db| db.save_schedule(&job))
+    }
+
+    fn schedules(&self) -> BoxFuture<'_, StoreResult<Vec<ScheduleRow>>> {
+        self.ask(Db::schedules)
+    }
+
+    fn delete_schedule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+        let id = id.to_owned();
+        self.ask(move |db| db.delete_schedule(&id))
+    }
+
+    fn advance_schedule(&self, advance: ScheduleAdvance) -> BoxFuture<'_, StoreResult<bool>> {
+        self.ask(move |db| db.advance_schedule(&advance))
+    }
+
+    fn set_schedule_status<'a>(
+        &'a self,
+        id: &'a str,
+        workflow_id: &'a str,
+        status: &'a str,
+    ) -> BoxFuture<'a, StoreResult<()>> {
+        let (id, workflow_id, status) = (id.to_owned(), workflow_id.to_owned(), status.to_owned());
+        self.ask(move |db| db.set_schedule_status(&id, &workflow_id, &status))
     }
 }

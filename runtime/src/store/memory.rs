@@ -6,8 +6,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::{
     BoxFuture, Claim, Commit, DecisionChange, DecisionRow, EventFilter, EventStore, FoundEntry,
-    InboxMessage, LeaseChange, LogEntry, Source, StepRow, StoreError, StoreResult, TemplateDraft,
-    TemplateFilter, TemplateRow, TimerChange, TimerRow, WorkflowFilter, WorkflowRow,
+    InboxMessage, LeaseChange, LogEntry, ScheduleAdvance, ScheduleRow, Source, StepRow, StoreError,
+    StoreResult, TemplateDraft, TemplateFilter, TemplateRow, TimerChange, TimerRow, WorkflowFilter,
+    WorkflowRow,
 };
 
 #[derive(Default)]
@@ -23,6 +24,7 @@ struct State {
     leases: HashMap<String, (String, String)>,
     templates: BTreeMap<(String, i64), TemplateRow>,
     agents: HashMap<String, String>,
+    schedules: BTreeMap<String, ScheduleRow>,
 }
 
 /// The in-memory store.
@@ -489,6 +491,60 @@ impl EventStore for MemoryStore {
 
     fn touch_agent<'a>(&'a self, id: &'a str, at: &'a str) -> BoxFuture<'a, StoreResult<()>> {
         self.lock().agents.insert(id.to_owned(), at.to_owned());
+        ready(Ok(()))
+    }
+
+    fn save_schedule(&self, job: ScheduleRow) -> BoxFuture<'_, StoreResult<()>> {
+        self.lock().schedules.insert(job.id.clone(), job);
+        ready(Ok(()))
+    }
+
+    fn schedules(&self) -> BoxFuture<'_, StoreResult<Vec<ScheduleRow>>> {
+        let mut rows: Vec<ScheduleRow> = self.lock().schedules.values().cloned().collect();
+        rows.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        ready(Ok(rows))
+    }
+
+    fn delete_schedule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+        ready(Ok(self.lock().schedules.remove(id).is_some()))
+    }
+
+    fn advance_schedule(&self, advance: ScheduleAdvance) -> BoxFuture<'_, StoreResult<bool>> {
+        let mut state = self.lock();
+        let Some(job) = state
+            .schedules
+            .get_mut(&advance.id)
+            .filter(|job| job.next_run_at == advance.expected_next)
+        else {
+            return ready(Ok(false));
+        };
+        job.next_run_at = advance.next_run_at;
+        if advance.last_run_at.is_some() {
+            job.last_run_at = advance.last_run_at;
+        }
+        if advance.last_workflow_id.is_some() {
+            job.last_workflow_id = advance.last_workflow_id;
+        }
+        if advance.last_run_status.is_some() {
+            job.last_run_status = advance.last_run_status;
+        }
+        ready(Ok(true))
+    }
+
+    fn set_schedule_status<'a>(
+        &'a self,
+        id: &'a str,
+        workflow_id: &'a str,
+        status: &'a str,
+    ) -> BoxFuture<'a, StoreResult<()>> {
+        if let Some(job) = self
+            .lock()
+            .schedules
+            .get_mut(id)
+            .filter(|job| job.last_workflow_id.as_deref() == Some(workflow_id))
+        {
+            job.last_run_status = Some(status.to_owned());
+        }
         ready(Ok(()))
     }
 }

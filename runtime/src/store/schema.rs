@@ -4,10 +4,10 @@
 //! `schema_version`. Never edit a released migration: add the next one.
 
 /// `(version, name, SQL)`, in order.
-pub const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "initial", V1)];
+pub const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "initial", V1), (2, "schedules", V2)];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 1;
+pub const LATEST: i64 = 2;
 
 const V1: &str = "
 CREATE TABLE agents (
@@ -168,4 +168,14 @@ CREATE TABLE secrets (
     updated_at TEXT NOT NULL
 ) WITHOUT ROWID;
 
+";
+
+/// Schedules get a timezone, a missed-run policy, their last workflow and
+/// where they came from (`cli`, or `trigger` for a template's `triggers.cron`).
+const V2: &str = "
+ALTER TABLE scheduled_jobs ADD COLUMN timezone TEXT NOT NULL DEFAULT 'UTC';
+ALTER TABLE scheduled_jobs ADD COLUMN missed TEXT NOT NULL DEFAULT 'run_once'
+    CHECK (missed IN ('skip', 'run_once'));
+ALTER TABLE scheduled_jobs ADD COLUMN last_workflow_id TEXT;
+ALTER TABLE scheduled_jobs ADD COLUMN origin TEXT NOT NULL DEFAULT 'cli';
 ";

@@ -11,6 +11,7 @@ use std::path::Path;
 use libsql::{Connection, Row, Rows, Statement, Value};
 
 mod catalog;
+mod schedules;
 
 use super::super::schema::{LATEST, MIGRATIONS};
 use super::super::{
