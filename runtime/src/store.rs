@@ -14,6 +14,9 @@ pub mod libsql;
 pub mod memory;
 mod schema;
 
+/// The schema version this build writes (see `spec/events.md`).
+pub use schema::LATEST as SCHEMA_VERSION;
+
 pub use catalog::{
     EventFilter, FoundEntry, ScheduleAdvance, ScheduleRow, TemplateDraft, TemplateFilter,
     TemplateRow,

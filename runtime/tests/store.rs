@@ -468,7 +468,7 @@ fn a_database_from_a_newer_build_is_refused() {
         err,
         StoreError::Schema {
             found: 99,
-            known: 1
+            known: opcode_runtime::store::SCHEMA_VERSION
         }
     );
 }
