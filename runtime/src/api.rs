@@ -114,6 +114,11 @@ impl Api {
         Api { exec }
     }
 
+    /// The executor the tools drive.
+    pub fn executor(&self) -> &Executor {
+        &self.exec
+    }
+
     fn store(&self) -> &Arc<dyn EventStore> {
         self.exec.store()
     }

@@ -210,6 +210,14 @@ pub(crate) struct Inner {
     changes: broadcast::Sender<Change>,
     emitted: broadcast::Sender<Emitted>,
     wake: Notify,
+    notifier: std::sync::OnceLock<Arc<dyn Notifier>>,
+}
+
+/// Delivers `workflow.notify` messages to the agent that started a run.
+pub trait Notifier: Send + Sync {
+    /// Sends `note` (`{message, workflow_id, step_id, data}`) to `agent_id`;
+    /// answers `{"notified": bool, "reason"?: why not}` and never fails.
+    fn notify(&self, agent_id: Option<&str>, note: Value) -> Value;
 }
 
 impl Executor {
@@ -229,9 +237,15 @@ impl Executor {
                 changes,
                 emitted,
                 wake: Notify::new(),
+                notifier: std::sync::OnceLock::new(),
             }
         });
         Executor { inner }
+    }
+
+    /// Sets who delivers `workflow.notify` (once; later calls are ignored).
+    pub fn set_notifier(&self, notifier: Arc<dyn Notifier>) {
+        let _ = self.inner.notifier.set(notifier);
     }
 
     /// The store.

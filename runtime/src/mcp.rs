@@ -1,6 +1,8 @@
 //! The MCP server: the six tools of [`crate::api`] behind rmcp's
 //! [`ServerHandler`], shared by every transport.
 
+mod agents;
+
 use std::sync::Arc;
 
 use rmcp::model::{
@@ -13,16 +15,19 @@ use serde_json::Value;
 
 use crate::api::{Api, INSTRUCTIONS, tools};
 
+pub use agents::AgentSessions;
+
 /// One MCP session's handler (cheap: it shares the [`Api`]).
 #[derive(Clone, Debug)]
 pub struct OpcodeServer {
     api: Api,
     tools: Arc<Vec<Tool>>,
+    sessions: Arc<AgentSessions>,
 }
 
 impl OpcodeServer {
-    /// A handler over `api`.
-    pub fn new(api: Api) -> OpcodeServer {
+    /// A handler over `api`, remembering agents' sessions in `sessions`.
+    pub fn new(api: Api, sessions: Arc<AgentSessions>) -> OpcodeServer {
         let tools = tools()
             .into_iter()
             .map(|spec| {
@@ -36,6 +41,7 @@ impl OpcodeServer {
         OpcodeServer {
             api,
             tools: Arc::new(tools),
+            sessions,
         }
     }
 }
@@ -58,8 +64,13 @@ impl ServerHandler for OpcodeServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(Value::String(agent)) =
+            request.arguments.as_ref().and_then(|a| a.get("agent_id"))
+        {
+            self.sessions.remember(agent, context.peer.clone());
+        }
         let args = request.arguments.map_or(Value::Null, Value::Object);
         let result = match self.api.call(&request.name, args).await {
             Ok(value) => CallToolResult::structured(value),

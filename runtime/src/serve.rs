@@ -15,7 +15,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use crate::api::Api;
-use crate::mcp::OpcodeServer;
+use crate::mcp::{AgentSessions, OpcodeServer};
 
 pub use guard::Guard;
 
@@ -29,10 +29,12 @@ pub fn router(
     guard: SharedGuard,
     shutdown: &CancellationToken,
 ) -> Router {
+    let agents = Arc::new(AgentSessions::default());
+    api.executor().set_notifier(agents.clone());
     let mcp = {
-        let api = api.clone();
+        let (api, agents) = (api.clone(), agents.clone());
         StreamableHttpService::new(
-            move || Ok(OpcodeServer::new(api.clone())),
+            move || Ok(OpcodeServer::new(api.clone(), agents.clone())),
             LocalSessionManager::default().into(),
             // Host and Origin are checked by our guard, for every route alike.
             StreamableHttpServerConfig::default()
@@ -40,7 +42,7 @@ pub fn router(
                 .disable_allowed_hosts(),
         )
     };
-    let sessions = sse::Sessions::new(api, base_url);
+    let sessions = sse::Sessions::new(api, agents, base_url);
     Router::new()
         .route("/sse", get(sse::connect))
         .route("/message", post(sse::post))

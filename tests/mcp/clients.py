@@ -113,6 +113,32 @@ async def scenario(client, transport):
     print(f"ok - {transport}: define, broken define, run, status, signal, query, diagram")
 
 
+NOTIFY = {"name": "notifier", "agent_id": "bot-2", "definition": {"steps": [
+    {"id": "tell", "action": "workflow.notify", "params": {"message": "build done", "data": {"n": 3}}}]}}
+
+
+async def notify_scenario(base, transport, connect):
+    """workflow.notify reaches the session of the agent that started the run."""
+    received = []
+
+    async def on_log(params):
+        received.append(params)
+
+    async with Client(connect(), logging_callback=on_log) as client:
+        data(await client.call_tool("opcode.define", NOTIFY))
+        run = data(await client.call_tool("opcode.run", {"template_name": "notifier", "agent_id": "bot-2"}))
+        check(run["steps"]["tell"]["output"]["notified"] is True, f"{transport}: notify output {run['steps']['tell']}")
+        for _ in range(50):
+            if received:
+                break
+            await asyncio.sleep(0.05)
+    check(received, f"{transport}: no notification arrived")
+    note = received[0].data
+    check(note["message"] == "build done" and note["step_id"] == "tell" and note["data"] == {"n": 3},
+          f"{transport}: notification {note}")
+    print(f"ok - {transport}: workflow.notify reaches the agent's session")
+
+
 def refused(url, method="GET", origin="https://evil.example"):
     request = urllib.request.Request(url, method=method, headers={"Origin": origin, "Content-Type": "application/json"},
                                      data=b"{}" if method == "POST" else None)
@@ -144,6 +170,8 @@ async def main(binary):
                 await scenario(client, "streamable-http")
             async with Client(sse_client(f"{base}/sse")) as client:
                 await scenario(client, "sse")
+            await notify_scenario(base, "sse", lambda: sse_client(f"{base}/sse"))
+            await notify_scenario(base, "streamable-http", lambda: f"{base}/mcp")
             for url, method in [(f"{base}/mcp", "POST"), (f"{base}/sse", "GET"), (f"{base}/message?sessionId=x", "POST")]:
                 code = refused(url, method)
                 check(code == 403, f"a foreign Origin on {method} {url} got {code}")

@@ -55,8 +55,21 @@ impl Services for RuntimeServices {
         }
     }
 
-    fn notify(&self, _call: &Call, _message: &str, _data: &Value) -> Value {
-        json!({"notified": false, "reason": "no_notifier"})
+    fn notify(&self, call: &Call, message: &str, data: &Value) -> Value {
+        let notifier = self
+            .inner
+            .upgrade()
+            .and_then(|inner| inner.notifier.get().cloned());
+        let Some(notifier) = notifier else {
+            return json!({"notified": false, "reason": "no_notifier"});
+        };
+        let note = json!({
+            "message": message,
+            "workflow_id": call.run_id,
+            "step_id": call.step,
+            "data": data,
+        });
+        notifier.notify(call.agent_id.as_deref(), note)
     }
 
     fn context_of<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Option<Value>> {

@@ -27,7 +27,7 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use crate::api::Api;
-use crate::mcp::OpcodeServer;
+use crate::mcp::{AgentSessions, OpcodeServer};
 
 /// Messages queued for one session before a slow client holds the server up.
 const QUEUE: usize = 64;
@@ -36,15 +36,17 @@ const QUEUE: usize = 64;
 #[derive(Clone)]
 pub struct Sessions {
     api: Api,
+    agents: Arc<AgentSessions>,
     base_url: Option<String>,
     open: Arc<Mutex<HashMap<String, mpsc::Sender<ClientJsonRpcMessage>>>>,
 }
 
 impl Sessions {
     /// No sessions yet; `base_url` (if any) prefixes the endpoint URL.
-    pub fn new(api: Api, base_url: Option<String>) -> Sessions {
+    pub fn new(api: Api, agents: Arc<AgentSessions>, base_url: Option<String>) -> Sessions {
         Sessions {
             api,
+            agents,
             base_url,
             open: Arc::default(),
         }
@@ -109,7 +111,7 @@ pub async fn connect(State(sessions): State<Sessions>, headers: HeaderMap) -> Re
     let (outbox, messages) = mpsc::channel::<ServerJsonRpcMessage>(QUEUE);
     sessions.open().insert(id.clone(), to_server);
     let transport = SseTransport { outbox, inbox };
-    let server = OpcodeServer::new(sessions.api.clone());
+    let server = OpcodeServer::new(sessions.api.clone(), sessions.agents.clone());
     tokio::spawn(async move {
         if let Ok(running) = serve_server(server, transport).await {
             let _ = running.waiting().await;

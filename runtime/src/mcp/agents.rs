@@ -1,0 +1,72 @@
+//! Where `workflow.notify` goes: the MCP session each agent last called from.
+//!
+//! Messages are sent as `notifications/message` (MCP's logging
+//! notification) with `logger: "opcode"` and `data: {message, workflow_id,
+//! step_id, data}`. The 2026-07-28 revision deprecates that notification
+//! (SEP-2577) and has no sessions; clients of the session-based revisions
+//! (SSE, and Streamable HTTP before 2026-07-28) still receive it.
+#![allow(deprecated)]
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use rmcp::RoleServer;
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+use rmcp::service::Peer;
+use serde_json::{Value, json};
+
+use crate::executor::Notifier;
+
+/// Each agent's latest MCP session (the last call that named it wins),
+/// where `workflow.notify` sends its messages.
+#[derive(Default)]
+pub struct AgentSessions {
+    peers: Mutex<HashMap<String, Peer<RoleServer>>>,
+}
+
+impl std::fmt::Debug for AgentSessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentSessions").finish_non_exhaustive()
+    }
+}
+
+impl AgentSessions {
+    fn peers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Peer<RoleServer>>> {
+        self.peers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Notes that `agent` is reachable through `peer`.
+    pub fn remember(&self, agent: &str, peer: Peer<RoleServer>) {
+        self.peers().insert(agent.to_owned(), peer);
+    }
+}
+
+impl Notifier for AgentSessions {
+    fn notify(&self, agent_id: Option<&str>, note: Value) -> Value {
+        let Some(agent) = agent_id else {
+            return json!({"notified": false, "reason": "no_agent"});
+        };
+        let peer = {
+            let mut peers = self.peers();
+            match peers.get(agent) {
+                Some(peer) if peer.is_transport_closed() => {
+                    peers.remove(agent);
+                    None
+                }
+                found => found.cloned(),
+            }
+        };
+        let Some(peer) = peer else {
+            return json!({"notified": false, "reason": "agent_not_connected"});
+        };
+        let param =
+            LoggingMessageNotificationParam::new(LoggingLevel::Info, note).with_logger("opcode");
+        tokio::spawn(async move {
+            let sent = peer.notify_logging_message(param).await;
+            if let Err(e) = sent {
+                tracing::debug!(error = %e, "workflow.notify was not delivered");
+            }
+        });
+        json!({"notified": true})
+    }
+}

@@ -1,0 +1,129 @@
+"""The daemon's life: a taken port, SIGKILL with workflows in flight and a
+restart that resumes them, scheduled jobs due while it was down, SIGTERM.
+
+Usage: python lifecycle.py PATH_TO_OPCODE
+"""
+
+import asyncio
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import datetime, timedelta, timezone
+
+from mcp import Client
+
+from clients import check, data, free_port
+
+
+class Daemon:
+    def __init__(self, binary, home, port):
+        self.binary, self.home, self.port = binary, home, port
+        self.process = None
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self):
+        env = dict(os.environ, HOME=self.home)
+        self.process = subprocess.Popen(
+            [self.binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--db", f"{self.home}/opcode.db"],
+            env=env, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{self.url}/livez", timeout=1)
+                return
+            except OSError:
+                if time.time() > deadline or self.process.poll() is not None:
+                    raise AssertionError("the daemon did not start: " + self.process.stderr.read())
+                time.sleep(0.05)
+
+    def kill(self):
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def terminate(self):
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=15)
+
+
+def iso(dt):
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+async def wait_for(client, workflow_id, status, seconds=15):
+    deadline = time.time() + seconds
+    while True:
+        current = data(await client.call_tool("opcode.status", {"workflow_id": workflow_id}))
+        if current["status"] == status:
+            return current
+        check(time.time() < deadline, f"{workflow_id} is {current['status']}, not {status}")
+        await asyncio.sleep(0.1)
+
+
+async def main(binary):
+    with tempfile.TemporaryDirectory() as home:
+        daemon = Daemon(binary, home, free_port())
+        daemon.start()
+
+        taken = subprocess.run([binary, "serve", "--listen", f"127.0.0.1:{daemon.port}", "--db", f"{home}/other.db"],
+                               env=dict(os.environ, HOME=home), capture_output=True, text=True, timeout=30)
+        check(taken.returncode == 2 and "already in use" in taken.stderr, f"port taken: {taken}")
+        print("ok - a taken port is a clear error")
+
+        slow = {"name": "slow", "agent_id": "bot", "definition": {"steps": [
+            {"id": "nap", "type": "wait", "config": {"duration": "2s"}},
+            {"id": "after", "action": "workflow.log", "depends_on": ["nap"], "params": {"message": "woke"}}]}}
+        ping = {"name": "ping", "agent_id": "bot",
+                "definition": {"steps": [{"id": "p", "action": "workflow.log", "params": {"message": "ping"}}]}}
+        async with Client(f"{daemon.url}/mcp") as client:
+            data(await client.call_tool("opcode.define", slow))
+            data(await client.call_tool("opcode.define", ping))
+            ids = [data(await client.call_tool("opcode.run", {"template_name": "slow", "wait": False}))["workflow_id"]
+                   for _ in range(5)]
+        for policy in ["run-once", "skip"]:
+            subprocess.run([binary, "schedule", "add", "--db", f"{home}/opcode.db", "--id", policy,
+                            "--template", "ping", "--cron", "0 0 1 1 *", "--missed", policy], check=True,
+                           capture_output=True)
+        await asyncio.sleep(0.3)
+        daemon.kill()
+        # While it is down, both jobs come due (five minutes ago).
+        due = datetime.now(timezone.utc) - timedelta(minutes=5)
+        with sqlite3.connect(f"{home}/opcode.db") as db:
+            db.execute("UPDATE scheduled_jobs SET next_run_at = ?", (iso(due),))
+        daemon.start()
+        async with Client(f"{daemon.url}/mcp") as client:
+            for workflow_id in ids:
+                done = await wait_for(client, workflow_id, "completed")
+                check(done["steps"]["after"]["status"] == "completed", f"{workflow_id}: {done['steps']}")
+            print("ok - workflows in flight at SIGKILL resume and complete after a restart")
+            deadline = time.time() + 10
+            while True:
+                jobs = {j["id"]: j for j in data(await client.call_tool(
+                    "opcode.query", {"resource": "schedules"}))["schedules"]}
+                if jobs["run-once"]["last_run_status"] == "completed" and jobs["skip"]["last_run_status"] == "skipped":
+                    break
+                check(time.time() < deadline, f"schedules after restart: {jobs}")
+                await asyncio.sleep(0.2)
+            runs = data(await client.call_tool("opcode.query", {
+                "resource": "workflows", "filter": {"template_name": "ping"}}))["workflows"]
+            check(len(runs) == 1 and runs[0]["id"].startswith("sched-run-once-"), f"scheduled runs: {runs}")
+            print("ok - a job due while down runs once (run-once) or not at all (skip)")
+            running = data(await client.call_tool("opcode.run", {"template_name": "slow", "wait": False}))
+        code = daemon.terminate()
+        check(code == 0, f"SIGTERM exit code {code}")
+        daemon.start()
+        async with Client(f"{daemon.url}/mcp") as client:
+            await wait_for(client, running["workflow_id"], "completed")
+        daemon.terminate()
+        print("ok - SIGTERM stops cleanly and the interrupted workflow completes after the next start")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))
