@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::api::{Api, INSTRUCTIONS, tools};
 
-pub use agents::AgentSessions;
+pub use agents::{AgentSessions, SessionLevel};
 
 /// One MCP session's handler (cheap: it shares the [`Api`]).
 #[derive(Clone, Debug)]
@@ -23,6 +23,7 @@ pub struct OpcodeServer {
     api: Api,
     tools: Arc<Vec<Tool>>,
     sessions: Arc<AgentSessions>,
+    level: SessionLevel,
 }
 
 impl OpcodeServer {
@@ -42,15 +43,33 @@ impl OpcodeServer {
             api,
             tools: Arc::new(tools),
             sessions,
+            level: SessionLevel::default(),
         }
     }
 }
 
 impl ServerHandler for OpcodeServer {
+    #[allow(deprecated)] // logging is still how session clients get workflow.notify
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("opcode", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+        // Logging: `workflow.notify` messages arrive as log notifications.
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .build(),
+        )
+        .with_server_info(Implementation::new("opcode", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    #[allow(deprecated)] // the session revisions still have logging/setLevel
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.level.set(request.level);
+        Ok(())
     }
 
     async fn list_tools(
@@ -69,7 +88,8 @@ impl ServerHandler for OpcodeServer {
         if let Some(Value::String(agent)) =
             request.arguments.as_ref().and_then(|a| a.get("agent_id"))
         {
-            self.sessions.remember(agent, context.peer.clone());
+            self.sessions
+                .remember(agent, context.peer.clone(), self.level.clone());
         }
         let args = request.arguments.map_or(Value::Null, Value::Object);
         let result = match self.api.call(&request.name, args).await {

@@ -13,17 +13,15 @@ Usage: python clients.py PATH_TO_OPCODE
 
 import asyncio
 import json
-import os
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 
 from mcp import Client
 from mcp.client.sse import sse_client
+
+from daemon import Daemon, free_port
 
 TOOLS = {"opcode.define", "opcode.run", "opcode.status", "opcode.signal", "opcode.query", "opcode.diagram"}
 
@@ -42,12 +40,6 @@ REVIEW = {
 
 BROKEN = {"name": "broken", "agent_id": "bot-1",
           "definition": {"steps": [{"id": "a", "action": "http.gett", "params": {"url": "x"}}]}}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def check(condition, what):
@@ -150,22 +142,11 @@ def refused(url, method="GET", origin="https://evil.example"):
 
 
 async def main(binary):
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as home:
-        env = dict(os.environ, HOME=home)
-        daemon = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{port}", "--db", f"{home}/opcode.db"],
-                                  env=env, stderr=subprocess.PIPE)
+        daemon = Daemon(binary, home, free_port())
+        daemon.start()
+        base = daemon.url
         try:
-            deadline = time.time() + 30
-            while True:
-                try:
-                    urllib.request.urlopen(f"{base}/livez", timeout=1)
-                    break
-                except OSError:
-                    if time.time() > deadline or daemon.poll() is not None:
-                        raise AssertionError("the daemon did not start: " + daemon.stderr.read().decode())
-                    time.sleep(0.1)
             async with Client(f"{base}/mcp") as client:
                 await scenario(client, "streamable-http")
             async with Client(sse_client(f"{base}/sse")) as client:
@@ -178,7 +159,6 @@ async def main(binary):
             print("ok - a foreign Origin gets 403 on /mcp, /sse and /message")
         finally:
             daemon.terminate()
-            daemon.wait(timeout=10)
 
 
 if __name__ == "__main__":

@@ -6,51 +6,17 @@ Usage: python lifecycle.py PATH_TO_OPCODE
 
 import asyncio
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from datetime import datetime, timedelta, timezone
 
 from mcp import Client
 
-from clients import check, data, free_port
-
-
-class Daemon:
-    def __init__(self, binary, home, port):
-        self.binary, self.home, self.port = binary, home, port
-        self.process = None
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self):
-        env = dict(os.environ, HOME=self.home)
-        self.process = subprocess.Popen(
-            [self.binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--db", f"{self.home}/opcode.db"],
-            env=env, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"{self.url}/livez", timeout=1)
-                return
-            except OSError:
-                if time.time() > deadline or self.process.poll() is not None:
-                    raise AssertionError("the daemon did not start: " + self.process.stderr.read())
-                time.sleep(0.05)
-
-    def kill(self):
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-    def terminate(self):
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=15)
+from clients import check, data
+from daemon import Daemon, free_port
 
 
 def iso(dt):

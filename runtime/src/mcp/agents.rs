@@ -8,7 +8,8 @@
 #![allow(deprecated)]
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::RoleServer;
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
@@ -21,7 +22,38 @@ use crate::executor::Notifier;
 /// where `workflow.notify` sends its messages.
 #[derive(Default)]
 pub struct AgentSessions {
-    peers: Mutex<HashMap<String, Peer<RoleServer>>>,
+    peers: Mutex<HashMap<String, (Peer<RoleServer>, SessionLevel)>>,
+}
+
+/// The least severe level a session asked to receive (`logging/setLevel`);
+/// everything until it asks.
+#[derive(Debug, Clone, Default)]
+pub struct SessionLevel(Arc<AtomicU8>);
+
+impl SessionLevel {
+    /// Sets the level.
+    pub fn set(&self, level: LoggingLevel) {
+        self.0.store(rank(level), Ordering::Relaxed);
+    }
+
+    /// Does the session want messages of `level`?
+    pub fn wants(&self, level: LoggingLevel) -> bool {
+        rank(level) >= self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Severity order of MCP's levels (RFC 5424).
+fn rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
 }
 
 impl std::fmt::Debug for AgentSessions {
@@ -31,13 +63,16 @@ impl std::fmt::Debug for AgentSessions {
 }
 
 impl AgentSessions {
-    fn peers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Peer<RoleServer>>> {
+    fn peers(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, (Peer<RoleServer>, SessionLevel)>> {
         self.peers.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Notes that `agent` is reachable through `peer`.
-    pub fn remember(&self, agent: &str, peer: Peer<RoleServer>) {
-        self.peers().insert(agent.to_owned(), peer);
+    /// Notes that `agent` is reachable through `peer`, whose session
+    /// wants messages from `level` up.
+    pub fn remember(&self, agent: &str, peer: Peer<RoleServer>, level: SessionLevel) {
+        self.peers().insert(agent.to_owned(), (peer, level));
     }
 }
 
@@ -49,16 +84,19 @@ impl Notifier for AgentSessions {
         let peer = {
             let mut peers = self.peers();
             match peers.get(agent) {
-                Some(peer) if peer.is_transport_closed() => {
+                Some((peer, _)) if peer.is_transport_closed() => {
                     peers.remove(agent);
                     None
                 }
                 found => found.cloned(),
             }
         };
-        let Some(peer) = peer else {
+        let Some((peer, level)) = peer else {
             return json!({"notified": false, "reason": "agent_not_connected"});
         };
+        if !level.wants(LoggingLevel::Info) {
+            return json!({"notified": false, "reason": "below_session_log_level"});
+        }
         let param =
             LoggingMessageNotificationParam::new(LoggingLevel::Info, note).with_logger("opcode");
         tokio::spawn(async move {
