@@ -243,6 +243,17 @@ impl Executor {
         Executor { inner }
     }
 
+    /// Reads the program compiled from `definition` (compiled once, then
+    /// cached; starting a run of the same definition reuses it).
+    pub fn with_program<R>(
+        &self,
+        definition: &str,
+        read: impl FnOnce(&Program) -> R,
+    ) -> Result<R, ExecError> {
+        let loaded = self.inner.programs.load(definition, &[])?;
+        Ok(read(&loaded.plan.program))
+    }
+
     /// Sets who delivers `workflow.notify` (once; later calls are ignored).
     pub fn set_notifier(&self, notifier: Arc<dyn Notifier>) {
         let _ = self.inner.notifier.set(notifier);

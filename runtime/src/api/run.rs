@@ -39,19 +39,18 @@ pub async fn start_template(
     agent_id: Option<&str>,
     id: Option<String>,
 ) -> Result<String, ToolError> {
-    let (program, _) = exec
-        .compiler()
-        .compile(&template.definition, "template.json");
-    let program = program.ok_or_else(|| {
-        ToolError::new(
-            codes::R0109,
-            format!(
-                "template `{}` v{} no longer compiles; define it again",
-                template.name, template.version
-            ),
-        )
-    })?;
-    let inputs = prepare(&program, given).map_err(|problems| {
+    let prepared = exec
+        .with_program(&template.definition, |program| prepare(program, given))
+        .map_err(|e| {
+            ToolError::new(
+                codes::R0109,
+                format!(
+                    "template `{}` v{} no longer compiles ({e}); define it again",
+                    template.name, template.version
+                ),
+            )
+        })?;
+    let inputs = prepared.map_err(|problems| {
         ToolError::new(
             codes::R0108,
             format!(
@@ -67,7 +66,6 @@ pub async fn start_template(
         .start(StartRequest {
             id,
             definition: template.definition.clone(),
-            program: Some(program),
             inputs,
             agent_id: agent_id.map(str::to_owned),
             template_name: Some(template.name.clone()),

@@ -1,0 +1,110 @@
+//! `opcode.run` round trip over Streamable HTTP on loopback, from a Rust
+//! MCP client (rmcp): a 1-step workflow defined once, then run `N` times,
+//! one at a time; p50 and p99 per call. The daemon is the real router on
+//! a real socket and a libSQL file (durability NORMAL). Run with
+//! `cargo bench -p opcode-benches --bench mcp` (`-- quick` for fewer runs);
+//! the Python SDK figure comes from `tests/mcp/bench_run.py`. Results are
+//! recorded in `benches/README.md`.
+#![allow(clippy::expect_used, clippy::unwrap_used)] // bench setup
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use opcode_runtime::api::Api;
+use opcode_runtime::executor::Config;
+use opcode_runtime::serve::{self, Guard};
+use opcode_runtime::store::libsql::LibsqlStore;
+use opcode_runtime::{Durability, EventStore, Executor};
+use opcode_stdlib::exec::EnvSecrets;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// The allocator the shipped binaries use.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn args(value: Value) -> serde_json::Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => unreachable!("arguments are objects"),
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+async fn bench(quick: bool) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store: Arc<dyn EventStore> =
+        Arc::new(LibsqlStore::open(&dir.path().join("mcp.db"), Durability::Normal).expect("opens"));
+    let exec = Executor::new(store, Arc::new(EnvSecrets), Config::default());
+    let shutdown = CancellationToken::new();
+    let guard = Arc::new(RwLock::new(Guard::default()));
+    let api = Api::new(exec);
+    let app = serve::router(api.clone(), None, guard, &shutdown);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+    let client = ().serve(transport).await.expect("initializes");
+    let define = json!({"name": "one", "definition": {"steps": [
+        {"id": "s", "action": "workflow.emit", "params": {"event_type": "tick"}}]}});
+    client
+        .call_tool(CallToolRequestParams::new("opcode.define").with_arguments(args(define)))
+        .await
+        .expect("defines");
+    let run = CallToolRequestParams::new("opcode.run").with_arguments(args(json!({"template_name": "one"})));
+    let runs = if quick { 200 } else { 2000 };
+    for _ in 0..runs / 10 {
+        client.call_tool(run.clone()).await.expect("runs");
+    }
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let started = Instant::now();
+        let result = client.call_tool(run.clone()).await.expect("runs");
+        times.push(started.elapsed());
+        assert_eq!(result.structured_content.as_ref().unwrap()["status"], "completed");
+    }
+    times.sort();
+    println!(
+        "NORMAL opcode.run 1 step over /mcp (rmcp client, {runs} runs)  p50 {:.3} ms  p99 {:.3} ms",
+        percentile(&times, 0.5).as_secs_f64() * 1000.0,
+        percentile(&times, 0.99).as_secs_f64() * 1000.0
+    );
+    // The same call in process, without HTTP and MCP: what the transport costs.
+    let mut direct = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let started = Instant::now();
+        api.call("opcode.run", json!({"template_name": "one"})).await.expect("runs");
+        direct.push(started.elapsed());
+    }
+    direct.sort();
+    println!(
+        "NORMAL opcode.run 1 step, in process (no HTTP)          p50 {:.3} ms  p99 {:.3} ms",
+        percentile(&direct, 0.5).as_secs_f64() * 1000.0,
+        percentile(&direct, 0.99).as_secs_f64() * 1000.0
+    );
+    let _ = client.cancel().await;
+    shutdown.cancel();
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if !args.iter().any(|a| a == "--bench") {
+        return;
+    }
+    let quick = args.iter().any(|a| a == "quick");
+    // reqwest is built without a default TLS provider (as in the stdlib).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(bench(quick));
+}
