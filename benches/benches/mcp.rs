@@ -47,7 +47,9 @@ async fn bench(quick: bool) {
     let guard = Arc::new(RwLock::new(Guard::default()));
     let api = Api::new(exec);
     let app = serve::router(api.clone(), None, guard, &shutdown);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binds");
     let addr = listener.local_addr().expect("address");
     tokio::spawn(async move { axum::serve(listener, app).await });
 
@@ -59,7 +61,8 @@ async fn bench(quick: bool) {
         .call_tool(CallToolRequestParams::new("opcode.define").with_arguments(args(define)))
         .await
         .expect("defines");
-    let run = CallToolRequestParams::new("opcode.run").with_arguments(args(json!({"template_name": "one"})));
+    let run = CallToolRequestParams::new("opcode.run")
+        .with_arguments(args(json!({"template_name": "one"})));
     let runs = if quick { 200 } else { 2000 };
     for _ in 0..runs / 10 {
         client.call_tool(run.clone()).await.expect("runs");
@@ -69,7 +72,10 @@ async fn bench(quick: bool) {
         let started = Instant::now();
         let result = client.call_tool(run.clone()).await.expect("runs");
         times.push(started.elapsed());
-        assert_eq!(result.structured_content.as_ref().unwrap()["status"], "completed");
+        assert_eq!(
+            result.structured_content.as_ref().unwrap()["status"],
+            "completed"
+        );
     }
     times.sort();
     println!(
@@ -81,7 +87,9 @@ async fn bench(quick: bool) {
     let mut direct = Vec::with_capacity(runs);
     for _ in 0..runs {
         let started = Instant::now();
-        api.call("opcode.run", json!({"template_name": "one"})).await.expect("runs");
+        api.call("opcode.run", json!({"template_name": "one"}))
+            .await
+            .expect("runs");
         direct.push(started.elapsed());
     }
     direct.sort();

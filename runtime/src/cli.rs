@@ -54,11 +54,14 @@ pub fn main(cli: Cli) -> u8 {
             return Exit::Usage as u8;
         }
     };
+    let command = cli
+        .command
+        .unwrap_or_else(|| Command::Serve(serve::Args::default()));
+    if !matches!(command, Command::Serve(_) | Command::Install(_)) {
+        common::init_text_logs();
+    }
     let exit = runtime.block_on(async move {
-        match cli
-            .command
-            .unwrap_or_else(|| Command::Serve(serve::Args::default()))
-        {
+        match command {
             Command::Serve(args) => serve::serve(args).await,
             Command::Install(args) => serve::install(&args),
             Command::Run(args) => run::run(args).await,

@@ -147,3 +147,16 @@ pub fn json_arg(text: Option<&str>, flag: &str) -> Result<Option<Value>, Exit> {
     text.map(|t| serde_json::from_str(t).map_err(|e| fail(format!("{flag} is not JSON: {e}"))))
         .transpose()
 }
+
+/// Plain-text logs on stderr for the one-shot commands: what workflows log
+/// (`workflow.log`) and the runtime's warnings.
+pub fn init_text_logs() {
+    let filter = tracing_subscriber::EnvFilter::new("warn,workflow=info,opcode_runtime=warn");
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .without_time()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .try_init();
+}

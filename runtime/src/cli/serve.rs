@@ -116,7 +116,7 @@ fn filter_of(level: Option<&str>) -> EnvFilter {
     let directive = if level == "debug" || level == "trace" {
         level.to_owned()
     } else {
-        format!("warn,opcode={level},opcode_runtime={level}")
+        format!("warn,opcode={level},opcode_runtime={level},workflow={level}")
     };
     EnvFilter::try_new(&directive).unwrap_or_else(|_| EnvFilter::new("info"))
 }

@@ -99,7 +99,7 @@ async fn serve(inner: Arc<Inner>) {
                     let _ = inner.store.commit(commit).await;
                 }
                 Err(e) => {
-                    eprintln!("opcode: cannot load workflow {id}: {e}");
+                    tracing::warn!(workflow = %id, error = %e, "cannot load workflow; retrying later");
                     failed.insert(id, Instant::now());
                 }
             }

@@ -256,9 +256,11 @@ impl RunTask {
                             external: true,
                         }),
                         Err(e) => {
-                            eprintln!(
-                                "opcode: dropping unreadable inbox message {} of {}: {e}",
-                                message.id, self.id
+                            tracing::warn!(
+                                workflow = %self.id,
+                                message = message.id,
+                                error = %e,
+                                "dropping an unreadable inbox message"
                             );
                         }
                     }
@@ -495,10 +497,7 @@ impl RunTask {
     /// A commit failed: the log is the truth, so drop this copy of the run.
     /// It is replayed when next loaded.
     async fn stop(mut self, error: &ExecError) {
-        eprintln!(
-            "opcode: workflow {} unloaded after an error: {error}",
-            self.id
-        );
+        tracing::warn!(workflow = %self.id, %error, "workflow unloaded after an error; it replays when next loaded");
         self.inner.runs().remove(&self.id);
         self.refuse_queued(error);
         for (_, (handle, _)) in self.inflight.drain() {

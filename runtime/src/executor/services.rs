@@ -37,11 +37,25 @@ impl RuntimeServices {
 
 impl Services for RuntimeServices {
     fn log(&self, call: &Call, level: &str, message: &str, data: &Value) {
-        let extra = match data {
-            Value::Object(m) if m.is_empty() => String::new(),
-            other => format!(" {other}"),
+        let data = match data {
+            Value::Object(m) if m.is_empty() => None,
+            other => Some(other.to_string()),
         };
-        eprintln!("[{level}] {}/{}: {message}{extra}", call.run_id, call.step);
+        let (workflow, step) = (call.run_id.as_str(), call.step.as_str());
+        match level {
+            "error" => {
+                tracing::error!(target: "workflow", workflow, step, data = data.as_deref(), "{message}");
+            }
+            "warn" | "warning" => {
+                tracing::warn!(target: "workflow", workflow, step, data = data.as_deref(), "{message}");
+            }
+            "debug" => {
+                tracing::debug!(target: "workflow", workflow, step, data = data.as_deref(), "{message}");
+            }
+            _ => {
+                tracing::info!(target: "workflow", workflow, step, data = data.as_deref(), "{message}");
+            }
+        }
     }
 
     fn emit(&self, call: &Call, event_type: &str, payload: &Value) {

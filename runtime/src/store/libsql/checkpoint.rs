@@ -50,7 +50,7 @@ impl Checkpointer {
                     let last =
                         !matches!(stopped.recv_timeout(every), Err(RecvTimeoutError::Timeout));
                     if let Err(e) = rt.block_on(checkpoint(&conn)) {
-                        eprintln!("opcode: WAL checkpoint failed (will retry): {e}");
+                        tracing::warn!(error = %e, "WAL checkpoint failed; will retry");
                     }
                     if last {
                         return;
