@@ -5,12 +5,16 @@ Usage: python lifecycle.py PATH_TO_OPCODE
 """
 
 import asyncio
+import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from datetime import datetime, timedelta, timezone
 
 from mcp import Client
@@ -91,5 +95,56 @@ async def main(binary):
         print("ok - SIGTERM stops cleanly and the interrupted workflow completes after the next start")
 
 
+def status_of(url, token=None):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except urllib.error.URLError:
+        return None
+
+
+def settings_and_tokens(binary):
+    """`opcode install` writes the settings; a network address needs a
+    token; SIGHUP swaps the token without a restart."""
+    with tempfile.TemporaryDirectory() as home:
+        env = dict(os.environ, HOME=home)
+        port = free_port()
+        exposed = subprocess.run([binary, "serve", "--listen", f"0.0.0.0:{port}", "--db", f"{home}/o.db"],
+                                 env=env, capture_output=True, text=True, timeout=30)
+        check(exposed.returncode == 2 and "token" in exposed.stderr, f"no token off loopback: {exposed}")
+        installed = subprocess.run([binary, "install", "--listen", f"127.0.0.1:{port}", "--token", "first"],
+                                   env=env, capture_output=True, text=True, timeout=30, check=True)
+        path = f"{home}/.opcode/settings.json"
+        check(path in installed.stdout, f"install said {installed.stdout}")
+        with open(path) as f:
+            settings = json.load(f)
+        check(settings["listen"] == f"127.0.0.1:{port}" and settings["token"] == "first", f"settings {settings}")
+        daemon = subprocess.Popen([binary], env=env, stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}/livez"
+        try:
+            deadline = time.time() + 30
+            while status_of(url, "first") != 200:
+                check(time.time() < deadline and daemon.poll() is None, "plain `opcode` did not serve")
+                time.sleep(0.05)
+            check(status_of(url) == 401 and status_of(url, "wrong") == 401, "a missing or wrong token passes")
+            settings["token"] = "second"
+            with open(path, "w") as f:
+                json.dump(settings, f)
+            daemon.send_signal(signal.SIGHUP)
+            deadline = time.time() + 10
+            while status_of(url, "second") != 200:
+                check(time.time() < deadline, "SIGHUP did not load the new token")
+                time.sleep(0.05)
+            check(status_of(url, "first") == 401, "the old token still works after SIGHUP")
+        finally:
+            daemon.terminate()
+            daemon.wait(timeout=10)
+    print("ok - install writes settings; off loopback needs a token; SIGHUP swaps it live")
+
+
 if __name__ == "__main__":
+    settings_and_tokens(sys.argv[1])
     asyncio.run(main(sys.argv[1]))
