@@ -219,3 +219,66 @@ async fn each_tool_error_has_its_code() {
     let e = err(&api, "opcode.nothing", json!({})).await;
     assert_eq!(e.code.id, "R0122");
 }
+
+#[tokio::test]
+async fn signals_reach_wait_steps_and_cancel_works_on_decisions_and_runs() {
+    let api = api();
+    let waits = json!({"name": "waits", "definition": {"steps": [
+        {"id": "window", "type": "wait", "config": {"signal": "deploy-window"}},
+        {"id": "use", "action": "workflow.log", "depends_on": ["window"],
+         "params": {"message": "region ${{steps.window.output.payload.region}}"}}]}});
+    ok(&api, "opcode.define", waits).await;
+    let run = ok(&api, "opcode.run", json!({"template_name": "waits"})).await;
+    assert_eq!(run["status"], "suspended", "{run}");
+    let id = run["workflow_id"].clone();
+    let sent = ok(
+        &api,
+        "opcode.signal",
+        json!({"workflow_id": id, "signal_type": "signal",
+        "payload": {"name": "deploy-window", "data": {"region": "eu"}}}),
+    )
+    .await;
+    assert_eq!(sent["status"], "completed", "{sent}");
+    let status = ok(&api, "opcode.status", json!({"workflow_id": id})).await;
+    assert_eq!(
+        status["steps"]["window"]["output"]["payload"]["region"], "eu",
+        "{status}"
+    );
+
+    ok(&api, "opcode.define", review()).await;
+    // Cancelling one decision skips its step; the run carries on and ends.
+    let run = ok(&api, "opcode.run", json!({"template_name": "review"})).await;
+    let cancelled = ok(
+        &api,
+        "opcode.signal",
+        json!({"workflow_id": run["workflow_id"],
+        "signal_type": "cancel", "step_id": "approve"}),
+    )
+    .await;
+    assert_eq!(cancelled["status"], "completed", "{cancelled}");
+    let status = ok(
+        &api,
+        "opcode.status",
+        json!({"workflow_id": run["workflow_id"]}),
+    )
+    .await;
+    assert_eq!(status["steps"]["approve"]["status"], "skipped", "{status}");
+    // Cancelling without a step ends the whole run.
+    let run = ok(&api, "opcode.run", json!({"template_name": "review"})).await;
+    let cancelled = ok(
+        &api,
+        "opcode.signal",
+        json!({"workflow_id": run["workflow_id"],
+        "signal_type": "cancel", "payload": {"reason": "not today"}}),
+    )
+    .await;
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    // Nothing left to resume.
+    let e = err(
+        &api,
+        "opcode.signal",
+        json!({"workflow_id": run["workflow_id"], "signal_type": "resume"}),
+    )
+    .await;
+    assert_eq!(e.code.id, "R0114", "{}", e.to_json());
+}
