@@ -83,6 +83,20 @@ async fn bench(quick: bool) {
         percentile(&times, 0.5).as_secs_f64() * 1000.0,
         percentile(&times, 0.99).as_secs_f64() * 1000.0
     );
+    // A call that does almost nothing: what HTTP and MCP alone cost.
+    let list = CallToolRequestParams::new("opcode.query").with_arguments(args(json!({"resource": "schedules"})));
+    let mut bare = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let started = Instant::now();
+        client.call_tool(list.clone()).await.expect("queries");
+        bare.push(started.elapsed());
+    }
+    bare.sort();
+    println!(
+        "opcode.query of an empty list over /mcp (transport floor)   p50 {:.3} ms  p99 {:.3} ms",
+        percentile(&bare, 0.5).as_secs_f64() * 1000.0,
+        percentile(&bare, 0.99).as_secs_f64() * 1000.0
+    );
     // The same call in process, without HTTP and MCP: what the transport costs.
     let mut direct = Vec::with_capacity(runs);
     for _ in 0..runs {
