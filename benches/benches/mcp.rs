@@ -84,7 +84,8 @@ async fn bench(quick: bool) {
         percentile(&times, 0.99).as_secs_f64() * 1000.0
     );
     // A call that does almost nothing: what HTTP and MCP alone cost.
-    let list = CallToolRequestParams::new("opcode.query").with_arguments(args(json!({"resource": "schedules"})));
+    let list = CallToolRequestParams::new("opcode.query")
+        .with_arguments(args(json!({"resource": "schedules"})));
     let mut bare = Vec::with_capacity(runs);
     for _ in 0..runs {
         let started = Instant::now();
