@@ -12,11 +12,17 @@ use crate::store::{EventStore, StoreError};
 
 /// The summary of workflow `id`, or `None` if there is no such workflow.
 pub async fn summary(store: &dyn EventStore, id: &str) -> Result<Option<Value>, StoreError> {
-    let Some(row) = store.workflow(id).await? else {
+    // Asked at once, the three reads queue together on the store thread.
+    let (row, step_rows, decisions) = futures::join!(
+        store.workflow(id),
+        store.steps(id),
+        store.decisions(Some(id), Some("pending"))
+    );
+    let Some(row) = row? else {
         return Ok(None);
     };
     let mut steps = Map::new();
-    for step in store.steps(id).await? {
+    for step in step_rows? {
         steps.insert(
             step.step_id.clone(),
             json!({
@@ -30,9 +36,7 @@ pub async fn summary(store: &dyn EventStore, id: &str) -> Result<Option<Value>, 
             }),
         );
     }
-    let pending: Vec<Value> = store
-        .decisions(Some(id), Some("pending"))
-        .await?
+    let pending: Vec<Value> = decisions?
         .into_iter()
         .map(|d| {
             json!({
