@@ -583,10 +583,12 @@ impl Inner {
                     .workflow(id)
                     .await?
                     .ok_or_else(|| ExecError::NotFound(id.to_owned()))?;
+                // A run that ended here is waited for until it has also left
+                // (its lease given up), so callers see it fully settled.
                 let loaded = self.runs().contains_key(id);
-                if is_ended(&row.status)
-                    || (until == Until::Settled && !loaded && row.status == "suspended")
-                {
+                let settled =
+                    is_ended(&row.status) || (until == Until::Settled && row.status == "suspended");
+                if settled && !loaded {
                     return Ok(row);
                 }
             }
@@ -594,11 +596,7 @@ impl Inner {
             let _ = tokio::time::timeout(Duration::from_secs(1), async {
                 loop {
                     match changes.recv().await {
-                        Ok(change)
-                            if change.id == id && (!change.loaded || is_ended(&change.status)) =>
-                        {
-                            return;
-                        }
+                        Ok(change) if change.id == id && !change.loaded => return,
                         Ok(_) => {}
                         Err(broadcast::error::RecvError::Lagged(_)) => return,
                         Err(broadcast::error::RecvError::Closed) => {
