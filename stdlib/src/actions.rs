@@ -9,6 +9,8 @@ pub mod expr;
 pub mod fs;
 pub mod http;
 pub mod json;
+#[cfg(feature = "runtime")]
+mod map;
 pub mod shell;
 mod spec;
 pub mod workflow;
@@ -47,7 +49,7 @@ mod tests {
     #[test]
     fn has_opcode_actions_plus_json_jq() {
         let names: Vec<String> = specs().into_iter().map(|s| s.name).collect();
-        assert_eq!(names.len(), 27, "{names:?}");
+        assert_eq!(names.len(), 28, "{names:?}");
         for name in [
             "http.request",
             "fs.move",

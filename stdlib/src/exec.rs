@@ -111,14 +111,44 @@ pub trait Services: Send + Sync {
     fn notify(&self, call: &Call, message: &str, data: &Value) -> Value;
     /// `workflow.context` on another run: its context, if known.
     fn context_of<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Option<Value>>;
-    /// `workflow.run`: run a child template and wait for it.
+    /// `workflow.run` and each item of `workflow.map`: run a child template
+    /// and wait for it; `{workflow_id, status, output}` when it completed.
     fn run_child<'a>(
         &'a self,
         call: &'a Call,
-        template: &'a str,
-        version: Option<&'a str>,
-        params: Value,
+        child: Child<'a>,
     ) -> BoxFuture<'a, Result<Value, ActionError>>;
+    /// Cancels the child `index` of a `workflow.map` call (fail fast); the
+    /// default does nothing, for embeddings whose children cannot outlive
+    /// the call.
+    fn cancel_child<'a>(&'a self, _call: &'a Call, _index: usize) -> BoxFuture<'a, ()> {
+        Box::pin(std::future::ready(()))
+    }
+}
+
+/// A child workflow to run.
+#[derive(Debug, Clone, Copy)]
+pub struct Child<'a> {
+    /// The template's name.
+    pub template: &'a str,
+    /// Its version (`v2`, `2`), latest when absent.
+    pub version: Option<&'a str>,
+    /// The child's inputs.
+    pub params: &'a Value,
+    /// The item's position, for a child of `workflow.map`.
+    pub index: Option<usize>,
+}
+
+impl Child<'_> {
+    /// The child's workflow id: the same for a re-run of an interrupted
+    /// attempt, so it finds the child it already started.
+    pub fn workflow_id(&self, call: &Call) -> String {
+        let key = call.idempotency_key.replace('/', ".");
+        match self.index {
+            Some(i) => format!("{key}.{i}"),
+            None => key,
+        }
+    }
 }
 
 /// The file of a child template named `template`, looked up next to a
@@ -240,6 +270,12 @@ impl Actions {
     /// Is `action` one of these actions?
     pub fn has(&self, action: &str) -> bool {
         crate::actions::specs().iter().any(|s| s.name == action)
+    }
+
+    /// Does `action` only wait for other runs? Such calls hold no worker
+    /// slot, so parents waiting for their children never starve them.
+    pub fn only_waits(action: &str) -> bool {
+        matches!(action, "workflow.run" | "workflow.map")
     }
 
     /// Runs one call.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use libtest_mimic::Failed;
 use opcode_compiler::Compiler;
-use opcode_stdlib::exec::{Actions, BoxFuture, Call, Secrets, Services};
+use opcode_stdlib::exec::{Actions, BoxFuture, Call, Child, Secrets, Services};
 use opcode_stdlib::local::{LocalRun, Outcome, summary};
 use opcode_vm::error::ActionError;
 use opcode_vm::event::RunMeta;
@@ -62,11 +62,10 @@ impl Services for TestServices {
     fn run_child<'a>(
         &'a self,
         _: &'a Call,
-        template: &'a str,
-        _: Option<&'a str>,
-        params: Value,
+        child: Child<'a>,
     ) -> BoxFuture<'a, Result<Value, ActionError>> {
         Box::pin(async move {
+            let (template, params) = (child.template, child.params.clone());
             let dir = self.examples.join(template);
             let outcome = run_workflow(&dir, params, &Run::default())
                 .await

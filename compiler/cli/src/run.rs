@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use opcode_stdlib::exec::{Actions, BoxFuture, Call, EnvSecrets, Services, template_file};
+use opcode_stdlib::exec::{Actions, BoxFuture, Call, Child, EnvSecrets, Services, template_file};
 use opcode_stdlib::inputs::{pairs, parse_inputs, parse_value};
 use opcode_stdlib::local::{LocalRun, summary};
 use opcode_vm::Plan;
@@ -223,11 +223,10 @@ impl Services for CliServices {
     fn run_child<'a>(
         &'a self,
         _call: &'a Call,
-        template: &'a str,
-        _version: Option<&'a str>,
-        params: Value,
+        child: Child<'a>,
     ) -> BoxFuture<'a, Result<Value, ActionError>> {
         Box::pin(async move {
+            let (template, params) = (child.template, child.params.clone());
             let Some(path) = template_file(&self.base, template) else {
                 return Err(ActionError::execution(format!(
                     "template `{template}` not found next to the workflow"

@@ -25,6 +25,11 @@ impl Args {
         }
     }
 
+    /// The names given.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+
     /// A value, if given and not null.
     pub fn get(&self, name: &str) -> Option<&Value> {
         self.0.get(name).filter(|v| !v.is_null())

@@ -16,6 +16,46 @@ const DEFAULT_LIMIT: u32 = 50;
 /// The most rows one page holds.
 const MAX_LIMIT: u32 = 1000;
 
+/// The filter keys each resource understands (beside `limit` and `offset`).
+fn filter_keys(resource: &str) -> &'static [&'static str] {
+    match resource {
+        "workflows" => &[
+            "status",
+            "agent_id",
+            "template_name",
+            "parent_workflow_id",
+            "since",
+        ],
+        "events" => &["workflow_id", "event_type", "step_id", "since"],
+        "templates" => &["name", "agent_id", "latest"],
+        "decisions" => &["status", "workflow_id", "agent_id"],
+        "schedules" => &["template_name"],
+        _ => &[],
+    }
+}
+
+/// A filter key the resource does not know is an error, not silently
+/// ignored (a typo would otherwise return everything).
+fn check_filter_keys(resource: &str, filter: &Args) -> Result<(), ToolError> {
+    let known = filter_keys(resource);
+    if known.is_empty() {
+        return Ok(());
+    }
+    match filter
+        .keys()
+        .find(|k| !known.contains(k) && !matches!(*k, "limit" | "offset"))
+    {
+        Some(key) => Err(ToolError::new(
+            codes::R0122,
+            format!(
+                "`filter.{key}` is not a filter of {resource}: use {}",
+                known.join(", ")
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Handles `opcode.query`.
 pub async fn query(api: &Api, args: &Args) -> ToolResult {
     let resource = args.str("resource")?;
@@ -23,6 +63,7 @@ pub async fn query(api: &Api, args: &Args) -> ToolResult {
         args.opt_object("filter")?
             .map_or(Value::Null, |f| Value::Object(f.clone())),
     )?;
+    check_filter_keys(resource, &filter)?;
     // `limit` and `offset` may sit beside `filter` or inside it (opcode).
     let limit = args
         .opt_count("limit")?

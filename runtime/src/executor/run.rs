@@ -418,7 +418,11 @@ impl RunTask {
                 let handle = tokio::spawn(async move {
                     let result = match call {
                         Ok(call) => {
-                            let _permit = permits.acquire_owned().await;
+                            let _permit = if Actions::only_waits(&call.action) {
+                                None
+                            } else {
+                                permits.acquire_owned().await.ok()
+                            };
                             actions.run(&call).await
                         }
                         Err(e) => Err(e),

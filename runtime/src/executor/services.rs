@@ -4,8 +4,9 @@
 use std::path::PathBuf;
 use std::sync::Weak;
 
-use opcode_stdlib::exec::{BoxFuture, Call, Services, template_file};
+use opcode_stdlib::exec::{BoxFuture, Call, Child, Services, template_file};
 use opcode_vm::error::ActionError;
+use opcode_vm::event::Event;
 use serde_json::{Value, json};
 
 use super::{ExecError, Inner, StartRequest, Until};
@@ -101,23 +102,19 @@ impl Services for RuntimeServices {
     fn run_child<'a>(
         &'a self,
         call: &'a Call,
-        template: &'a str,
-        _version: Option<&'a str>,
-        params: Value,
+        child: Child<'a>,
     ) -> BoxFuture<'a, Result<Value, ActionError>> {
         Box::pin(async move {
             let inner = self
                 .inner
                 .upgrade()
                 .ok_or_else(|| ActionError::execution("the runtime is shutting down"))?;
-            // One child per attempt: a re-run of an interrupted attempt
-            // finds the child it already started and waits for it.
-            let child = call.idempotency_key.replace('/', ".");
-            if inner.store.workflow(&child).await.ok().flatten().is_none() {
-                start_child(&inner, call, template, params, &child).await?;
+            let id = child.workflow_id(call);
+            if inner.store.workflow(&id).await.ok().flatten().is_none() {
+                start_child(&inner, call, child, &id).await?;
             }
             let row = inner
-                .wait(&child, Until::Ended)
+                .wait(&id, Until::Ended)
                 .await
                 .map_err(|e| ActionError::execution(e.to_string()))?;
             let output = row
@@ -125,30 +122,106 @@ impl Services for RuntimeServices {
                 .as_deref()
                 .and_then(|o| serde_json::from_str(o).ok())
                 .unwrap_or(Value::Null);
-            let result = json!({"workflow_id": child, "status": row.status, "output": output});
+            let result = json!({"workflow_id": id, "status": row.status, "output": output});
             if row.status == "completed" {
                 Ok(result)
             } else {
+                let why = row
+                    .error
+                    .as_deref()
+                    .and_then(|e| serde_json::from_str::<Value>(e).ok())
+                    .and_then(|e| e.get("message").and_then(Value::as_str).map(str::to_owned))
+                    .map_or_else(String::new, |m| format!(": {m}"));
                 Err(ActionError::new(
                     opcode_vm::codes::R0113,
                     "EXECUTION_ERROR",
-                    format!("child `{template}` ended {}", row.status),
+                    format!("child `{}` ended {}{why}", child.template, row.status),
                     false,
                 )
                 .with_details(result))
             }
         })
     }
+
+    fn cancel_child<'a>(&'a self, call: &'a Call, index: usize) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let Some(inner) = self.inner.upgrade() else {
+                return;
+            };
+            let id = format!("{}.{index}", call.idempotency_key.replace('/', "."));
+            let cancel = Event::Cancel {
+                reason: format!("a sibling of `{}` failed", call.step),
+            };
+            let _ = inner.deliver(&id, cancel).await;
+        })
+    }
 }
 
-/// Compiles the template found next to the parent and starts it as `child`.
+/// Compiles the child's template, from the store (as defined with
+/// `opcode.define`) or else from a file next to the parent, and starts it.
 async fn start_child(
     inner: &std::sync::Arc<Inner>,
     call: &Call,
-    template: &str,
-    params: Value,
-    child: &str,
+    child: Child<'_>,
+    id: &str,
 ) -> Result<(), ActionError> {
+    let version = match child.version {
+        None => None,
+        Some(text) => Some(
+            text.strip_prefix('v')
+                .unwrap_or(text)
+                .parse::<i64>()
+                .map_err(|_| {
+                    ActionError::validation(format!(
+                        "`version` must be a number such as 3 or \"v3\", not `{text}`"
+                    ))
+                })?,
+        ),
+    };
+    let stored = inner
+        .store
+        .template(child.template, version)
+        .await
+        .map_err(|e| ActionError::execution(e.to_string()))?;
+    let (source, origin, template_version) = if let Some(row) = stored {
+        (row.definition, None, Some(row.version))
+    } else {
+        let (source, path) = template_source(inner, call, child.template).await?;
+        (source, Some(path), None)
+    };
+    let name = origin.as_ref().map_or_else(
+        || format!("template:{}", child.template),
+        |p| p.to_string_lossy().into_owned(),
+    );
+    let (program, _) = inner.programs.compiler().compile(&source, &name);
+    let program = program.ok_or_else(|| {
+        ActionError::execution(format!("template `{}` does not compile", child.template))
+    })?;
+    let inputs = opcode_stdlib::inputs::prepare(&program, child.params)
+        .map_err(|problems| ActionError::validation(problems.join("; ")))?;
+    let request = StartRequest {
+        id: Some(id.to_owned()),
+        definition: source,
+        program: Some(program),
+        inputs,
+        agent_id: call.agent_id.clone(),
+        parent_id: Some(call.run_id.clone()),
+        template_name: Some(child.template.to_owned()),
+        template_version,
+        base_dir: origin.and_then(|p| p.parent().map(PathBuf::from)),
+    };
+    match inner.start(request).await {
+        Ok(_) | Err(ExecError::Store(crate::store::StoreError::Exists(_))) => Ok(()),
+        Err(e) => Err(ActionError::execution(e.to_string())),
+    }
+}
+
+/// A template that is not in the store, read from a file next to the parent.
+async fn template_source(
+    inner: &std::sync::Arc<Inner>,
+    call: &Call,
+    template: &str,
+) -> Result<(String, PathBuf), ActionError> {
     let parent = inner
         .store
         .workflow(&call.run_id)
@@ -160,33 +233,14 @@ async fn start_child(
         .base_dir
         .map_or_else(|| inner.config.base_dir.clone(), PathBuf::from);
     let path = template_file(&base, template).ok_or_else(|| {
-        ActionError::execution(format!(
-            "template `{template}` not found next to the workflow"
-        ))
+        ActionError::new(
+            opcode_vm::codes::R0120,
+            "VALIDATION_ERROR",
+            format!("template `{template}` is not defined (nor a file next to the workflow)"),
+            false,
+        )
     })?;
     let source = std::fs::read_to_string(&path)
         .map_err(|e| ActionError::execution(format!("cannot read {}: {e}", path.display())))?;
-    let (program, _) = inner
-        .programs
-        .compiler()
-        .compile(&source, &path.to_string_lossy());
-    let program = program
-        .ok_or_else(|| ActionError::execution(format!("template `{template}` does not compile")))?;
-    let inputs = opcode_stdlib::inputs::prepare(&program, &params)
-        .map_err(|problems| ActionError::validation(problems.join("; ")))?;
-    let request = StartRequest {
-        id: Some(child.to_owned()),
-        definition: source,
-        program: Some(program),
-        inputs,
-        agent_id: call.agent_id.clone(),
-        parent_id: Some(call.run_id.clone()),
-        template_name: Some(template.to_owned()),
-        template_version: None,
-        base_dir: path.parent().map(PathBuf::from),
-    };
-    match inner.start(request).await {
-        Ok(_) | Err(ExecError::Store(crate::store::StoreError::Exists(_))) => Ok(()),
-        Err(e) => Err(ActionError::execution(e.to_string())),
-    }
+    Ok((source, path))
 }

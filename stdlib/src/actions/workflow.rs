@@ -1,4 +1,4 @@
-//! `workflow.run`, `workflow.emit`, `workflow.context`, `workflow.fail`, `workflow.log`, `workflow.notify`.
+//! `workflow.run`, `workflow.map`, `workflow.emit`, `workflow.context`, `workflow.fail`, `workflow.log`, `workflow.notify`.
 
 use opcode_vm::catalog::{ActionSpec, Ty};
 
@@ -12,6 +12,21 @@ pub fn specs() -> Vec<ActionSpec> {
             .opt("version", Ty::String, "template version such as v2 (default latest)")
             .opt("params", Ty::map(Ty::Any), "the child's inputs")
             .output(Ty::object([("workflow_id", Ty::String), ("status", Ty::String), ("output", Ty::Any)])),
+        action("workflow.map", "Runs one child of a template per item of a list, at most `max_concurrency` at a time, and waits for them; outputs come back in item order.")
+            .req("template_name", Ty::String, "the template to run per item")
+            .req("items", Ty::array(Ty::Any), "one child per item")
+            .opt("version", Ty::String, "template version such as v2 (default latest)")
+            .opt("params", Ty::map(Ty::Any), "inputs every child gets")
+            .opt("item_param", Ty::String, "the input that receives the item (default `item`)")
+            .opt("index_param", Ty::String, "an input that receives the item's position (default none)")
+            .opt("max_concurrency", Ty::Int, "children running at once (default 8)")
+            .opt("on_failure", Ty::one_of_strings(&["fail_fast", "collect"]), "fail_fast (default): the first failure cancels the rest and fails the step; collect: run all and report each")
+            .output(Ty::object([
+                ("outputs", Ty::array(Ty::Any)),
+                ("children", Ty::array(Ty::Any)),
+                ("completed", Ty::Int),
+                ("failed", Ty::Int),
+            ])),
         action("workflow.emit", "Publishes an event to live subscribers (the panel, SSE streams).")
             .opt("event_type", Ty::String, "the event name")
             .opt("event", Ty::String, "alias of event_type")
@@ -62,10 +77,15 @@ pub async fn run(
                 .get("params")
                 .cloned()
                 .unwrap_or_else(|| json!({}));
-            services
-                .run_child(call, template, call.str("version"), params)
-                .await
+            let child = crate::exec::Child {
+                template,
+                version: call.str("version"),
+                params: &params,
+                index: None,
+            };
+            services.run_child(call, child).await
         }
+        "map" => super::map::run(call, services).await,
         "emit" => {
             let event_type = call
                 .str("event_type")
