@@ -5,6 +5,7 @@ mod inspect;
 mod resume;
 mod run;
 mod schedule;
+mod secret;
 mod serve;
 mod signal;
 
@@ -40,6 +41,8 @@ enum Command {
     Cancel(signal::CancelArgs),
     /// Run templates on cron schedules: add, list, rm, enable, disable.
     Schedule(schedule::Args),
+    /// Keep secrets in the vault: set (value from stdin), list, rm.
+    Secret(secret::Args),
 }
 
 /// Runs the command; returns the exit code.
@@ -71,6 +74,7 @@ pub fn main(cli: Cli) -> u8 {
             Command::Signal(args) => signal::signal(args).await,
             Command::Cancel(args) => signal::cancel(args).await,
             Command::Schedule(args) => schedule::schedule(args).await,
+            Command::Secret(args) => secret::secret(args).await,
         }
     });
     // Do not wait for actions still running: they are recorded as in

@@ -23,6 +23,7 @@ pub mod settings;
 pub mod store;
 pub mod summary;
 pub mod time;
+pub mod vault;
 
 pub use executor::{Config, Delivery, ExecError, Executor, Recovery, StartRequest, Until};
 pub use store::{Durability, EventStore};

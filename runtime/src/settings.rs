@@ -37,6 +37,10 @@ pub struct Settings {
     /// `normal` or `full` (`OPCODE_DURABILITY`; default normal).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub durability: Option<String>,
+    /// A file whose first line is the vault passphrase
+    /// (`OPCODE_VAULT_KEY_FILE`; default: the `OPCODE_VAULT_KEY` variable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vault_key_file: Option<PathBuf>,
 }
 
 impl Settings {
@@ -74,6 +78,7 @@ impl Settings {
                 })
                 .unwrap_or_default(),
             durability: get("OPCODE_DURABILITY"),
+            vault_key_file: get("OPCODE_VAULT_KEY_FILE").map(PathBuf::from),
         }
     }
 
@@ -91,6 +96,7 @@ impl Settings {
                 over.allowed_origins
             },
             durability: over.durability.or(self.durability),
+            vault_key_file: over.vault_key_file.or(self.vault_key_file),
         }
     }
 

@@ -18,8 +18,8 @@ mod schema;
 pub use schema::LATEST as SCHEMA_VERSION;
 
 pub use catalog::{
-    EventFilter, FoundEntry, ScheduleAdvance, ScheduleRow, TemplateDraft, TemplateFilter,
-    TemplateRow,
+    EventFilter, FoundEntry, ScheduleAdvance, ScheduleRow, SecretRow, TemplateDraft,
+    TemplateFilter, TemplateRow, VaultHeader,
 };
 
 use std::future::Future;
@@ -553,4 +553,19 @@ pub trait EventStore: Send + Sync {
         workflow_id: &'a str,
         status: &'a str,
     ) -> BoxFuture<'a, StoreResult<()>>;
+
+    /// The vault's header, if a vault was created.
+    fn vault_header(&self) -> BoxFuture<'_, StoreResult<Option<VaultHeader>>>;
+
+    /// Stores `header` unless a vault exists; returns the stored header.
+    fn create_vault(&self, header: VaultHeader) -> BoxFuture<'_, StoreResult<VaultHeader>>;
+
+    /// Creates or replaces a sealed secret (keeping its `created_at`).
+    fn put_secret(&self, secret: SecretRow) -> BoxFuture<'_, StoreResult<()>>;
+
+    /// Every sealed secret, by name.
+    fn secrets(&self) -> BoxFuture<'_, StoreResult<Vec<SecretRow>>>;
+
+    /// Deletes a secret; false if there was none.
+    fn delete_secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<bool>>;
 }

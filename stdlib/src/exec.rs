@@ -14,6 +14,7 @@ use opcode_vm::program::PathSeg;
 use serde_json::Value;
 
 use crate::actions::{assert, crypto, expr, fs, http, json, shell, workflow};
+use crate::redact::Revealed;
 
 /// A boxed future, for the object-safe [`Services`] trait.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -37,18 +38,23 @@ pub struct Call {
     pub scope: Option<Value>,
     /// The step's isolation settings.
     pub isolation: Option<Value>,
+    /// The secret values resolved into `params`, masked in what the call
+    /// returns or publishes.
+    pub revealed: Revealed,
 }
 
 impl Call {
-    /// A call for a dispatch whose secrets are already resolved into `params`.
-    pub fn from_dispatch(
+    /// The call for a dispatch, its secrets resolved.
+    pub async fn prepare(
         dispatch: &Dispatch,
         run_id: &str,
         step: &str,
         agent_id: Option<&str>,
-        params: Value,
-    ) -> Call {
-        Call {
+        secrets: &dyn Secrets,
+    ) -> Result<Call, ActionError> {
+        let (params, revealed) =
+            resolve_secrets(&dispatch.params, &dispatch.secrets, secrets).await?;
+        Ok(Call {
             run_id: run_id.to_owned(),
             step: step.to_owned(),
             idempotency_key: format!("{run_id}/{step}/{}", dispatch.attempt),
@@ -57,6 +63,17 @@ impl Call {
             params,
             scope: dispatch.scope.clone(),
             isolation: dispatch.isolation.clone(),
+            revealed,
+        })
+    }
+
+    /// The same call with its secret values masked in its parameters: what
+    /// an action that only publishes its parameters (a log line, an event,
+    /// a notification) may show.
+    pub fn masked(&self) -> Call {
+        Call {
+            params: self.revealed.value(&self.params),
+            ..self.clone()
         }
     }
 
@@ -171,14 +188,21 @@ pub fn template_file(base: &Path, template: &str) -> Option<PathBuf> {
 /// Where secrets come from.
 pub trait Secrets: Send + Sync {
     /// The secret's value.
-    fn secret(&self, name: &str) -> Option<String>;
+    fn secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Option<String>>;
 }
 
 /// Secrets from `OPCODE_SECRET_<NAME>` environment variables.
 pub struct EnvSecrets;
 
 impl Secrets for EnvSecrets {
-    fn secret(&self, name: &str) -> Option<String> {
+    fn secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Option<String>> {
+        Box::pin(std::future::ready(EnvSecrets::lookup(name)))
+    }
+}
+
+impl EnvSecrets {
+    /// `OPCODE_SECRET_<NAME>`, the name upper-cased with other characters as `_`.
+    pub fn lookup(name: &str) -> Option<String> {
         let var: String = name
             .chars()
             .map(|c| {
@@ -193,20 +217,25 @@ impl Secrets for EnvSecrets {
     }
 }
 
-/// Writes the secrets of a dispatch into its params.
-pub fn resolve_secrets(
+/// Writes the secrets of a dispatch into its params; also returns the
+/// values revealed.
+pub async fn resolve_secrets(
     params: &Value,
     sites: &[SecretSite],
     secrets: &dyn Secrets,
-) -> Result<Value, ActionError> {
+) -> Result<(Value, Revealed), ActionError> {
     let mut params = params.clone();
+    let mut revealed = Revealed::default();
     for site in sites {
         let mut text = String::new();
         for part in &site.parts {
             match part {
                 SecretPart::Text(t) => text.push_str(t),
-                SecretPart::Secret(name) => match secrets.secret(name) {
-                    Some(value) => text.push_str(&value),
+                SecretPart::Secret(name) => match secrets.secret(name).await {
+                    Some(value) => {
+                        revealed.add(&value);
+                        text.push_str(&value);
+                    }
                     None => {
                         return Err(ActionError::new(
                             opcode_vm::codes::R0102,
@@ -222,7 +251,7 @@ pub fn resolve_secrets(
             *slot = Value::String(text);
         }
     }
-    Ok(params)
+    Ok((params, revealed))
 }
 
 fn at_path<'v>(value: &'v mut Value, path: &[PathSeg]) -> Option<&'v mut Value> {
@@ -278,8 +307,23 @@ impl Actions {
         matches!(action, "workflow.run" | "workflow.map")
     }
 
-    /// Runs one call.
+    /// Runs one call; secret values it was given are masked in its result.
     pub async fn run(&self, call: &Call) -> Result<Value, ActionError> {
+        let result = self.run_unmasked(call).await;
+        if call.revealed.is_empty() {
+            return result;
+        }
+        match result {
+            Ok(output) => Ok(call.revealed.value(&output)),
+            Err(error) => Err(ActionError {
+                message: call.revealed.text(&error.message),
+                details: error.details.as_ref().map(|d| call.revealed.value(d)),
+                ..error
+            }),
+        }
+    }
+
+    async fn run_unmasked(&self, call: &Call) -> Result<Value, ActionError> {
         let (family, name) = call
             .action
             .split_once('.')
@@ -292,6 +336,9 @@ impl Actions {
             "assert" => assert::run(name, call),
             "expr" => expr::run(call),
             "json" => json::run(call),
+            "workflow" if matches!(name, "log" | "emit" | "notify") => {
+                workflow::run(name, &call.masked(), self.services.as_ref()).await
+            }
             "workflow" => workflow::run(name, call, self.services.as_ref()).await,
             _ => Err(ActionError::new(
                 opcode_vm::codes::R0107,

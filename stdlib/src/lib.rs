@@ -17,6 +17,8 @@ pub mod jq;
 #[cfg(feature = "runtime")]
 pub mod local;
 #[cfg(feature = "runtime")]
+pub mod redact;
+#[cfg(feature = "runtime")]
 pub mod report;
 
 use opcode_vm::catalog::{ActionSpec, Catalog};

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 use crate::cel::CelHost;
-use crate::exec::{Actions, Call, Secrets, resolve_secrets};
+use crate::exec::{Actions, Call, Secrets};
 
 /// Milliseconds since the epoch, now.
 pub fn now_ms() -> u64 {
@@ -171,18 +171,17 @@ impl LocalRun {
                 let effect_id = dispatch.effect;
                 let tx = tx.clone();
                 let actions = self.actions.clone();
-                let resolved =
-                    resolve_secrets(&dispatch.params, &dispatch.secrets, self.secrets.as_ref());
-                let call = resolved.map(|params| {
-                    Call::from_dispatch(
-                        &dispatch,
-                        &self.meta.run_id,
-                        &step,
-                        self.meta.agent_id.as_deref(),
-                        params,
-                    )
-                });
+                let secrets = self.secrets.clone();
+                let (run_id, agent_id) = (self.meta.run_id.clone(), self.meta.agent_id.clone());
                 let handle = tokio::spawn(async move {
+                    let call = Call::prepare(
+                        &dispatch,
+                        &run_id,
+                        &step,
+                        agent_id.as_deref(),
+                        secrets.as_ref(),
+                    )
+                    .await;
                     let result = match call {
                         Ok(call) => actions.run(&call).await,
                         Err(e) => Err(e),

@@ -1,10 +1,15 @@
 """Safe, resilient actions driven through the daemon: child workflows and
-fan-out (surviving a SIGKILL midway).
+fan-out (surviving a SIGKILL midway); vault secrets that never show in
+plain text.
 
 Usage: python actions.py PATH_TO_OPCODE
 """
 
 import asyncio
+import glob
+import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -100,7 +105,75 @@ async def children(binary):
         print("ok - 100 children under max_concurrency 8 complete in order across a SIGKILL of the daemon")
 
 
+SECRET = "hunter2-\"quoted\"-s3cret"
+
+LEAKY = {"name": "leaky", "definition": {"steps": [
+    {"id": "echo", "action": "shell.exec", "params": {
+        "command": "/bin/sh", "args": ["-c", "echo \"token is $TOKEN\"; echo \"$TOKEN\" >&2"],
+        "env": {"TOKEN": "${{secrets.API_TOKEN}}"}}},
+    {"id": "json", "action": "shell.exec", "depends_on": ["echo"], "params": {
+        "command": "python3", "args": ["-c", "import json, os; print(json.dumps({'t': os.environ['TOKEN']}))"],
+        "env": {"TOKEN": "${{secrets.API_TOKEN}}"}}},
+    {"id": "log", "action": "workflow.log", "depends_on": ["json"],
+     "params": {"message": "calling with Bearer ${{secrets.API_TOKEN}}", "token": "${{secrets.API_TOKEN}}"}},
+    {"id": "emit", "action": "workflow.emit", "depends_on": ["log"],
+     "params": {"event_type": "token", "payload": {"t": "${{secrets.API_TOKEN}}"}}},
+    {"id": "boom", "action": "workflow.fail", "depends_on": ["emit"],
+     "params": {"reason": "refused token ${{secrets.API_TOKEN}}"}}],
+    "output": {"said": "${{steps.echo.output.stdout}}"}}}
+
+
+async def secrets(binary):
+    with tempfile.TemporaryDirectory() as home:
+        env = {"OPCODE_VAULT_KEY": "correct horse battery staple"}
+        db = f"{home}/opcode.db"
+        subprocess.run([binary, "secret", "set", "API_TOKEN", "--db", db], input=SECRET + "\n", text=True,
+                       env=dict(os.environ, **env), check=True, capture_output=True)
+        listed = subprocess.run([binary, "secret", "list", "--json", "--db", db], text=True, check=True,
+                                capture_output=True).stdout
+        check([s["name"] for s in json.loads(listed)] == ["API_TOKEN"] and SECRET not in listed, listed)
+
+        wrong = Daemon(binary, home, free_port(), env={"OPCODE_VAULT_KEY": "wrong"})
+        try:
+            wrong.start()
+            check(False, "a daemon with the wrong passphrase started")
+        except AssertionError as e:
+            check("R0124" in str(e) and "passphrase is wrong" in str(e), f"wrong passphrase: {e}")
+        print("ok - `opcode secret` seals and lists names only; a wrong passphrase stops the daemon at start")
+
+        daemon = Daemon(binary, home, free_port(), env=env)
+        daemon.start()
+        results = []
+        async with Client(f"{daemon.url}/mcp") as client:
+            results.append(data(await client.call_tool("opcode.define", LEAKY)))
+            run = data(await client.call_tool("opcode.run", {"template_name": "leaky"}))
+            results.append(run)
+            check(run["status"] == "failed", f"leaky: {run}")
+            steps = run["steps"]
+            check(steps["echo"]["output"]["stdout_raw"].startswith("token is [REDACTED]"), f"echo: {steps['echo']}")
+            check(steps["echo"]["output"]["stderr"].strip() == "[REDACTED]", f"stderr: {steps['echo']}")
+            check(steps["json"]["output"]["stdout"] == {"t": "[REDACTED]"}, f"json: {steps['json']}")
+            check(steps["json"]["output"]["stdout_raw"].strip() == '{"t": "[REDACTED]"}', f"json: {steps['json']}")
+            check("[REDACTED]" in run["error"]["message"], f"error: {run['error']}")
+            for query in [{"resource": "events", "filter": {"workflow_id": run["workflow_id"]}, "limit": 1000},
+                          {"resource": "workflows"}]:
+                results.append(data(await client.call_tool("opcode.query", query)))
+            results.append(data(await client.call_tool("opcode.status", {"workflow_id": run["workflow_id"]})))
+        daemon.terminate()
+        logs = daemon.process.stderr.read()
+        check("[REDACTED]" in logs, "the workflow.log line is not in the daemon's log")
+        leaks = [SECRET, json.dumps(SECRET)[1:-1]]
+        for leak in leaks:
+            check(all(leak not in json.dumps(r) and leak not in str(r) for r in results), "a secret in an MCP result")
+            check(leak not in logs, "a secret in the daemon's log")
+            for path in glob.glob(f"{home}/opcode.db*"):
+                with open(path, "rb") as f:
+                    check(leak.encode() not in f.read(), f"a secret in {path}")
+        print("ok - secrets are masked in outputs, errors, events, logs and MCP results; never stored in plain text")
+
+
 async def main(binary):
+    await secrets(binary)
     await children(binary)
 
 

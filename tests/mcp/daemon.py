@@ -16,8 +16,9 @@ def free_port():
 
 
 class Daemon:
-    def __init__(self, binary, home, port):
+    def __init__(self, binary, home, port, env=None, args=()):
         self.binary, self.home, self.port = binary, home, port
+        self.env, self.args = env or {}, list(args)
         self.process = None
 
     @property
@@ -25,10 +26,10 @@ class Daemon:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self):
-        env = dict(os.environ, HOME=self.home)
+        env = dict(os.environ, HOME=self.home, **self.env)
         self.process = subprocess.Popen(
-            [self.binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--db", f"{self.home}/opcode.db"],
-            env=env, stderr=subprocess.PIPE, text=True)
+            [self.binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--db", f"{self.home}/opcode.db",
+             *self.args], env=env, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 30
         while True:
             try:

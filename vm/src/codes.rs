@@ -96,6 +96,16 @@ code_registry! { RUNTIME, "../../spec/errors/";
     R0122 = "invalid-arguments",
     /// `opcode.define` was given a workflow that does not compile.
     R0123 = "invalid-workflow",
+    /// The secret vault cannot be opened or read.
+    R0124 = "vault-error",
+    /// A step needs isolation the host cannot give.
+    R0125 = "isolation-unavailable",
+    /// A path is outside what the step may read or write.
+    R0126 = "path-denied",
+    /// An action's circuit breaker is open.
+    R0127 = "circuit-open",
+    /// A plugin's MCP server is down or its tool failed.
+    R0128 = "plugin-unavailable",
 }
 
 /// Finds a run-time code by its id.

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use opcode_runtime::executor::Config;
 use opcode_runtime::store::libsql::LibsqlStore;
+use opcode_runtime::vault::{RuntimeSecrets, open_configured};
 use opcode_runtime::{Durability, EventStore, Executor};
-use opcode_stdlib::exec::EnvSecrets;
 use serde_json::Value;
 
 /// Exit codes.
@@ -51,6 +51,9 @@ pub struct DbArgs {
     /// How hard each commit is made durable.
     #[arg(long, value_enum, default_value_t = DurabilityArg::Normal, global = true)]
     pub durability: DurabilityArg,
+    /// A file whose first line is the vault passphrase (default: $OPCODE_VAULT_KEY).
+    #[arg(long, value_name = "PATH", global = true)]
+    pub vault_key_file: Option<PathBuf>,
 }
 
 impl DbArgs {
@@ -83,15 +86,27 @@ impl DbArgs {
     }
 }
 
-/// An executor over `store`; `adopt` lets it pick up other workflows' due
-/// timers and mail while it runs.
-pub fn executor(store: Arc<dyn EventStore>, adopt: bool) -> Executor {
+/// An executor over `store`, with the vault when a passphrase is set;
+/// `adopt` lets it pick up other workflows' due timers and mail while it runs.
+pub async fn executor(
+    store: Arc<dyn EventStore>,
+    adopt: bool,
+    vault_key_file: Option<&std::path::Path>,
+) -> Result<Executor, Exit> {
+    let from_env = std::env::var_os("OPCODE_VAULT_KEY_FILE").map(PathBuf::from);
+    let vault = open_configured(store.clone(), vault_key_file.or(from_env.as_deref()))
+        .await
+        .map_err(fail)?;
     let config = Config {
         adopt,
         base_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         ..Config::default()
     };
-    Executor::new(store, Arc::new(EnvSecrets), config)
+    Ok(Executor::new(
+        store,
+        Arc::new(RuntimeSecrets::new(vault)),
+        config,
+    ))
 }
 
 /// Output formats.

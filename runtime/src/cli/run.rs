@@ -64,7 +64,10 @@ pub async fn run(args: Args) -> Exit {
         Ok(store) => store,
         Err(exit) => return exit,
     };
-    let executor = executor(store.clone(), false);
+    let executor = match executor(store.clone(), false, args.db.vault_key_file.as_deref()).await {
+        Ok(executor) => executor,
+        Err(exit) => return exit,
+    };
     let _background = executor.background();
     let request = StartRequest {
         id: args.id.clone(),

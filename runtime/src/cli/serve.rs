@@ -35,6 +35,9 @@ pub struct Args {
     /// Bearer token clients must send (required off loopback).
     #[arg(long, value_name = "TOKEN")]
     token: Option<String>,
+    /// A file whose first line is the vault passphrase (default: $OPCODE_VAULT_KEY).
+    #[arg(long, value_name = "PATH")]
+    vault_key_file: Option<PathBuf>,
     /// The settings file (default ~/.opcode/settings.json).
     #[arg(long, value_name = "PATH")]
     config: Option<PathBuf>,
@@ -48,6 +51,7 @@ impl Args {
             base_url: self.base_url.clone(),
             log_level: self.log_level.clone(),
             token: self.token.clone(),
+            vault_key_file: self.vault_key_file.clone(),
             ..Settings::default()
         }
     }
@@ -162,7 +166,10 @@ pub async fn serve(args: Args) -> Exit {
         }
         Err(e) => return fail(format!("cannot listen on {listen}: {e}")),
     };
-    let exec = executor(store, true);
+    let exec = match executor(store, true, settings.vault_key_file.as_deref()).await {
+        Ok(exec) => exec,
+        Err(exit) => return exit,
+    };
     let _background = exec.background();
     match exec.recover().await {
         Ok(resumed) if !resumed.is_empty() => {

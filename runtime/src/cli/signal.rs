@@ -72,7 +72,10 @@ pub async fn signal(args: SignalArgs) -> Exit {
             payload: opcode_stdlib::inputs::parse_value(payload),
         }
     };
-    let executor = executor(store.clone(), false);
+    let executor = match executor(store.clone(), false, args.db.vault_key_file.as_deref()).await {
+        Ok(executor) => executor,
+        Err(exit) => return exit,
+    };
     deliver(&executor, store.as_ref(), &args.id, event, args.format).await
 }
 
@@ -117,7 +120,10 @@ pub async fn cancel(args: CancelArgs) -> Exit {
         Ok(store) => store,
         Err(exit) => return exit,
     };
-    let executor = executor(store.clone(), false);
+    let executor = match executor(store.clone(), false, args.db.vault_key_file.as_deref()).await {
+        Ok(executor) => executor,
+        Err(exit) => return exit,
+    };
     let event = Event::Cancel {
         reason: args.reason.clone(),
     };

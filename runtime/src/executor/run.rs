@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use opcode_stdlib::exec::{Actions, Call, resolve_secrets};
+use opcode_stdlib::exec::{Actions, Call};
 use opcode_vm::effect::Effect;
 use opcode_vm::event::{EffectId, Event, TimerId};
 use opcode_vm::{RunStatus, Vm};
@@ -405,17 +405,19 @@ impl RunTask {
         match effect {
             Effect::Dispatch(d) => {
                 let step = self.loaded.plan.instance_name(&d.inst);
-                let resolved = resolve_secrets(&d.params, &d.secrets, self.inner.secrets.as_ref());
-                let call = resolved.map(|params| {
-                    Call::from_dispatch(&d, &self.id, &step, self.agent_id.as_deref(), params)
-                });
-                let (actions, permits, tx) = (
+                let (actions, permits, tx, secrets) = (
                     self.actions.clone(),
                     self.inner.permits.clone(),
                     self.tx.clone(),
+                    self.inner.secrets.clone(),
                 );
+                let (run_id, name, agent_id) =
+                    (self.id.clone(), step.clone(), self.agent_id.clone());
                 let effect = d.effect;
                 let handle = tokio::spawn(async move {
+                    let call =
+                        Call::prepare(&d, &run_id, &name, agent_id.as_deref(), secrets.as_ref())
+                            .await;
                     let result = match call {
                         Ok(call) => {
                             let _permit = if Actions::only_waits(&call.action) {

@@ -140,3 +140,29 @@ pub struct ScheduleAdvance {
     /// The status to record, if any.
     pub last_run_status: Option<String>,
 }
+
+/// How the vault's key is derived, and a value sealed with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VaultHeader {
+    /// The random per-install PBKDF2 salt.
+    pub salt: Vec<u8>,
+    /// PBKDF2 iterations.
+    pub iterations: u32,
+    /// A known text sealed with the key: opening it proves the passphrase.
+    pub check: Vec<u8>,
+    /// When the vault was created.
+    pub created_at: String,
+}
+
+/// A sealed secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretRow {
+    /// Its name.
+    pub name: String,
+    /// Nonce, ciphertext and tag.
+    pub sealed: Vec<u8>,
+    /// When it was first set.
+    pub created_at: String,
+    /// When it was last set.
+    pub updated_at: String,
+}

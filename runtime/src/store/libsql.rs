@@ -20,8 +20,9 @@ use self::checkpoint::Checkpointer;
 use self::db::Db;
 use super::{
     BoxFuture, Claim, Commit, DecisionRow, Durability, EventFilter, EventStore, FoundEntry,
-    InboxMessage, LogEntry, ScheduleAdvance, ScheduleRow, Source, StepRow, StoreError, StoreResult,
-    TemplateDraft, TemplateFilter, TemplateRow, WorkflowFilter, WorkflowRow,
+    InboxMessage, LogEntry, ScheduleAdvance, ScheduleRow, SecretRow, Source, StepRow, StoreError,
+    StoreResult, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader, WorkflowFilter,
+    WorkflowRow,
 };
 
 /// At most this many commits share one transaction.
@@ -308,6 +309,27 @@ impl EventStore for LibsqlStore {
     fn delete_schedule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
         let id = id.to_owned();
         self.ask(move |db| db.delete_schedule(&id))
+    }
+
+    fn vault_header(&self) -> BoxFuture<'_, StoreResult<Option<VaultHeader>>> {
+        self.ask(Db::vault_header)
+    }
+
+    fn create_vault(&self, header: VaultHeader) -> BoxFuture<'_, StoreResult<VaultHeader>> {
+        self.ask(move |db| db.create_vault(&header))
+    }
+
+    fn put_secret(&self, secret: SecretRow) -> BoxFuture<'_, StoreResult<()>> {
+        self.ask(move |db| db.put_secret(&secret))
+    }
+
+    fn secrets(&self) -> BoxFuture<'_, StoreResult<Vec<SecretRow>>> {
+        self.ask(Db::secrets)
+    }
+
+    fn delete_secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+        let name = name.to_owned();
+        self.ask(move |db| db.delete_secret(&name))
     }
 
     fn advance_schedule(&self, advance: ScheduleAdvance) -> BoxFuture<'_, StoreResult<bool>> {

@@ -6,9 +6,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::{
     BoxFuture, Claim, Commit, DecisionChange, DecisionRow, EventFilter, EventStore, FoundEntry,
-    InboxMessage, LeaseChange, LogEntry, ScheduleAdvance, ScheduleRow, Source, StepRow, StoreError,
-    StoreResult, TemplateDraft, TemplateFilter, TemplateRow, TimerChange, TimerRow, WorkflowFilter,
-    WorkflowRow,
+    InboxMessage, LeaseChange, LogEntry, ScheduleAdvance, ScheduleRow, SecretRow, Source, StepRow,
+    StoreError, StoreResult, TemplateDraft, TemplateFilter, TemplateRow, TimerChange, TimerRow,
+    VaultHeader, WorkflowFilter, WorkflowRow,
 };
 
 #[derive(Default)]
@@ -25,6 +25,8 @@ struct State {
     templates: BTreeMap<(String, i64), TemplateRow>,
     agents: HashMap<String, String>,
     schedules: BTreeMap<String, ScheduleRow>,
+    vault: Option<VaultHeader>,
+    secrets: BTreeMap<String, SecretRow>,
 }
 
 /// The in-memory store.
@@ -507,6 +509,31 @@ impl EventStore for MemoryStore {
 
     fn delete_schedule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
         ready(Ok(self.lock().schedules.remove(id).is_some()))
+    }
+
+    fn vault_header(&self) -> BoxFuture<'_, StoreResult<Option<VaultHeader>>> {
+        ready(Ok(self.lock().vault.clone()))
+    }
+
+    fn create_vault(&self, header: VaultHeader) -> BoxFuture<'_, StoreResult<VaultHeader>> {
+        ready(Ok(self.lock().vault.get_or_insert(header).clone()))
+    }
+
+    fn put_secret(&self, mut secret: SecretRow) -> BoxFuture<'_, StoreResult<()>> {
+        let mut state = self.lock();
+        if let Some(old) = state.secrets.get(&secret.name) {
+            secret.created_at.clone_from(&old.created_at);
+        }
+        state.secrets.insert(secret.name.clone(), secret);
+        ready(Ok(()))
+    }
+
+    fn secrets(&self) -> BoxFuture<'_, StoreResult<Vec<SecretRow>>> {
+        ready(Ok(self.lock().secrets.values().cloned().collect()))
+    }
+
+    fn delete_secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+        ready(Ok(self.lock().secrets.remove(name).is_some()))
     }
 
     fn advance_schedule(&self, advance: ScheduleAdvance) -> BoxFuture<'_, StoreResult<bool>> {

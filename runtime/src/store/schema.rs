@@ -4,10 +4,11 @@
 //! `schema_version`. Never edit a released migration: add the next one.
 
 /// `(version, name, SQL)`, in order.
-pub const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "initial", V1), (2, "schedules", V2)];
+pub const MIGRATIONS: &[(i64, &str, &str)] =
+    &[(1, "initial", V1), (2, "schedules", V2), (3, "vault", V3)];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 2;
+pub const LATEST: i64 = 3;
 
 const V1: &str = "
 CREATE TABLE agents (
@@ -178,4 +179,16 @@ ALTER TABLE scheduled_jobs ADD COLUMN missed TEXT NOT NULL DEFAULT 'run_once'
     CHECK (missed IN ('skip', 'run_once'));
 ALTER TABLE scheduled_jobs ADD COLUMN last_workflow_id TEXT;
 ALTER TABLE scheduled_jobs ADD COLUMN origin TEXT NOT NULL DEFAULT 'cli';
+";
+
+/// The vault's per-install key derivation settings and the value that tells
+/// a right passphrase from a wrong one (one row).
+const V3: &str = "
+CREATE TABLE vault (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    salt BLOB NOT NULL,
+    iterations INTEGER NOT NULL,
+    check_value BLOB NOT NULL,
+    created_at TEXT NOT NULL
+);
 ";

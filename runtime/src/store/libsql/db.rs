@@ -12,6 +12,7 @@ use libsql::{Connection, Row, Rows, Statement, Value};
 
 mod catalog;
 mod schedules;
+mod vault;
 
 use super::super::schema::{LATEST, MIGRATIONS};
 use super::super::{

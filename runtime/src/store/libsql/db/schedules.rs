@@ -80,7 +80,8 @@ impl Db {
         .map(|_| ())
     }
 
-    fn execute(&self, sql: &str, params: Vec<Value>) -> StoreResult<u64> {
+    /// Runs one statement; the number of rows changed.
+    pub(super) fn execute(&self, sql: &str, params: Vec<Value>) -> StoreResult<u64> {
         self.block(async { self.conn.execute(sql, params).await.map_err(backend) })
     }
 }
