@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use opcode_stdlib::exec::Secrets;
+use opcode_stdlib::isolation::IsolationConfig;
 use opcode_vm::event::{Event, RunMeta};
 use opcode_vm::{Program, Vm};
 use serde_json::Value;
@@ -70,6 +71,8 @@ pub struct Config {
     pub poll: Duration,
     /// Where relative paths resolve for workflows that name no directory.
     pub base_dir: PathBuf,
+    /// Isolation of the processes and paths actions use.
+    pub isolation: IsolationConfig,
 }
 
 impl Default for Config {
@@ -81,6 +84,7 @@ impl Default for Config {
             adopt: true,
             poll: Duration::from_millis(200),
             base_dir: PathBuf::from("."),
+            isolation: IsolationConfig::default(),
         }
     }
 }

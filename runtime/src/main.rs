@@ -17,6 +17,8 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // A sandbox helper started by `shell.exec` does its job and exits here.
+    opcode_stdlib::isolation::sandbox::main_if_sandbox();
     let args = match cli::Cli::try_parse() {
         Ok(args) => args,
         Err(e) => {

@@ -2,6 +2,8 @@
 //! `OPCODE_*` environment variables, overridden by command-line flags.
 
 use std::net::SocketAddr;
+
+use opcode_stdlib::isolation::{Block, IsolationConfig};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -41,6 +43,10 @@ pub struct Settings {
     /// (`OPCODE_VAULT_KEY_FILE`; default: the `OPCODE_VAULT_KEY` variable).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vault_key_file: Option<PathBuf>,
+    /// Isolation defaults for `shell.exec` and path rules for `fs.*` (file
+    /// only; see spec/isolation.md). Isolation is on unless `enabled: false`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<serde_json::Value>,
 }
 
 impl Settings {
@@ -79,6 +85,7 @@ impl Settings {
                 .unwrap_or_default(),
             durability: get("OPCODE_DURABILITY"),
             vault_key_file: get("OPCODE_VAULT_KEY_FILE").map(PathBuf::from),
+            isolation: None,
         }
     }
 
@@ -97,7 +104,20 @@ impl Settings {
             },
             durability: over.durability.or(self.durability),
             vault_key_file: over.vault_key_file.or(self.vault_key_file),
+            isolation: over.isolation.or(self.isolation),
         }
+    }
+
+    /// The isolation the runtime applies: these settings' defaults (on
+    /// unless they say `enabled: false`), with this program as the sandbox
+    /// helper.
+    pub fn isolation(&self) -> Result<IsolationConfig, String> {
+        let mut defaults = Block::parse(self.isolation.as_ref())?;
+        defaults.enabled = Some(defaults.enabled.unwrap_or(true));
+        Ok(IsolationConfig {
+            defaults,
+            helper: std::env::current_exe().ok(),
+        })
     }
 
     /// The address to listen on.

@@ -14,6 +14,7 @@ use opcode_vm::program::PathSeg;
 use serde_json::Value;
 
 use crate::actions::{assert, crypto, expr, fs, http, json, shell, workflow};
+use crate::isolation::IsolationConfig;
 use crate::redact::Revealed;
 
 /// A boxed future, for the object-safe [`Services`] trait.
@@ -271,6 +272,7 @@ pub struct Actions {
     http: reqwest::Client,
     services: Arc<dyn Services>,
     base_dir: PathBuf,
+    isolation: IsolationConfig,
 }
 
 impl std::fmt::Debug for Actions {
@@ -288,7 +290,15 @@ impl Actions {
             http: http::client(),
             services,
             base_dir,
+            isolation: IsolationConfig::default(),
         }
+    }
+
+    /// These actions with `isolation` for the processes and paths they use.
+    #[must_use]
+    pub fn with_isolation(mut self, isolation: IsolationConfig) -> Actions {
+        self.isolation = isolation;
+        self
     }
 
     /// The directory relative paths are resolved against.
@@ -330,8 +340,8 @@ impl Actions {
             .unwrap_or((call.action.as_str(), ""));
         match family {
             "http" => http::run(&self.http, name, call).await,
-            "fs" => fs::run(name, call, &self.base_dir).await,
-            "shell" => shell::run(call, &self.base_dir).await,
+            "fs" => fs::run(name, call, &self.base_dir, &self.isolation).await,
+            "shell" => shell::run(call, &self.base_dir, &self.isolation).await,
             "crypto" => crypto::run(name, call),
             "assert" => assert::run(name, call),
             "expr" => expr::run(call),

@@ -13,6 +13,8 @@ pub mod exec;
 #[cfg(feature = "runtime")]
 pub mod inputs;
 #[cfg(feature = "runtime")]
+pub mod isolation;
+#[cfg(feature = "runtime")]
 pub mod jq;
 #[cfg(feature = "runtime")]
 pub mod local;

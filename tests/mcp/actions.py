@@ -1,6 +1,7 @@
-"""Safe, resilient actions driven through the daemon: child workflows and
-fan-out (surviving a SIGKILL midway); vault secrets that never show in
-plain text.
+"""Safe, resilient actions driven through the daemon: isolated processes
+(network, filesystem, environment, fork bombs, memory hogs) and path rules;
+child workflows and fan-out (surviving a SIGKILL midway); vault secrets
+that never show in plain text.
 
 Usage: python actions.py PATH_TO_OPCODE
 """
@@ -9,6 +10,7 @@ import asyncio
 import glob
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -172,7 +174,97 @@ async def secrets(binary):
         print("ok - secrets are masked in outputs, errors, events, logs and MCP results; never stored in plain text")
 
 
+def sh(step_id, script, isolation=None, **params):
+    step = {"id": step_id, "action": "shell.exec",
+            "params": {"command": "/bin/sh", "args": ["-c", script], "timeout": "10s", **params}}
+    if isolation is not None:
+        step["isolation"] = isolation
+    return step
+
+
+async def isolation(binary):
+    with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as outside:
+        work = os.path.join(home, "work")
+        os.makedirs(work)
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        settings = {"isolation": {"workspace": work,
+                                  "fs": {"write": [work], "deny": [os.path.join(work, "private")]}}}
+        os.makedirs(f"{home}/.opcode")
+        with open(f"{home}/.opcode/settings.json", "w") as f:
+            json.dump(settings, f)
+        daemon = Daemon(binary, home, free_port(), env={"SECRET_OF_THE_DAEMON": "x"})
+        daemon.start()
+        connect = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2); print('connected')"
+        steps = [
+            {"id": "net", "action": "shell.exec", "params": {"command": "python3", "args": ["-c", connect]}},
+            {"id": "net_on", "action": "shell.exec", "isolation": {"network": True},
+             "params": {"command": "python3", "args": ["-c", connect]}},
+            {"id": "env", "action": "shell.exec", "params": {"command": "env", "env": {"GIVEN": "yes"}}},
+            sh("write", f"echo in > inside.txt; echo tmp > /tmp/t; cat /tmp/t; echo out > {outside}/escaped.txt; "
+                        "echo etc > /etc/opcode-escape; hostname; ps -e | wc -l"),
+            sh("bomb", "b() { b | b & }; b; sleep 2; echo after", isolation={"pids": 48}, timeout="6s"),
+            {"id": "hog", "action": "shell.exec", "isolation": {"memory": "64MiB"},
+             "params": {"command": "python3", "args": ["-c", "b = bytearray(1 << 30); print(len(b))"]}},
+            sh("flood", "yes | head -c 300000", isolation={"max_output": 1000}),
+            {"id": "fs_ok", "action": "fs.write", "params": {"path": f"{work}/ok.txt", "content": "fine"}},
+            {"id": "fs_out", "action": "fs.write", "on_error": {"strategy": "ignore"},
+             "params": {"path": f"{outside}/no.txt", "content": "x"}},
+            {"id": "fs_deny", "action": "fs.read", "on_error": {"strategy": "ignore"},
+             "params": {"path": f"{work}/private/key"}},
+        ]
+        for i, step in enumerate(steps):
+            step.setdefault("depends_on", [steps[i - 1]["id"]] if i else [])
+        async with Client(f"{daemon.url}/mcp") as client:
+            data(await client.call_tool("opcode.define", {"name": "iso", "definition": {"steps": steps}}))
+            run = data(await client.call_tool("opcode.run", {"template_name": "iso"}))
+        daemon.terminate()
+        listener.close()
+        check(run["status"] == "completed", f"iso run: {json.dumps(run)[:3000]}")
+        out = {k: v["output"] for k, v in run["steps"].items()}
+        errors = {k: v["error"] for k, v in run["steps"].items()}
+        check(all(o["isolated"] for k, o in out.items() if not k.startswith("fs_")), f"not isolated: {out}")
+        check(out["net"]["exit_code"] != 0 and "connected" not in out["net"]["stdout_raw"], f"net: {out['net']}")
+        check(out["net_on"]["stdout_raw"].strip() == "connected", f"network allowed: {out['net_on']}")
+        print("ok - an isolated step cannot reach a loopback server (unless it asks for the network)")
+        env_lines = out["env"]["stdout_raw"].split()
+        check(sorted(line.split("=")[0] for line in env_lines) == ["GIVEN", "HOME", "LANG", "PATH"], f"env: {env_lines}")
+        print("ok - the environment holds only what the step passed, plus PATH, HOME and LANG")
+        w = out["write"]
+        check(os.path.exists(f"{work}/inside.txt") and not os.path.exists(f"{outside}/escaped.txt")
+              and not os.path.exists("/etc/opcode-escape"), f"writes: {w}")
+        check("Read-only file system" in w["stderr"] and w["stdout_raw"].split()[:2] == ["tmp", "opcode-sandbox"],
+              f"write: {w}")
+        check(int(w["stdout_raw"].split()[2]) < 10, f"the pid namespace shows host processes: {w}")
+        print("ok - writes outside the workspace fail; /tmp is private; own hostname and pid namespace")
+        check(out["bomb"]["limits_hit"]["pids"] and "after" in out["bomb"]["stdout_raw"], f"bomb: {out['bomb']}")
+        check(out["hog"]["limits_hit"]["memory"] and out["hog"]["exit_code"] == 137, f"hog: {out['hog']}")
+        print("ok - a fork bomb and a memory hog are stopped by the cgroup limits, and reported")
+        check(out["flood"]["truncated"] and len(out["flood"]["stdout_raw"]) == 1000
+              and out["flood"]["dropped_bytes"]["stdout"] == 299000, f"flood: {out['flood']}")
+        print("ok - an output cap is reported with the bytes dropped")
+        check(out["fs_ok"]["size"] == 4 and errors["fs_out"]["code"] == "R0126"
+              and errors["fs_deny"]["code"] == "R0126", f"fs: {errors}")
+        print("ok - fs.* paths are checked against the allow and deny lists")
+    with tempfile.TemporaryDirectory() as home:
+        os.chmod(home, 0o777)
+        flow = os.path.join(home, "flow.json")
+        with open(flow, "w") as f:
+            json.dump({"steps": [sh("s", "echo hi")]}, f)
+        os.chmod(flow, 0o644)
+        unprivileged = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", binary, "run", flow,
+             "--db", f"{home}/o.db", "--format", "json"],
+            env=dict(os.environ, HOME=home), capture_output=True, text=True, timeout=60)
+        check("R0125" in unprivileged.stdout and "not running as root" in unprivileged.stdout,
+              f"unprivileged: {unprivileged}")
+        print("ok - where the host cannot isolate, the step fails with R0125 instead of running unisolated")
+
+
 async def main(binary):
+    await isolation(binary)
     await secrets(binary)
     await children(binary)
 

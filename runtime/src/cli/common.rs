@@ -4,9 +4,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use opcode_runtime::executor::Config;
+use opcode_runtime::settings::Settings;
 use opcode_runtime::store::libsql::LibsqlStore;
 use opcode_runtime::vault::{RuntimeSecrets, open_configured};
 use opcode_runtime::{Durability, EventStore, Executor};
+use opcode_stdlib::isolation::IsolationConfig;
 use serde_json::Value;
 
 /// Exit codes.
@@ -92,7 +94,12 @@ pub async fn executor(
     store: Arc<dyn EventStore>,
     adopt: bool,
     vault_key_file: Option<&std::path::Path>,
+    isolation: Option<IsolationConfig>,
 ) -> Result<Executor, Exit> {
+    let isolation = match isolation {
+        Some(isolation) => isolation,
+        None => file_settings()?.isolation().map_err(fail)?,
+    };
     let from_env = std::env::var_os("OPCODE_VAULT_KEY_FILE").map(PathBuf::from);
     let vault = open_configured(store.clone(), vault_key_file.or(from_env.as_deref()))
         .await
@@ -100,6 +107,7 @@ pub async fn executor(
     let config = Config {
         adopt,
         base_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        isolation,
         ..Config::default()
     };
     Ok(Executor::new(
@@ -107,6 +115,12 @@ pub async fn executor(
         Arc::new(RuntimeSecrets::new(vault)),
         config,
     ))
+}
+
+/// The settings file (`~/.opcode/settings.json`), for one-shot commands.
+fn file_settings() -> Result<Settings, Exit> {
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    Settings::load(&Settings::file_in(&home)).map_err(fail)
 }
 
 /// Output formats.

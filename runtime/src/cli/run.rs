@@ -64,7 +64,14 @@ pub async fn run(args: Args) -> Exit {
         Ok(store) => store,
         Err(exit) => return exit,
     };
-    let executor = match executor(store.clone(), false, args.db.vault_key_file.as_deref()).await {
+    let executor = match executor(
+        store.clone(),
+        false,
+        args.db.vault_key_file.as_deref(),
+        None,
+    )
+    .await
+    {
         Ok(executor) => executor,
         Err(exit) => return exit,
     };

@@ -166,7 +166,18 @@ pub async fn serve(args: Args) -> Exit {
         }
         Err(e) => return fail(format!("cannot listen on {listen}: {e}")),
     };
-    let exec = match executor(store, true, settings.vault_key_file.as_deref()).await {
+    let isolation = match settings.isolation() {
+        Ok(isolation) => isolation,
+        Err(e) => return fail(e),
+    };
+    let exec = match executor(
+        store,
+        true,
+        settings.vault_key_file.as_deref(),
+        Some(isolation),
+    )
+    .await
+    {
         Ok(exec) => exec,
         Err(exit) => return exit,
     };

@@ -72,7 +72,14 @@ pub async fn signal(args: SignalArgs) -> Exit {
             payload: opcode_stdlib::inputs::parse_value(payload),
         }
     };
-    let executor = match executor(store.clone(), false, args.db.vault_key_file.as_deref()).await {
+    let executor = match executor(
+        store.clone(),
+        false,
+        args.db.vault_key_file.as_deref(),
+        None,
+    )
+    .await
+    {
         Ok(executor) => executor,
         Err(exit) => return exit,
     };
@@ -120,7 +127,14 @@ pub async fn cancel(args: CancelArgs) -> Exit {
         Ok(store) => store,
         Err(exit) => return exit,
     };
-    let executor = match executor(store.clone(), false, args.db.vault_key_file.as_deref()).await {
+    let executor = match executor(
+        store.clone(),
+        false,
+        args.db.vault_key_file.as_deref(),
+        None,
+    )
+    .await
+    {
         Ok(executor) => executor,
         Err(exit) => return exit,
     };

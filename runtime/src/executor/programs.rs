@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use opcode_compiler::Compiler;
 use opcode_stdlib::cel::CelHost;
 use opcode_stdlib::exec::{Actions, Services};
+use opcode_stdlib::isolation::IsolationConfig;
 use opcode_vm::{Plan, Program};
 
 use super::ExecError;
@@ -90,12 +91,20 @@ impl Programs {
     }
 
     /// The actions resolving relative paths against `base_dir`.
-    pub fn actions(&self, base_dir: &Path, services: &Arc<dyn Services>) -> Arc<Actions> {
+    pub fn actions(
+        &self,
+        base_dir: &Path,
+        services: &Arc<dyn Services>,
+        isolation: &IsolationConfig,
+    ) -> Arc<Actions> {
         self.actions
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .entry(base_dir.to_path_buf())
-            .or_insert_with(|| Arc::new(Actions::new(services.clone(), base_dir.to_path_buf())))
+            .or_insert_with(|| {
+                let actions = Actions::new(services.clone(), base_dir.to_path_buf());
+                Arc::new(actions.with_isolation(isolation.clone()))
+            })
             .clone()
     }
 }

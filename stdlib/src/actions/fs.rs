@@ -82,8 +82,11 @@ pub async fn run(
     name: &str,
     call: &crate::exec::Call,
     base: &std::path::Path,
+    isolation: &crate::isolation::IsolationConfig,
 ) -> Result<serde_json::Value, opcode_vm::error::ActionError> {
     use std::os::unix::fs::PermissionsExt;
+
+    use crate::isolation::paths::Access::{Read, Write};
 
     use base64::Engine;
     use opcode_vm::error::ActionError;
@@ -93,12 +96,14 @@ pub async fn run(
     let io = |what: &str, path: &std::path::Path, e: std::io::Error| {
         ActionError::execution(format!("{what} {}: {e}", path.display()))
     };
-    let resolve = |p: &str| {
-        if std::path::Path::new(p).is_absolute() {
+    let rules = crate::isolation::Policy::of(isolation, call.isolation.as_ref(), base)?.fs;
+    let resolve = |p: &str, access| {
+        let path = if std::path::Path::new(p).is_absolute() {
             std::path::PathBuf::from(p)
         } else {
             base.join(p)
-        }
+        };
+        rules.check(&path, access)
     };
     let content_bytes = |call: &crate::exec::Call| -> Vec<u8> {
         match call.params.get("content") {
@@ -120,7 +125,7 @@ pub async fn run(
     };
     match name {
         "read" => {
-            let path = resolve(call.required("path")?);
+            let path = resolve(call.required("path")?, Read)?;
             let file = tokio::fs::File::open(&path)
                 .await
                 .map_err(|e| io("cannot read", &path, e))?;
@@ -144,7 +149,7 @@ pub async fn run(
             )
         }
         "write" => {
-            let path = resolve(call.required("path")?);
+            let path = resolve(call.required("path")?, Write)?;
             create_parent(&path, call.flag("create_dirs", false)).await?;
             let bytes = content_bytes(call);
             let mut options = tokio::fs::OpenOptions::new();
@@ -165,7 +170,7 @@ pub async fn run(
             Ok(json!({"path": path.display().to_string(), "size": bytes.len()}))
         }
         "append" => {
-            let path = resolve(call.required("path")?);
+            let path = resolve(call.required("path")?, Write)?;
             let mut file = tokio::fs::OpenOptions::new()
                 .append(true)
                 .create(true)
@@ -182,7 +187,7 @@ pub async fn run(
             Ok(json!({"path": path.display().to_string(), "size": size}))
         }
         "delete" => {
-            let path = resolve(call.required("path")?);
+            let path = resolve(call.required("path")?, Write)?;
             if call.flag("recursive", false) {
                 match tokio::fs::remove_dir_all(&path).await {
                     Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
@@ -203,7 +208,7 @@ pub async fn run(
             Ok(json!({"path": path.display().to_string(), "deleted": true}))
         }
         "list" => {
-            let path = resolve(call.required("path")?);
+            let path = resolve(call.required("path")?, Read)?;
             let pattern = match call.str("pattern") {
                 Some(p) => Some(
                     glob::Pattern::new(p)
@@ -245,7 +250,7 @@ pub async fn run(
             Ok(json!({"path": path.display().to_string(), "entries": entries}))
         }
         "stat" => {
-            let path = resolve(call.required("path")?);
+            let path = resolve(call.required("path")?, Read)?;
             let meta = tokio::fs::metadata(&path)
                 .await
                 .map_err(|e| io("cannot stat", &path, e))?;
@@ -258,8 +263,11 @@ pub async fn run(
             }))
         }
         "copy" | "move" => {
-            let src = resolve(call.required("src")?);
-            let dst = resolve(call.required("dst")?);
+            let src = resolve(
+                call.required("src")?,
+                if name == "move" { Write } else { Read },
+            )?;
+            let dst = resolve(call.required("dst")?, Write)?;
             create_parent(&dst, call.flag("create_dirs", false)).await?;
             let meta = tokio::fs::metadata(&src)
                 .await

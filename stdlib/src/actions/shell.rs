@@ -24,50 +24,52 @@ pub fn specs() -> Vec<ActionSpec> {
                 ("duration_ms", Ty::Int),
                 ("killed", Ty::Bool),
                 ("truncated", Ty::Bool),
+                ("dropped_bytes", Ty::object([("stdout", Ty::Int), ("stderr", Ty::Int)])),
+                ("isolated", Ty::Bool),
+                ("limits_hit", Ty::object([("memory", Ty::Bool), ("pids", Ty::Bool)])),
             ])),
     ]
 }
 
-/// Largest amount of each output stream kept.
+/// Reads a stream to its end, keeping at most `cap` bytes; returns them
+/// and how many were dropped.
 #[cfg(feature = "runtime")]
-const MAX_OUTPUT: usize = 10 * 1024 * 1024;
-
-/// Reads a stream to its end, keeping at most [`MAX_OUTPUT`] bytes.
-#[cfg(feature = "runtime")]
-async fn drain(stream: Option<impl tokio::io::AsyncRead + Unpin>) -> (Vec<u8>, bool) {
+async fn drain(stream: Option<impl tokio::io::AsyncRead + Unpin>, cap: u64) -> (Vec<u8>, u64) {
     let Some(mut stream) = stream else {
-        return (Vec::new(), false);
+        return (Vec::new(), 0);
     };
+    let cap = usize::try_from(cap).unwrap_or(usize::MAX);
     let mut kept = Vec::new();
-    let mut truncated = false;
+    let mut dropped = 0u64;
     let mut buf = [0u8; 16 * 1024];
     loop {
         match tokio::io::AsyncReadExt::read(&mut stream, &mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                let room = MAX_OUTPUT.saturating_sub(kept.len());
-                if n > room {
-                    truncated = true;
-                }
+                let room = cap.saturating_sub(kept.len());
                 kept.extend_from_slice(&buf[..n.min(room)]);
+                dropped += n.saturating_sub(room) as u64;
             }
         }
     }
-    (kept, truncated)
+    (kept, dropped)
 }
 
-/// Runs `shell.exec`.
+/// The program, its arguments, environment and directory of a call.
 #[cfg(feature = "runtime")]
-pub async fn run(
+struct Invocation {
+    program: String,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    cwd: std::path::PathBuf,
+}
+
+#[cfg(feature = "runtime")]
+fn invocation(
     call: &crate::exec::Call,
     base: &std::path::Path,
-) -> Result<serde_json::Value, opcode_vm::error::ActionError> {
-    use std::process::Stdio;
-    use std::time::{Duration, Instant};
-
-    use opcode_vm::error::ActionError;
-    use serde_json::{Value, json};
-    use tokio::io::AsyncWriteExt;
+) -> Result<Invocation, opcode_vm::error::ActionError> {
+    use serde_json::Value;
 
     let command = call.required("command")?;
     let text = |v: &Value| match v {
@@ -80,30 +82,98 @@ pub async fn run(
         .and_then(Value::as_array)
         .map(|a| a.iter().map(text).collect())
         .unwrap_or_default();
-    let mut cmd = if call.flag("shell", false) {
+    let (program, args) = if call.flag("shell", false) {
         let line = std::iter::once(command.to_owned())
             .chain(args)
             .collect::<Vec<_>>()
             .join(" ");
-        let mut c = tokio::process::Command::new("/bin/sh");
-        c.arg("-c").arg(line);
-        c
+        ("/bin/sh".to_owned(), vec!["-c".to_owned(), line])
     } else {
-        let mut c = tokio::process::Command::new(command);
-        c.args(&args);
-        c
+        (command.to_owned(), args)
     };
     let cwd = match call.str("cwd") {
         Some(dir) if std::path::Path::new(dir).is_absolute() => std::path::PathBuf::from(dir),
         Some(dir) => base.join(dir),
         None => base.to_path_buf(),
     };
-    cmd.current_dir(&cwd);
-    if let Some(Value::Object(env)) = call.params.get("env") {
-        for (k, v) in env {
-            cmd.env(k, text(v));
-        }
+    let env = match call.params.get("env") {
+        Some(Value::Object(env)) => env.iter().map(|(k, v)| (k.clone(), text(v))).collect(),
+        _ => Vec::new(),
+    };
+    Ok(Invocation {
+        program,
+        args,
+        env,
+        cwd,
+    })
+}
+
+/// Runs `shell.exec`: in a sandbox when the call's isolation policy says so.
+#[cfg(feature = "runtime")]
+pub async fn run(
+    call: &crate::exec::Call,
+    base: &std::path::Path,
+    isolation: &crate::isolation::IsolationConfig,
+) -> Result<serde_json::Value, opcode_vm::error::ActionError> {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    use opcode_vm::error::ActionError;
+    use serde_json::{Value, json};
+    use tokio::io::AsyncWriteExt;
+
+    use crate::isolation::{Policy, sandbox, spawn};
+
+    let mut policy = Policy::of(isolation, call.isolation.as_ref(), base)?;
+    // An isolated process starts in its workspace (a relative `cwd` is in it).
+    let start = match &policy.workspace {
+        Some(ws) if policy.enabled => ws.clone(),
+        _ => base.to_path_buf(),
+    };
+    let inv = invocation(call, &start)?;
+    // Without a workspace, the working directory is the workspace.
+    policy.workspace.get_or_insert_with(|| inv.cwd.clone());
+    if policy.enabled
+        && let Some(ws) = &policy.workspace
+        && !inv.cwd.starts_with(ws)
+    {
+        return Err(ActionError::new(
+            opcode_vm::codes::R0126,
+            "PATH_DENIED",
+            format!(
+                "the working directory {} is outside the workspace {}",
+                inv.cwd.display(),
+                ws.display()
+            ),
+            false,
+        ));
     }
+    let sandbox = if policy.enabled {
+        match spawn::sandboxed(
+            &policy,
+            isolation.helper.as_deref(),
+            &inv.program,
+            inv.args.clone(),
+            inv.env.clone(),
+            &inv.cwd,
+        ) {
+            Ok(sandboxed) => Some(sandboxed),
+            Err(_) if policy.allow_unisolated => None,
+            Err(e) => return Err(e),
+        }
+    } else {
+        None
+    };
+    let isolated = sandbox.is_some();
+    let (mut cmd, cgroup) = if let Some(sandboxed) = sandbox {
+        (sandboxed.command, Some(sandboxed.cgroup))
+    } else {
+        let mut c = tokio::process::Command::new(&inv.program);
+        c.args(&inv.args)
+            .current_dir(&inv.cwd)
+            .envs(inv.env.iter().cloned());
+        (c, None)
+    };
     // Its own process group, so a timeout kills the whole tree.
     cmd.process_group(0);
     cmd.kill_on_drop(true);
@@ -112,10 +182,15 @@ pub async fn run(
         .stderr(Stdio::piped());
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|e| {
-        ActionError::execution(format!(
-            "cannot start `{command}` in {}: {e}",
-            cwd.display()
-        ))
+        if isolated {
+            crate::isolation::unavailable(&[format!("cannot enter new namespaces: {e}")])
+        } else {
+            ActionError::execution(format!(
+                "cannot start `{}` in {}: {e}",
+                inv.program,
+                inv.cwd.display()
+            ))
+        }
     })?;
     let pid = child.id();
     let stdin_data = match call.params.get("stdin") {
@@ -130,54 +205,76 @@ pub async fn run(
         }
         drop(stdin);
     };
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let timeout = call.duration("timeout", Duration::from_secs(30));
+    let cap = policy.max_output;
     let work = async {
-        let ((out, out_cut), (err, err_cut), ()) = tokio::join!(drain(stdout), drain(stderr), feed);
+        let ((out, out_cut), (err, err_cut), ()) =
+            tokio::join!(drain(stdout, cap), drain(stderr, cap), feed);
         let status = child.wait().await;
         (out, out_cut, err, err_cut, status)
     };
-    let (out, out_cut, err, err_cut, status, killed) =
-        if let Ok((out, out_cut, err, err_cut, status)) =
-            Box::pin(tokio::time::timeout(timeout, work)).await
-        {
-            (out, out_cut, err, err_cut, status.ok(), false)
-        } else {
-            if let Some(pid) = pid {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(pid as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
-            (
-                Vec::new(),
-                false,
-                format!("killed after {}ms", timeout.as_millis()).into_bytes(),
-                false,
-                None,
-                true,
-            )
-        };
-    let exit_code = status.and_then(|s| s.code()).unwrap_or(-1);
+    let finished = Box::pin(tokio::time::timeout(timeout, work)).await;
+    let killed = finished.is_err();
+    if killed && let Some(pid) = pid {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let hits = cgroup.as_ref().map(|group| {
+        group.kill_all();
+        group.hits()
+    });
+    drop(cgroup);
+    let (out, out_cut, err, err_cut, status) = finished.unwrap_or_else(|_| {
+        (
+            Vec::new(),
+            0,
+            format!("killed after {}ms", timeout.as_millis()).into_bytes(),
+            0,
+            Err(std::io::Error::other("killed")),
+        )
+    });
+    let exit_code = status
+        .ok()
+        .and_then(|s| {
+            use std::os::unix::process::ExitStatusExt;
+            s.code().or_else(|| s.signal().map(|n| 128 + n))
+        })
+        .unwrap_or(-1);
+    let stderr_text = String::from_utf8_lossy(&err).into_owned();
+    if isolated
+        && exit_code == sandbox::SETUP_FAILED
+        && let Some(line) = stderr_text
+            .lines()
+            .find_map(|l| l.strip_prefix(sandbox::PREFIX))
+    {
+        return Err(crate::isolation::unavailable(&[line.to_owned()]));
+    }
     let stdout_raw = String::from_utf8_lossy(&out).into_owned();
     let parsed = serde_json::from_str::<Value>(stdout_raw.trim())
         .ok()
         .filter(|_| !stdout_raw.trim().is_empty());
+    let hits = hits.unwrap_or_default();
     let output = json!({
         "stdout": parsed.unwrap_or_else(|| Value::String(stdout_raw.clone())),
         "stdout_raw": stdout_raw,
-        "stderr": String::from_utf8_lossy(&err),
+        "stderr": stderr_text,
         "exit_code": exit_code,
         "duration_ms": started.elapsed().as_millis() as u64,
         "killed": killed,
-        "truncated": out_cut || err_cut,
+        "truncated": out_cut + err_cut > 0,
+        "dropped_bytes": {"stdout": out_cut, "stderr": err_cut},
+        "isolated": isolated,
+        "limits_hit": {"memory": hits.memory, "pids": hits.pids},
     });
     if call.flag("fail_on_nonzero", false) && exit_code != 0 {
-        return Err(
-            ActionError::execution(format!("`{command}` exited with code {exit_code}"))
-                .with_details(output),
-        );
+        return Err(ActionError::execution(format!(
+            "`{}` exited with code {exit_code}",
+            inv.program
+        ))
+        .with_details(output));
     }
     Ok(output)
 }

@@ -1,0 +1,247 @@
+//! One cgroup per sandboxed call, with memory, pids and cpu limits: cgroup
+//! v2 (a `cgroup2fs` at /sys/fs/cgroup) or v1 (one hierarchy per controller).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Where cgroups are mounted.
+const ROOT: &str = "/sys/fs/cgroup";
+/// The parent of every cgroup this runtime makes.
+const PARENT: &str = "opcode";
+
+/// The limits of one call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// Memory in bytes.
+    pub memory: Option<u64>,
+    /// Most processes.
+    pub pids: u64,
+    /// CPU cores.
+    pub cpu: Option<f64>,
+}
+
+/// Which cgroup version the host has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// The unified hierarchy.
+    V2,
+    /// A hierarchy per controller.
+    V1,
+}
+
+/// The cgroup version of this host, if any controller is usable.
+pub fn detect() -> Option<Version> {
+    if Path::new(ROOT).join("cgroup.controllers").is_file() {
+        Some(Version::V2)
+    } else if ["memory", "pids", "cpu"]
+        .iter()
+        .any(|c| Path::new(ROOT).join(c).join("tasks").is_file())
+    {
+        Some(Version::V1)
+    } else {
+        None
+    }
+}
+
+/// A call's cgroup: one directory (v2) or one per controller (v1).
+#[derive(Debug)]
+pub struct Cgroup {
+    version: Version,
+    dirs: Vec<(&'static str, PathBuf)>,
+}
+
+/// What the limits did to the call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hits {
+    /// The memory limit killed a process.
+    pub memory: bool,
+    /// A fork was refused by the process limit.
+    pub pids: bool,
+}
+
+impl Cgroup {
+    /// Makes the cgroup `name` with `limits`; on failure, the list of what
+    /// could not be set up (nothing is left behind).
+    pub fn create(name: &str, limits: &Limits) -> Result<Cgroup, Vec<String>> {
+        let Some(version) = detect() else {
+            return Err(vec!["no cgroup filesystem at /sys/fs/cgroup".into()]);
+        };
+        let mut group = Cgroup {
+            version,
+            dirs: Vec::new(),
+        };
+        let result = match version {
+            Version::V2 => group.setup_v2(name, limits),
+            Version::V1 => group.setup_v1(name, limits),
+        };
+        match result {
+            Ok(()) => Ok(group),
+            Err(missing) => {
+                group.remove();
+                Err(missing)
+            }
+        }
+    }
+
+    fn setup_v2(&mut self, name: &str, limits: &Limits) -> Result<(), Vec<String>> {
+        let parent = Path::new(ROOT).join(PARENT);
+        let wanted = "+memory +pids +cpu";
+        let _ = fs::create_dir_all(&parent);
+        let _ = fs::write(Path::new(ROOT).join("cgroup.subtree_control"), wanted);
+        let _ = fs::write(parent.join("cgroup.subtree_control"), wanted);
+        let dir = parent.join(name);
+        fs::create_dir(&dir)
+            .map_err(|e| vec![format!("cannot create cgroup {}: {e}", dir.display())])?;
+        self.dirs.push(("unified", dir.clone()));
+        let mut missing = Vec::new();
+        let mut set = |file: &str, value: String, what: &str| {
+            if let Err(e) = fs::write(dir.join(file), value) {
+                missing.push(format!("{what} limit ({file}: {e})"));
+            }
+        };
+        if let Some(bytes) = limits.memory {
+            set("memory.max", bytes.to_string(), "memory");
+            set("memory.swap.max", "0".into(), "memory");
+        }
+        set("pids.max", limits.pids.to_string(), "process");
+        if let Some(cores) = limits.cpu {
+            set("cpu.max", format!("{} 100000", quota(cores)), "cpu");
+        }
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(missing)
+        }
+    }
+
+    fn setup_v1(&mut self, name: &str, limits: &Limits) -> Result<(), Vec<String>> {
+        let mut missing = Vec::new();
+        let mut wanted: Vec<(&'static str, Vec<(&str, String)>)> =
+            vec![("pids", vec![("pids.max", limits.pids.to_string())])];
+        if let Some(bytes) = limits.memory {
+            wanted.push((
+                "memory",
+                vec![
+                    ("memory.limit_in_bytes", bytes.to_string()),
+                    ("memory.memsw.limit_in_bytes", bytes.to_string()),
+                ],
+            ));
+        }
+        if let Some(cores) = limits.cpu {
+            wanted.push((
+                "cpu",
+                vec![
+                    ("cpu.cfs_period_us", "100000".into()),
+                    ("cpu.cfs_quota_us", quota(cores).to_string()),
+                ],
+            ));
+        }
+        for (controller, files) in wanted {
+            let dir = Path::new(ROOT).join(controller).join(PARENT).join(name);
+            if let Err(e) = fs::create_dir_all(&dir) {
+                missing.push(format!("{controller} cgroup ({}: {e})", dir.display()));
+                continue;
+            }
+            self.dirs.push((controller, dir.clone()));
+            for (file, value) in files {
+                let path = dir.join(file);
+                // Swap accounting may be off: then the memory limit alone holds.
+                if file == "memory.memsw.limit_in_bytes" && !path.exists() {
+                    continue;
+                }
+                if let Err(e) = fs::write(&path, value) {
+                    missing.push(format!("{controller} limit ({file}: {e})"));
+                }
+            }
+        }
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(missing)
+        }
+    }
+
+    /// The `cgroup.procs` files a process writes `0` to, to join.
+    pub fn procs_files(&self) -> Vec<PathBuf> {
+        self.dirs
+            .iter()
+            .map(|(_, d)| d.join("cgroup.procs"))
+            .collect()
+    }
+
+    /// Which limits were hit.
+    pub fn hits(&self) -> Hits {
+        let mut hits = Hits::default();
+        for (controller, dir) in &self.dirs {
+            let read = |file: &str| fs::read_to_string(dir.join(file)).unwrap_or_default();
+            let counter = |text: &str, key: &str| {
+                text.lines()
+                    .filter_map(|l| l.split_once(' '))
+                    .any(|(k, v)| k == key && v.trim().parse::<u64>().unwrap_or(0) > 0)
+            };
+            match (self.version, *controller) {
+                (Version::V2, _) => {
+                    hits.memory |= counter(&read("memory.events"), "oom_kill");
+                    hits.pids |= counter(&read("pids.events"), "max");
+                }
+                (Version::V1, "memory") => {
+                    hits.memory |= counter(&read("memory.oom_control"), "oom_kill")
+                        || read("memory.failcnt").trim().parse::<u64>().unwrap_or(0) > 0;
+                }
+                (Version::V1, "pids") => hits.pids |= counter(&read("pids.events"), "max"),
+                _ => {}
+            }
+        }
+        hits
+    }
+
+    /// Kills every process left in the cgroup.
+    pub fn kill_all(&self) {
+        for (_, dir) in &self.dirs {
+            if self.version == Version::V2 && fs::write(dir.join("cgroup.kill"), "1").is_ok() {
+                continue;
+            }
+            for _ in 0..50 {
+                let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+                let pids: Vec<i32> = procs
+                    .lines()
+                    .filter_map(|l| l.trim().parse().ok())
+                    .collect();
+                if pids.is_empty() {
+                    break;
+                }
+                for pid in pids {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }
+    }
+
+    /// Kills what is left and removes the directories.
+    pub fn remove(&mut self) {
+        self.kill_all();
+        for (_, dir) in self.dirs.drain(..) {
+            for _ in 0..50 {
+                if fs::remove_dir(&dir).is_ok() || !dir.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// CPU quota in microseconds per 100 ms period.
+fn quota(cores: f64) -> u64 {
+    ((cores * 100_000.0).round() as u64).max(1000)
+}

@@ -1,0 +1,103 @@
+//! Starting a process in a sandbox: its cgroup, its namespaces, and the
+//! helper that finishes the setup (see [`super::sandbox`]).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::cgroup::{Cgroup, Limits};
+use super::sandbox::{ARG, SPEC_VAR, Spec};
+use super::{Policy, unavailable};
+use opcode_vm::error::ActionError;
+
+/// The `PATH` of a sandboxed process unless the step sets one.
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// A command ready to spawn in a sandbox, and the cgroup it will join.
+#[derive(Debug)]
+pub struct Sandboxed {
+    /// The helper command (spawn it as usual; stdio passes through).
+    pub command: tokio::process::Command,
+    /// The call's cgroup (dropping it kills what is left and removes it).
+    pub cgroup: Cgroup,
+}
+
+/// The environment a sandboxed process gets: a minimal `PATH`, `HOME`
+/// and `LANG`, overridden by what the step passes, and nothing else.
+pub fn scrubbed_env(given: Vec<(String, String)>) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = [
+        ("PATH", DEFAULT_PATH),
+        ("HOME", "/tmp"),
+        ("LANG", "C.UTF-8"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    for (key, value) in given {
+        env.retain(|(k, _)| *k != key);
+        env.push((key, value));
+    }
+    env
+}
+
+/// Prepares `program args` to run under `policy` through `helper`, or says
+/// what this host lacks.
+pub fn sandboxed(
+    policy: &Policy,
+    helper: Option<&Path>,
+    program: &str,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    cwd: &Path,
+) -> Result<Sandboxed, ActionError> {
+    let mut missing = Vec::new();
+    if !nix::unistd::Uid::effective().is_root() {
+        missing.push("the daemon is not running as root".to_owned());
+    }
+    if helper.is_none() {
+        missing.push("this program has no sandbox helper".to_owned());
+    }
+    if !Path::new("/proc/self/ns/pid").exists() {
+        missing.push("the kernel has no namespaces".to_owned());
+    }
+    let (Some(helper), true) = (helper, missing.is_empty()) else {
+        return Err(unavailable(&missing));
+    };
+    let limits = Limits {
+        memory: policy.memory,
+        pids: policy.pids,
+        cpu: policy.cpu,
+    };
+    let cgroup = Cgroup::create(&unique_name(), &limits).map_err(|m| unavailable(&m))?;
+    let spec = Spec {
+        program: program.to_owned(),
+        args,
+        env: scrubbed_env(env),
+        cwd: cwd.to_path_buf(),
+        workspace: policy.workspace.clone(),
+        writable: policy.writable,
+        tmp_size: policy.memory.unwrap_or(256 << 20).min(1 << 30),
+        max_file_size: policy.max_file_size,
+        pids: policy.pids,
+        network: policy.network,
+        cgroups: cgroup.procs_files(),
+    };
+    let mut command = tokio::process::Command::new(helper);
+    command
+        .arg(ARG)
+        .env_clear()
+        .env(SPEC_VAR, serde_json::to_string(&spec).unwrap_or_default());
+    Ok(Sandboxed { command, cgroup })
+}
+
+/// A cgroup name unique in this host.
+fn unique_name() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "{}-{}-{nanos}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
