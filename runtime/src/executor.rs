@@ -27,6 +27,8 @@ use std::time::Duration;
 
 use opcode_stdlib::exec::Secrets;
 use opcode_stdlib::isolation::IsolationConfig;
+
+use crate::breaker::{BreakerConfig, Breakers};
 use opcode_vm::event::{Event, RunMeta};
 use opcode_vm::{Program, Vm};
 use serde_json::Value;
@@ -73,6 +75,8 @@ pub struct Config {
     pub base_dir: PathBuf,
     /// Isolation of the processes and paths actions use.
     pub isolation: IsolationConfig,
+    /// Circuit breakers of the actions.
+    pub breakers: BreakerConfig,
 }
 
 impl Default for Config {
@@ -85,6 +89,7 @@ impl Default for Config {
             poll: Duration::from_millis(200),
             base_dir: PathBuf::from("."),
             isolation: IsolationConfig::default(),
+            breakers: BreakerConfig::default(),
         }
     }
 }
@@ -211,6 +216,7 @@ pub(crate) struct Inner {
     services: Arc<dyn opcode_stdlib::exec::Services>,
     runs: Mutex<HashMap<String, mpsc::UnboundedSender<Msg>>>,
     permits: Arc<Semaphore>,
+    breakers: Arc<Breakers>,
     changes: broadcast::Sender<Change>,
     emitted: broadcast::Sender<Emitted>,
     wake: Notify,
@@ -232,6 +238,7 @@ impl Executor {
             let (emitted, _) = broadcast::channel(1024);
             Inner {
                 permits: Arc::new(Semaphore::new(config.max_actions.max(1))),
+                breakers: Arc::new(Breakers::new(config.breakers.clone())),
                 store,
                 config,
                 programs: Programs::new(),

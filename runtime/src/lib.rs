@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod breaker;
 pub mod executor;
 pub mod log;
 pub mod mcp;

@@ -3,10 +3,13 @@
 
 use std::net::SocketAddr;
 
-use opcode_stdlib::isolation::{Block, IsolationConfig};
 use std::path::{Path, PathBuf};
 
+use opcode_stdlib::isolation::{Block, IsolationConfig};
+
 use serde::{Deserialize, Serialize};
+
+use crate::breaker::BreakerConfig;
 
 /// Where the daemon listens unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:4100";
@@ -47,6 +50,10 @@ pub struct Settings {
     /// only; see spec/isolation.md). Isolation is on unless `enabled: false`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub isolation: Option<serde_json::Value>,
+    /// Circuit breakers: `{"default": {...}, "<action>": {...}}` with
+    /// `threshold`, `cooldown`, `half_open_probes` (file only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breakers: Option<serde_json::Value>,
 }
 
 impl Settings {
@@ -86,6 +93,7 @@ impl Settings {
             durability: get("OPCODE_DURABILITY"),
             vault_key_file: get("OPCODE_VAULT_KEY_FILE").map(PathBuf::from),
             isolation: None,
+            breakers: None,
         }
     }
 
@@ -105,6 +113,7 @@ impl Settings {
             durability: over.durability.or(self.durability),
             vault_key_file: over.vault_key_file.or(self.vault_key_file),
             isolation: over.isolation.or(self.isolation),
+            breakers: over.breakers.or(self.breakers),
         }
     }
 
@@ -118,6 +127,11 @@ impl Settings {
             defaults,
             helper: std::env::current_exe().ok(),
         })
+    }
+
+    /// The circuit breakers' settings.
+    pub fn breakers(&self) -> Result<BreakerConfig, String> {
+        BreakerConfig::parse(self.breakers.as_ref())
     }
 
     /// The address to listen on.

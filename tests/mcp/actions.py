@@ -8,11 +8,13 @@ Usage: python actions.py PATH_TO_OPCODE
 
 import asyncio
 import glob
+import http.server
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import tempfile
 import time
 
@@ -263,7 +265,55 @@ async def isolation(binary):
         print("ok - where the host cannot isolate, the step fails with R0125 instead of running unisolated")
 
 
+class Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"up")
+
+    def log_message(self, *args):
+        pass
+
+
+async def breakers(binary):
+    with tempfile.TemporaryDirectory() as home:
+        port = free_port()
+        os.makedirs(f"{home}/.opcode")
+        with open(f"{home}/.opcode/settings.json", "w") as f:
+            json.dump({"breakers": {"http.get": {"threshold": 2, "cooldown": "1500ms"}}}, f)
+        daemon = Daemon(binary, home, free_port())
+        daemon.start()
+        flaky = {"name": "flaky", "definition": {"steps": [
+            {"id": "ping", "action": "http.get", "params": {"url": f"http://127.0.0.1:{port}/", "timeout": "2s"},
+             "retry": {"max": 20, "backoff": "constant", "delay": "300ms"}}]}}
+        async with Client(f"{daemon.url}/mcp") as client:
+            data(await client.call_tool("opcode.define", flaky))
+            run = data(await client.call_tool("opcode.run", {"template_name": "flaky", "wait": False}))
+            workflow_id = run["workflow_id"]
+
+            async def events():
+                return data(await client.call_tool("opcode.query", {
+                    "resource": "events", "filter": {"workflow_id": workflow_id}, "limit": 1000}))["events"]
+            deadline = time.time() + 20
+            while not any(e["event_type"] == "circuit_opened" for e in await events()):
+                check(time.time() < deadline, "the breaker did not open")
+                await asyncio.sleep(0.1)
+            server = http.server.HTTPServer(("127.0.0.1", port), Hello)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            final = await wait_for(client, workflow_id, 30)
+            server.shutdown()
+            check(final["status"] == "completed", f"flaky: {final}")
+            log = await events()
+        daemon.terminate()
+        changes = [e["event_type"] for e in log if e["event_type"].startswith("circuit_")]
+        check(changes == ["circuit_opened", "circuit_half_open", "circuit_closed"], f"breaker events: {changes}")
+        refused = [e for e in log if e["event_type"] == "step_retrying" and "R0127" in json.dumps(e["payload"])]
+        check(refused, "no attempt was refused while the breaker was open")
+        print("ok - a circuit breaker opens, refuses calls, probes and closes, each change an event of the workflow")
+
+
 async def main(binary):
+    await breakers(binary)
     await isolation(binary)
     await secrets(binary)
     await children(binary)

@@ -95,6 +95,31 @@ fn a_step_timeout_cancels_the_action_and_retries() {
 }
 
 #[test]
+fn a_flow_step_retries_as_a_whole_after_a_failure_or_its_timeout() {
+    let mut sim = Sim::start(
+        r#"{"steps": [{"id": "each", "type": "loop", "config": {"mode": "for_each", "over": "[1, 2]",
+            "body": [{"id": "b", "action": "http.get", "params": {"url": "http://x"}}]},
+            "timeout": "10s", "retry": {"max": 2, "backoff": "none"}}]}"#,
+        json!({}),
+    );
+    let names = sim.in_flight_names();
+    assert_eq!(names.len(), 1, "{names:?}");
+    let first = names[0].clone();
+    sim.finish(&first, Ok(json!({})));
+    let second = sim.in_flight_names()[0].clone();
+    sim.finish(&second, Err(failure()));
+    // The whole loop runs again, from its first item.
+    assert_eq!(sim.in_flight_names(), std::slice::from_ref(&first));
+    assert_eq!(sim.step("each").attempt, 2);
+    // This attempt hangs: the step's deadline cancels it and the loop retries.
+    sim.advance(10_000);
+    assert_eq!(sim.step("each").attempt, 3);
+    sim.finish(&first, Ok(json!({})));
+    sim.finish(&second, Ok(json!({})));
+    assert_eq!(sim.status(), RunStatus::Completed);
+}
+
+#[test]
 fn on_error_ignore_and_fallback() {
     let mut sim = Sim::start(
         r#"{"steps": [

@@ -8,7 +8,6 @@ use opcode_runtime::settings::Settings;
 use opcode_runtime::store::libsql::LibsqlStore;
 use opcode_runtime::vault::{RuntimeSecrets, open_configured};
 use opcode_runtime::{Durability, EventStore, Executor};
-use opcode_stdlib::isolation::IsolationConfig;
 use serde_json::Value;
 
 /// Exit codes.
@@ -88,18 +87,25 @@ impl DbArgs {
     }
 }
 
-/// An executor over `store`, with the vault when a passphrase is set;
+/// An executor over `store`, with the vault when a passphrase is set, and
+/// the isolation and breakers of `settings` (default: the settings file);
 /// `adopt` lets it pick up other workflows' due timers and mail while it runs.
 pub async fn executor(
     store: Arc<dyn EventStore>,
     adopt: bool,
     vault_key_file: Option<&std::path::Path>,
-    isolation: Option<IsolationConfig>,
+    settings: Option<&Settings>,
 ) -> Result<Executor, Exit> {
-    let isolation = match isolation {
-        Some(isolation) => isolation,
-        None => file_settings()?.isolation().map_err(fail)?,
+    let from_file;
+    let settings = match settings {
+        Some(settings) => settings,
+        None => {
+            from_file = file_settings()?;
+            &from_file
+        }
     };
+    let isolation = settings.isolation().map_err(fail)?;
+    let breakers = settings.breakers().map_err(fail)?;
     let from_env = std::env::var_os("OPCODE_VAULT_KEY_FILE").map(PathBuf::from);
     let vault = open_configured(store.clone(), vault_key_file.or(from_env.as_deref()))
         .await
@@ -108,6 +114,7 @@ pub async fn executor(
         adopt,
         base_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         isolation,
+        breakers,
         ..Config::default()
     };
     Ok(Executor::new(

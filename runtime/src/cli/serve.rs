@@ -166,18 +166,8 @@ pub async fn serve(args: Args) -> Exit {
         }
         Err(e) => return fail(format!("cannot listen on {listen}: {e}")),
     };
-    let isolation = match settings.isolation() {
-        Ok(isolation) => isolation,
-        Err(e) => return fail(e),
-    };
-    let exec = match executor(
-        store,
-        true,
-        settings.vault_key_file.as_deref(),
-        Some(isolation),
-    )
-    .await
-    {
+    let key_file = settings.vault_key_file.as_deref();
+    let exec = match executor(store, true, key_file, Some(&settings)).await {
         Ok(exec) => exec,
         Err(exit) => return exit,
     };

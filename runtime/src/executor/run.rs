@@ -16,6 +16,7 @@ use tokio::task::AbortHandle;
 use super::programs::Loaded;
 use super::round::{Reply, Round, workflow_update};
 use super::{ExecError, Inner};
+use crate::breaker::{Outcome, Transition};
 use crate::log;
 use crate::owner;
 use crate::store::{Commit, LeaseChange, NewWorkflow};
@@ -43,6 +44,8 @@ pub struct Incoming {
     /// Sent from outside the process's own machinery (a decision, a
     /// signal, a cancel): a refusal is reported, not ignored.
     external: bool,
+    /// Circuit breaker changes the call caused, logged before its result.
+    breaker_changes: Vec<Transition>,
 }
 
 impl Incoming {
@@ -53,6 +56,7 @@ impl Incoming {
             reply,
             inbox_id: None,
             external: true,
+            breaker_changes: Vec::new(),
         }
     }
 
@@ -63,6 +67,7 @@ impl Incoming {
             reply: None,
             inbox_id: None,
             external: false,
+            breaker_changes: Vec::new(),
         }
     }
 }
@@ -257,6 +262,7 @@ impl RunTask {
                             reply: None,
                             inbox_id: Some(message.id),
                             external: true,
+                            breaker_changes: Vec::new(),
                         }),
                         Err(e) => {
                             tracing::warn!(
@@ -284,6 +290,15 @@ impl RunTask {
         let plan = self.loaded.plan.clone();
         for incoming in batch {
             let step_id = self.step_of(&incoming.event);
+            for change in &incoming.breaker_changes {
+                let note = log::note(
+                    &round.at,
+                    change.event_type,
+                    step_id.clone(),
+                    &change.payload,
+                );
+                round.entries.push(note);
+            }
             if let Some(message) = incoming.inbox_id {
                 round.inbox_taken.push(message);
             }
@@ -408,21 +423,23 @@ impl RunTask {
         match effect {
             Effect::Dispatch(d) => {
                 let step = self.loaded.plan.instance_name(&d.inst);
-                let (actions, permits, tx, secrets) = (
+                let (actions, permits, tx, secrets, breakers) = (
                     self.actions.clone(),
                     self.inner.permits.clone(),
                     self.tx.clone(),
                     self.inner.secrets.clone(),
+                    self.inner.breakers.clone(),
                 );
                 let (run_id, name, agent_id) =
                     (self.id.clone(), step.clone(), self.agent_id.clone());
                 let effect = d.effect;
                 let handle = tokio::spawn(async move {
+                    let mut changes = Vec::new();
                     let call =
                         Call::prepare(&d, &run_id, &name, agent_id.as_deref(), secrets.as_ref())
                             .await;
                     let result = match call {
-                        Ok(call) => {
+                        Ok(call) if call.action.starts_with("workflow.") => {
                             let _permit = if Actions::only_waits(&call.action) {
                                 None
                             } else {
@@ -430,11 +447,21 @@ impl RunTask {
                             };
                             actions.run(&call).await
                         }
+                        Ok(call) => match breakers.admit(&call.action, now_ms()) {
+                            Ok((ticket, opened)) => {
+                                changes.extend(opened);
+                                let _permit = permits.acquire_owned().await.ok();
+                                let result = actions.run(&call).await;
+                                changes.extend(ticket.finish(Outcome::of(&result), now_ms()));
+                                result
+                            }
+                            Err(refused) => Err(refused),
+                        },
                         Err(e) => Err(e),
                     };
-                    let _ = tx.send(Msg::Deliver(Box::new(Incoming::internal(
-                        Event::ActionFinished { effect, result },
-                    ))));
+                    let mut incoming = Incoming::internal(Event::ActionFinished { effect, result });
+                    incoming.breaker_changes = changes;
+                    let _ = tx.send(Msg::Deliver(Box::new(incoming)));
                 });
                 self.inflight.insert(effect, (handle.abort_handle(), step));
             }
