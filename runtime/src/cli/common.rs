@@ -97,12 +97,11 @@ pub async fn executor(
     settings: Option<&Settings>,
 ) -> Result<Executor, Exit> {
     let from_file;
-    let settings = match settings {
-        Some(settings) => settings,
-        None => {
-            from_file = file_settings()?;
-            &from_file
-        }
+    let settings = if let Some(settings) = settings {
+        settings
+    } else {
+        from_file = file_settings()?;
+        &from_file
     };
     let isolation = settings.isolation().map_err(fail)?;
     let breakers = settings.breakers().map_err(fail)?;
