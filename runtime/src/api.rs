@@ -19,6 +19,7 @@ use opcode_vm::codes;
 use serde_json::{Value, json};
 
 use crate::executor::{ExecError, Executor};
+use crate::plugins::Plugins;
 use crate::store::{EventStore, StoreError};
 
 pub use query::schedule_json;
@@ -100,6 +101,7 @@ pub type ToolResult = Result<Value, ToolError>;
 #[derive(Clone)]
 pub struct Api {
     exec: Executor,
+    plugins: Option<Arc<Plugins>>,
 }
 
 impl std::fmt::Debug for Api {
@@ -111,7 +113,17 @@ impl std::fmt::Debug for Api {
 impl Api {
     /// The tools over `exec`.
     pub fn new(exec: Executor) -> Api {
-        Api { exec }
+        Api {
+            exec,
+            plugins: None,
+        }
+    }
+
+    /// The tools, reporting on `plugins` too (`opcode.query` of `plugins`).
+    #[must_use]
+    pub fn with_plugins(mut self, plugins: Arc<Plugins>) -> Api {
+        self.plugins = Some(plugins);
+        self
     }
 
     /// The executor the tools drive.

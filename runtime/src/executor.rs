@@ -25,8 +25,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use opcode_stdlib::exec::Secrets;
+use opcode_stdlib::exec::{ExternalActions, Secrets};
 use opcode_stdlib::isolation::IsolationConfig;
+use opcode_vm::catalog::ActionSpec;
 
 use crate::breaker::{BreakerConfig, Breakers};
 use opcode_vm::event::{Event, RunMeta};
@@ -221,6 +222,7 @@ pub(crate) struct Inner {
     emitted: broadcast::Sender<Emitted>,
     wake: Notify,
     notifier: std::sync::OnceLock<Arc<dyn Notifier>>,
+    external: std::sync::OnceLock<Arc<dyn ExternalActions>>,
 }
 
 /// Delivers `workflow.notify` messages to the agent that started a run.
@@ -249,6 +251,7 @@ impl Executor {
                 emitted,
                 wake: Notify::new(),
                 notifier: std::sync::OnceLock::new(),
+                external: std::sync::OnceLock::new(),
             }
         });
         Executor { inner }
@@ -265,6 +268,18 @@ impl Executor {
         Ok(read(&loaded.plan.program))
     }
 
+    /// Sets who runs actions besides the built-in ones (once, before the
+    /// first run; later calls are ignored).
+    pub fn set_external(&self, external: Arc<dyn ExternalActions>) {
+        let _ = self.inner.external.set(external);
+    }
+
+    /// Sets the signatures of the actions `provider` offers, so workflows
+    /// using them compile (and are checked against them).
+    pub fn set_external_actions(&self, provider: &str, specs: Vec<ActionSpec>) {
+        self.inner.programs.set_external_actions(provider, specs);
+    }
+
     /// Sets who delivers `workflow.notify` (once; later calls are ignored).
     pub fn set_notifier(&self, notifier: Arc<dyn Notifier>) {
         let _ = self.inner.notifier.set(notifier);
@@ -275,8 +290,9 @@ impl Executor {
         &self.inner.store
     }
 
-    /// The compiler the executor compiles definitions with.
-    pub fn compiler(&self) -> &opcode_compiler::Compiler {
+    /// The compiler the executor compiles definitions with (the built-in
+    /// actions and the external ones known now).
+    pub fn compiler(&self) -> Arc<opcode_compiler::Compiler> {
         self.inner.programs.compiler()
     }
 

@@ -17,6 +17,7 @@ pub mod executor;
 pub mod log;
 pub mod mcp;
 pub mod owner;
+pub mod plugins;
 pub mod schedule;
 pub mod scheduler;
 pub mod serve;

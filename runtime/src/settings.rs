@@ -10,6 +10,7 @@ use opcode_stdlib::isolation::{Block, IsolationConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::breaker::BreakerConfig;
+use crate::plugins::PluginConfig;
 
 /// Where the daemon listens unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:4100";
@@ -54,6 +55,10 @@ pub struct Settings {
     /// `threshold`, `cooldown`, `half_open_probes` (file only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub breakers: Option<serde_json::Value>,
+    /// MCP servers whose tools become actions: `[{name, command, args, env}]`
+    /// (stdio) or `[{name, url}]` (Streamable HTTP) (file only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugins: Option<serde_json::Value>,
 }
 
 impl Settings {
@@ -94,6 +99,7 @@ impl Settings {
             vault_key_file: get("OPCODE_VAULT_KEY_FILE").map(PathBuf::from),
             isolation: None,
             breakers: None,
+            plugins: None,
         }
     }
 
@@ -114,6 +120,7 @@ impl Settings {
             vault_key_file: over.vault_key_file.or(self.vault_key_file),
             isolation: over.isolation.or(self.isolation),
             breakers: over.breakers.or(self.breakers),
+            plugins: over.plugins.or(self.plugins),
         }
     }
 
@@ -132,6 +139,11 @@ impl Settings {
     /// The circuit breakers' settings.
     pub fn breakers(&self) -> Result<BreakerConfig, String> {
         BreakerConfig::parse(self.breakers.as_ref())
+    }
+
+    /// The configured plugins.
+    pub fn plugins(&self) -> Result<Vec<PluginConfig>, String> {
+        crate::plugins::parse(self.plugins.as_ref())
     }
 
     /// The address to listen on.

@@ -273,6 +273,16 @@ pub struct Actions {
     services: Arc<dyn Services>,
     base_dir: PathBuf,
     isolation: IsolationConfig,
+    external: Option<Arc<dyn ExternalActions>>,
+}
+
+/// Actions the embedding provides besides the built-in ones (the daemon's
+/// plugins: `<plugin>.<tool>`).
+pub trait ExternalActions: Send + Sync {
+    /// Does this provider run `action`?
+    fn handles(&self, action: &str) -> bool;
+    /// Runs one call of an action it handles.
+    fn run<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Result<Value, ActionError>>;
 }
 
 impl std::fmt::Debug for Actions {
@@ -291,7 +301,15 @@ impl Actions {
             services,
             base_dir,
             isolation: IsolationConfig::default(),
+            external: None,
         }
+    }
+
+    /// These actions, with `external` ones besides.
+    #[must_use]
+    pub fn with_external(mut self, external: Option<Arc<dyn ExternalActions>>) -> Actions {
+        self.external = external;
+        self
     }
 
     /// These actions with `isolation` for the processes and paths they use.
@@ -304,11 +322,6 @@ impl Actions {
     /// The directory relative paths are resolved against.
     pub fn base_dir(&self) -> &Path {
         &self.base_dir
-    }
-
-    /// Is `action` one of these actions?
-    pub fn has(&self, action: &str) -> bool {
-        crate::actions::specs().iter().any(|s| s.name == action)
     }
 
     /// Does `action` only wait for other runs? Such calls hold no worker
@@ -334,6 +347,9 @@ impl Actions {
     }
 
     async fn run_unmasked(&self, call: &Call) -> Result<Value, ActionError> {
+        if let Some(external) = self.external.as_ref().filter(|e| e.handles(&call.action)) {
+            return external.run(call).await;
+        }
         let (family, name) = call
             .action
             .split_once('.')

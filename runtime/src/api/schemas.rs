@@ -103,12 +103,12 @@ pub fn tools() -> Vec<ToolSpec> {
             description: "List workflows (filter: status, agent_id, template_name, \
                 parent_workflow_id, since), events (workflow_id, event_type, step_id, since), \
                 templates (name, agent_id, latest), decisions (workflow_id, status: pending \
-                by default or all, agent_id) or schedules (template_name), with limit \
-                (default 50) and offset.",
+                by default or all, agent_id), schedules (template_name) or plugins (name: \
+                status, tools, restarts), with limit (default 50) and offset.",
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "resource": {"type": "string", "enum": ["workflows", "events", "templates", "decisions", "schedules"]},
+                    "resource": {"type": "string", "enum": ["workflows", "events", "templates", "decisions", "schedules", "plugins"]},
                     "filter": {"type": "object"},
                     "limit": {"type": "integer", "minimum": 0},
                     "offset": {"type": "integer", "minimum": 0}

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use opcode_runtime::api::Api;
+use opcode_runtime::plugins::Plugins;
 use opcode_runtime::serve::{self, Guard, SharedGuard};
 use opcode_runtime::settings::Settings;
 use opcode_runtime::store::Durability;
@@ -16,6 +17,9 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::reload;
 
 use super::common::{Exit, executor, fail};
+
+/// How long the daemon waits for its plugins to come up before serving.
+const PLUGIN_START_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// Flags of `serve` and `install` (each overrides settings and environment).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -166,11 +170,18 @@ pub async fn serve(args: Args) -> Exit {
         }
         Err(e) => return fail(format!("cannot listen on {listen}: {e}")),
     };
+    let plugins = match settings.plugins() {
+        Ok(plugins) => plugins,
+        Err(e) => return fail(e),
+    };
     let key_file = settings.vault_key_file.as_deref();
     let exec = match executor(store, true, key_file, Some(&settings)).await {
         Ok(exec) => exec,
         Err(exit) => return exit,
     };
+    let shutdown = CancellationToken::new();
+    // Plugins first: recovered workflows may call their tools.
+    let plugins = Plugins::start(plugins, &exec, &shutdown, PLUGIN_START_WAIT).await;
     let _background = exec.background();
     match exec.recover().await {
         Ok(resumed) if !resumed.is_empty() => {
@@ -180,13 +191,12 @@ pub async fn serve(args: Args) -> Exit {
         Err(e) => tracing::error!(error = %e, "recovery failed"),
     }
     let guard: SharedGuard = Arc::new(RwLock::new(guard_of(&settings, &listen)));
-    let shutdown = CancellationToken::new();
     tokio::spawn(opcode_runtime::scheduler::run(
         exec.clone(),
         shutdown.clone(),
     ));
     let app = serve::router(
-        Api::new(exec),
+        Api::new(exec).with_plugins(plugins),
         settings.base_url.clone(),
         guard.clone(),
         &shutdown,

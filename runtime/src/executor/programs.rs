@@ -1,13 +1,14 @@
 //! Compiled programs and action sets, shared by every run that uses them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use opcode_compiler::Compiler;
 use opcode_stdlib::cel::CelHost;
-use opcode_stdlib::exec::{Actions, Services};
+use opcode_stdlib::exec::{Actions, ExternalActions, Services};
 use opcode_stdlib::isolation::IsolationConfig;
+use opcode_vm::catalog::ActionSpec;
 use opcode_vm::{Plan, Program};
 
 use super::ExecError;
@@ -24,7 +25,9 @@ pub struct Loaded {
 
 /// The caches.
 pub struct Programs {
-    compiler: Compiler,
+    compiler: RwLock<Arc<Compiler>>,
+    /// Actions besides the built-in ones, by provider (a plugin's tools).
+    external: Mutex<BTreeMap<String, Vec<ActionSpec>>>,
     by_definition: Mutex<HashMap<String, Arc<Loaded>>>,
     actions: Mutex<HashMap<PathBuf, Arc<Actions>>>,
 }
@@ -33,15 +36,36 @@ impl Programs {
     /// Empty caches.
     pub fn new() -> Programs {
         Programs {
-            compiler: Compiler::new().with_actions(opcode_stdlib::catalog()),
+            compiler: RwLock::new(Arc::new(
+                Compiler::new().with_actions(opcode_stdlib::catalog()),
+            )),
+            external: Mutex::new(BTreeMap::new()),
             by_definition: Mutex::new(HashMap::new()),
             actions: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The compiler (with the built-in actions).
-    pub fn compiler(&self) -> &Compiler {
-        &self.compiler
+    /// The compiler (with the built-in actions and the external ones known now).
+    pub fn compiler(&self) -> Arc<Compiler> {
+        self.compiler
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Sets the actions `provider` offers besides the built-in ones; later
+    /// compilations check steps against them.
+    pub fn set_external_actions(&self, provider: &str, specs: Vec<ActionSpec>) {
+        let mut external = self.external.lock().unwrap_or_else(PoisonError::into_inner);
+        external.insert(provider.to_owned(), specs);
+        let all = external.values().flatten().cloned();
+        let compiler = Compiler::new()
+            .with_actions(opcode_stdlib::catalog())
+            .with_actions(all);
+        *self
+            .compiler
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(compiler);
     }
 
     /// The program of a stored workflow: its stored bytes, or, when they
@@ -53,7 +77,7 @@ impl Programs {
         let program = if let Ok(program) = Program::from_bytes(bytes) {
             program
         } else {
-            let (program, diagnostics) = self.compiler.compile(definition, "workflow.json");
+            let (program, diagnostics) = self.compiler().compile(definition, "workflow.json");
             program.ok_or_else(|| {
                 let first = diagnostics
                     .iter()
@@ -96,14 +120,17 @@ impl Programs {
         base_dir: &Path,
         services: &Arc<dyn Services>,
         isolation: &IsolationConfig,
+        external: Option<&Arc<dyn ExternalActions>>,
     ) -> Arc<Actions> {
         self.actions
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .entry(base_dir.to_path_buf())
             .or_insert_with(|| {
-                let actions = Actions::new(services.clone(), base_dir.to_path_buf());
-                Arc::new(actions.with_isolation(isolation.clone()))
+                let actions = Actions::new(services.clone(), base_dir.to_path_buf())
+                    .with_isolation(isolation.clone())
+                    .with_external(external.cloned());
+                Arc::new(actions)
             })
             .clone()
     }

@@ -120,10 +120,12 @@ impl RunTask {
         tx: mpsc::UnboundedSender<Msg>,
         rx: mpsc::UnboundedReceiver<Msg>,
     ) -> RunTask {
-        let actions =
-            inner
-                .programs
-                .actions(&setup.base_dir, &inner.services, &inner.config.isolation);
+        let actions = inner.programs.actions(
+            &setup.base_dir,
+            &inner.services,
+            &inner.config.isolation,
+            inner.external.get(),
+        );
         let last_status = setup.vm.status();
         let last_context = setup.vm.context().clone();
         RunTask {
