@@ -43,6 +43,25 @@ use crate::source::Span;
 /// Largest workflow source accepted, in bytes.
 pub const MAX_SOURCE_BYTES: usize = 32 * 1024 * 1024;
 
+/// The surface syntax of a source text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Syntax {
+    /// JSON (a bare definition or opcode's template wrapper).
+    Json,
+    /// The `.opc` text form (spec/opc.md).
+    Opc,
+}
+
+impl Syntax {
+    /// The syntax of a file, from its name: `.opc`, else JSON.
+    pub fn of_file(name: &str) -> Syntax {
+        let is_opc = std::path::Path::new(name)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("opc"));
+        if is_opc { Syntax::Opc } else { Syntax::Json }
+    }
+}
+
 /// The compiler, configured with the actions workflows may use.
 #[derive(Debug, Clone, Default)]
 pub struct Compiler {
@@ -68,8 +87,13 @@ impl Compiler {
         &self.catalog
     }
 
-    /// Reads and lowers a source text into the AST, reporting structural problems.
+    /// Reads and lowers a JSON source text into the AST, reporting structural problems.
     pub fn parse(&self, src: &str, sink: &mut Diagnostics) -> Option<Document> {
+        self.parse_as(src, Syntax::Json, sink)
+    }
+
+    /// Reads and lowers a source text of either syntax into the AST.
+    pub fn parse_as(&self, src: &str, syntax: Syntax, sink: &mut Diagnostics) -> Option<Document> {
         if src.len() > MAX_SOURCE_BYTES {
             sink.push(
                 Diagnostic::error(
@@ -84,14 +108,22 @@ impl Compiler {
             );
             return None;
         }
-        let node = syntax::json::parse(src, sink)?;
+        let node = match syntax {
+            Syntax::Json => syntax::json::parse(src, sink)?,
+            Syntax::Opc => syntax::opc::parse(src, sink)?,
+        };
         syntax::lower::lower_document(src, &node, sink)
     }
 
-    /// Runs every check on a source text and returns what was found.
+    /// Runs every check on a JSON source text and returns what was found.
     pub fn check(&self, src: &str) -> Diagnostics {
+        self.check_as(src, Syntax::Json)
+    }
+
+    /// Runs every check on a source text of either syntax.
+    pub fn check_as(&self, src: &str, syntax: Syntax) -> Diagnostics {
         let mut sink = Diagnostics::new();
-        if let Some(doc) = self.parse(src, &mut sink) {
+        if let Some(doc) = self.parse_as(src, syntax, &mut sink) {
             check::check(&doc, &self.catalog, src, &mut sink);
         }
         sink
@@ -99,10 +131,11 @@ impl Compiler {
 
     /// Checks and compiles a source text. The Program is produced only when
     /// there is no error; warnings are returned either way. `file` names the
-    /// source in run-time messages.
+    /// source in run-time messages, and its extension the syntax (`.opc`,
+    /// else JSON).
     pub fn compile(&self, src: &str, file: &str) -> (Option<Program>, Diagnostics) {
         let mut sink = Diagnostics::new();
-        let Some(doc) = self.parse(src, &mut sink) else {
+        let Some(doc) = self.parse_as(src, Syntax::of_file(file), &mut sink) else {
             return (None, sink);
         };
         let checked = check::check(&doc, &self.catalog, src, &mut sink);

@@ -4,4 +4,5 @@
 pub mod json;
 pub mod lower;
 pub mod node;
+pub mod opc;
 pub mod template;

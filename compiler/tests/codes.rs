@@ -6,7 +6,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test helpers may panic
 use opcode_compiler::diagnostics::codes::ALL;
 use opcode_compiler::diagnostics::render::human;
-use opcode_compiler::{Compiler, MAX_SOURCE_BYTES, decode_utf8};
+use opcode_compiler::{Compiler, MAX_SOURCE_BYTES, Syntax, decode_utf8};
 
 fn compiler() -> Compiler {
     Compiler::new().with_actions(opcode_stdlib::catalog())
@@ -46,6 +46,10 @@ fn every_page_example_triggers_its_code() {
                 (String::new(), compiler.check(&big).into_sorted())
             }
             (_, "json") => (source.to_owned(), compiler.check(source).into_sorted()),
+            (_, "opc") => (
+                source.to_owned(),
+                compiler.check_as(source, Syntax::Opc).into_sorted(),
+            ),
             (id, other) => panic!("{id}: unexpected example language {other}"),
         };
         assert!(

@@ -20,7 +20,7 @@ pub enum Format {
 /// Arguments of `check`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Workflow files (JSON, bare or in opcode's wrapper format).
+    /// Workflow files (JSON, bare or in opcode's wrapper format, or `.opc`).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Output format.
@@ -60,7 +60,8 @@ pub fn check_file(compiler: &Compiler, path: &PathBuf) -> Result<Checked, String
     let file = path.display().to_string();
     match decode_utf8(&bytes) {
         Ok(text) => {
-            let diagnostics = compiler.check(text).into_sorted();
+            let syntax = opcode_compiler::Syntax::of_file(&file);
+            let diagnostics = compiler.check_as(text, syntax).into_sorted();
             // An oversized file is reported at its start; keep only what the
             // report shows instead of rendering megabytes.
             let shown = if text.len() > MAX_SOURCE_BYTES {

@@ -6,6 +6,7 @@
 
 mod check;
 mod compile;
+mod convert;
 mod explain;
 mod output;
 mod run;
@@ -42,6 +43,10 @@ enum Command {
     Disasm(compile::DisasmArgs),
     /// Run a workflow in memory (exit 0 completed, 1 failed, 2 compile errors, 3 suspended).
     Run(run::Args),
+    /// Convert a workflow between JSON and `.opc` (direction from the extensions).
+    Convert(convert::ConvertArgs),
+    /// Format `.opc` (and JSON) files in place; `--check` only reports.
+    Fmt(convert::FmtArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +64,8 @@ fn main() -> ExitCode {
         Command::Compile(args) => compile::run_compile(&args),
         Command::Disasm(args) => compile::run_disasm(&args),
         Command::Run(args) => run::run(&args),
+        Command::Convert(args) => convert::run_convert(&args),
+        Command::Fmt(args) => convert::run_fmt(&args),
     };
     ExitCode::from(code)
 }

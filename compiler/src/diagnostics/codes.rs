@@ -18,6 +18,10 @@ code_registry! { ALL, "../../../spec/errors/";
     E0005 = "duplicate-key",
     /// The file is larger than a workflow may be.
     E0006 = "file-too-large",
+    /// An `.opc` file does not follow the grammar.
+    E0007 = "invalid-opc",
+    /// An `.opc` block has both a `steps` list and `step` declarations.
+    E0008 = "steps-given-twice",
     /// A field has the wrong JSON type.
     E0010 = "wrong-type",
     /// A required field is missing.
