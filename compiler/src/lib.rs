@@ -29,6 +29,7 @@ pub mod codegen;
 pub mod diagnostics;
 pub mod diagram;
 pub mod duration;
+pub mod index;
 pub mod source;
 pub mod syntax;
 

@@ -8,6 +8,7 @@ mod check;
 mod compile;
 mod convert;
 mod explain;
+mod lsp;
 mod output;
 mod run;
 
@@ -47,6 +48,8 @@ enum Command {
     Convert(convert::ConvertArgs),
     /// Format `.opc` (and JSON) files in place; `--check` only reports.
     Fmt(convert::FmtArgs),
+    /// Serve the language server protocol on stdio (diagnostics, hover, completion…).
+    Lsp(lsp::Args),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(&args),
         Command::Convert(args) => convert::run_convert(&args),
         Command::Fmt(args) => convert::run_fmt(&args),
+        Command::Lsp(args) => lsp::run(&args),
     };
     ExitCode::from(code)
 }
