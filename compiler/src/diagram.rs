@@ -10,11 +10,14 @@ use std::fmt::Write as _;
 use opcode_vm::instr::Instr;
 use opcode_vm::program::{Block, BlockRole, Program, StepKind};
 
+pub mod png;
+pub mod svg;
+
 /// Each step's status by step id (`completed`, `running`, `failed`…).
 pub type Statuses = HashMap<String, String>;
 
 /// The step's one-line label: its id, and what it does.
-fn label(program: &Program, step: usize) -> String {
+pub(crate) fn label(program: &Program, step: usize) -> String {
     let info = &program.steps[step];
     let what = match info.kind {
         StepKind::Action => action_of(program, step).unwrap_or("action").to_owned(),
@@ -37,7 +40,7 @@ fn action_of(program: &Program, step: usize) -> Option<&str> {
         })
 }
 
-fn role_name(role: &BlockRole) -> String {
+pub(crate) fn role_name(role: &BlockRole) -> String {
     match role {
         BlockRole::Root => "steps".into(),
         BlockRole::OnComplete => "on_complete".into(),
@@ -50,7 +53,10 @@ fn role_name(role: &BlockRole) -> String {
 }
 
 /// The blocks owned by `step` (or the top-level hooks when `None`).
-fn blocks_of(program: &Program, owner: Option<u32>) -> impl Iterator<Item = (usize, &Block)> {
+pub(crate) fn blocks_of(
+    program: &Program,
+    owner: Option<u32>,
+) -> impl Iterator<Item = (usize, &Block)> {
     program
         .blocks
         .iter()
@@ -159,7 +165,7 @@ fn class_name(status: &str) -> String {
     format!("st_{clean}")
 }
 
-fn colours(status: &str) -> (&'static str, &'static str) {
+pub(crate) fn colours(status: &str) -> (&'static str, &'static str) {
     match status {
         "completed" => ("#d4edda", "#28a745"),
         "running" | "retrying" => ("#cce5ff", "#004085"),

@@ -48,6 +48,18 @@ impl OpcodeServer {
     }
 }
 
+/// A result carrying an image (`{mime_type, image}`, base64) as MCP image
+/// content, with the rest as structured content.
+fn image_result(value: &Value) -> Option<CallToolResult> {
+    let mime = value.get("mime_type")?.as_str()?;
+    let data = value.get("image")?.as_str()?;
+    let mut rest = value.as_object()?.clone();
+    rest.remove("image");
+    let mut result = CallToolResult::success(vec![rmcp::model::ContentBlock::image(data, mime)]);
+    result.structured_content = Some(Value::Object(rest));
+    Some(result)
+}
+
 impl ServerHandler for OpcodeServer {
     #[allow(deprecated)] // logging is still how session clients get workflow.notify
     fn get_info(&self) -> ServerConfig {
@@ -93,7 +105,7 @@ impl ServerHandler for OpcodeServer {
         }
         let args = request.arguments.map_or(Value::Null, Value::Object);
         let result = match self.api.call(&request.name, args).await {
-            Ok(value) => CallToolResult::structured(value),
+            Ok(value) => image_result(&value).unwrap_or_else(|| CallToolResult::structured(value)),
             Err(error) => CallToolResult::structured_error(error.to_json()),
         };
         Ok(result.into())

@@ -12,6 +12,7 @@ Usage: python clients.py PATH_TO_OPCODE
 """
 
 import asyncio
+import base64
 import json
 import sys
 import tempfile
@@ -102,6 +103,13 @@ async def scenario(client, transport):
           f"{transport}: mermaid {mermaid}")
     ascii_ = data(await client.call_tool("opcode.diagram", {"template_name": "review", "format": "ascii"}))
     check("approve (reasoning) <- greet" in ascii_["diagram"], f"{transport}: ascii {ascii_}")
+    for fmt, mime, magic in [("png", "image/png", b"\x89PNG"), ("svg", "image/svg+xml", b"<svg")]:
+        drawn = await client.call_tool("opcode.diagram", {"workflow_id": workflow_id, "format": fmt})
+        image = drawn.content[0]
+        check(image.type == "image" and image.mime_type == mime, f"{transport}: {fmt} content {drawn.content}")
+        check(base64.b64decode(image.data).startswith(magic), f"{transport}: {fmt} bytes")
+        check(drawn.structured_content["format"] == fmt and "image" not in drawn.structured_content,
+              f"{transport}: {fmt} structured {drawn.structured_content}")
     print(f"ok - {transport}: define, broken define, run, status, signal, query, diagram")
 
 

@@ -7,6 +7,7 @@
 mod check;
 mod compile;
 mod convert;
+mod diagram;
 mod explain;
 mod lsp;
 mod output;
@@ -50,6 +51,8 @@ enum Command {
     Fmt(convert::FmtArgs),
     /// Serve the language server protocol on stdio (diagnostics, hover, completion…).
     Lsp(lsp::Args),
+    /// Draw a workflow: ascii, mermaid, svg or png.
+    Diagram(diagram::Args),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Convert(args) => convert::run_convert(&args),
         Command::Fmt(args) => convert::run_fmt(&args),
         Command::Lsp(args) => lsp::run(&args),
+        Command::Diagram(args) => diagram::run(&args),
     };
     ExitCode::from(code)
 }

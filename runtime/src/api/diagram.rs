@@ -1,5 +1,7 @@
 //! `opcode.diagram`: a template's or a workflow's structure as ASCII or
-//! Mermaid text, with step status drawn over a workflow's.
+//! Mermaid text, or an SVG or PNG image, with step status drawn over a
+//! workflow's. Images come back as `{format, mime_type, image}` (base64),
+//! which the MCP layer sends as image content.
 
 use opcode_compiler::diagram::{self, Statuses};
 use opcode_vm::codes;
@@ -11,10 +13,10 @@ use super::{Api, ToolError, ToolResult};
 /// Handles `opcode.diagram`.
 pub async fn diagram(api: &Api, args: &Args) -> ToolResult {
     let format = args.opt_str("format")?.unwrap_or("mermaid");
-    if !matches!(format, "ascii" | "mermaid") {
+    if !matches!(format, "ascii" | "mermaid" | "svg" | "png") {
         return Err(ToolError::new(
             codes::R0122,
-            format!("unknown format `{format}`: use ascii or mermaid"),
+            format!("unknown format `{format}`: use ascii, mermaid, svg or png"),
         ));
     }
     let include_status = args.opt_bool("include_status")?.unwrap_or(true);
@@ -47,9 +49,37 @@ pub async fn diagram(api: &Api, args: &Args) -> ToolResult {
         program.ok_or_else(|| ToolError::new(codes::R0109, "the workflow no longer compiles"))?;
     let text = match format {
         "ascii" => diagram::ascii(&program, statuses.as_ref()),
-        _ => diagram::mermaid(&program, statuses.as_ref()),
+        "mermaid" => diagram::mermaid(&program, statuses.as_ref()),
+        _ => return image(format, &diagram::svg::svg(&program, statuses.as_ref())),
     };
     Ok(json!({ "format": format, "diagram": text }))
+}
+
+/// An SVG drawing as an SVG or PNG image.
+fn image(format: &str, svg: &str) -> ToolResult {
+    use base64::Engine;
+
+    let (mime, bytes) = if format == "png" {
+        let png = diagram::png::png(svg, system_fonts(), 2.0)
+            .map_err(|e| ToolError::new(codes::R0109, format!("cannot draw the PNG: {e}")))?;
+        ("image/png", png)
+    } else {
+        ("image/svg+xml", svg.as_bytes().to_vec())
+    };
+    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    Ok(json!({ "format": format, "mime_type": mime, "bytes": bytes.len(), "image": data }))
+}
+
+/// The system's fonts, loaded once.
+fn system_fonts() -> resvg::usvg::fontdb::Database {
+    static FONTS: std::sync::OnceLock<resvg::usvg::fontdb::Database> = std::sync::OnceLock::new();
+    FONTS
+        .get_or_init(|| {
+            let mut db = resvg::usvg::fontdb::Database::new();
+            db.load_system_fonts();
+            db
+        })
+        .clone()
 }
 
 /// Each step's status; a step that ran several times (in a loop) shows

@@ -11,8 +11,8 @@ opcode.run (params are validated against its input_schema; the result is the wor
 status and output, or pass wait=false to get the workflow_id at once), follow it with \
 opcode.status, answer a reasoning step's decision or send a signal with opcode.signal \
 (decision / cancel / resume / signal), list workflows, events, templates and decisions with \
-opcode.query, and draw a template or a running workflow with opcode.diagram (ascii or \
-mermaid). Workflows survive restarts: a suspended workflow waits in the database until \
+opcode.query, and draw a template or a running workflow with opcode.diagram (ascii, \
+mermaid, or an svg or png image). Workflows survive restarts: a suspended workflow waits in the database until \
 it is signalled.";
 
 /// One tool.
@@ -119,14 +119,15 @@ pub fn tools() -> Vec<ToolSpec> {
         ToolSpec {
             name: "opcode.diagram",
             description: "Draw a template (template_name, version) or a workflow \
-                (workflow_id, with each step's status) as ascii or mermaid text.",
+                (workflow_id, with each step's status) as ascii or mermaid text, or as an \
+                svg or png image (image content).",
             input_schema: json!({
                 "type": "object",
                 "properties": {
                     "template_name": {"type": "string"},
                     "version": version,
                     "workflow_id": {"type": "string"},
-                    "format": {"type": "string", "enum": ["ascii", "mermaid"]},
+                    "format": {"type": "string", "enum": ["ascii", "mermaid", "svg", "png"]},
                     "include_status": {"type": ["boolean", "string"]}
                 }
             }),

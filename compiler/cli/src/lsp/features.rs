@@ -381,7 +381,6 @@ pub fn references(
 }
 
 /// The steps as an outline, nested as in the workflow.
-#[allow(deprecated, reason = "DocumentSymbol::deprecated must still be given")]
 pub fn symbols(doc: &Document) -> Vec<DocumentSymbol> {
     let Some(index) = doc.index() else {
         return Vec::new();
