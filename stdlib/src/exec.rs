@@ -20,8 +20,8 @@ use crate::redact::Revealed;
 /// A boxed future, for the object-safe [`Services`] trait.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// One action invocation.
-#[derive(Debug, Clone)]
+/// One action invocation. Its `Debug` masks the secret values.
+#[derive(Clone)]
 pub struct Call {
     /// The run.
     pub run_id: String,
@@ -42,6 +42,18 @@ pub struct Call {
     /// The secret values resolved into `params`, masked in what the call
     /// returns or publishes.
     pub revealed: Revealed,
+}
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("run_id", &self.run_id)
+            .field("step", &self.step)
+            .field("action", &self.action)
+            .field("params", &self.revealed.value(&self.params))
+            .field("revealed", &self.revealed)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Call {
@@ -158,14 +170,20 @@ pub struct Child<'a> {
 }
 
 impl Child<'_> {
-    /// The child's workflow id: the same for a re-run of an interrupted
-    /// attempt, so it finds the child it already started.
+    /// The child's workflow id (see [`child_workflow_id`]).
     pub fn workflow_id(&self, call: &Call) -> String {
-        let key = call.idempotency_key.replace('/', ".");
-        match self.index {
-            Some(i) => format!("{key}.{i}"),
-            None => key,
-        }
+        child_workflow_id(call, self.index)
+    }
+}
+
+/// The workflow id of the child a call starts (the `index`th, for
+/// `workflow.map`): the same for a re-run of an interrupted attempt, so it
+/// finds the child it already started.
+pub fn child_workflow_id(call: &Call, index: Option<usize>) -> String {
+    let key = call.idempotency_key.replace('/', ".");
+    match index {
+        Some(i) => format!("{key}.{i}"),
+        None => key,
     }
 }
 

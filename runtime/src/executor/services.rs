@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Weak;
 
-use opcode_stdlib::exec::{BoxFuture, Call, Child, Services, template_file};
+use opcode_stdlib::exec::{BoxFuture, Call, Child, Services, child_workflow_id, template_file};
 use opcode_vm::error::ActionError;
 use opcode_vm::event::Event;
 use serde_json::{Value, json};
@@ -148,7 +148,7 @@ impl Services for RuntimeServices {
             let Some(inner) = self.inner.upgrade() else {
                 return;
             };
-            let id = format!("{}.{index}", call.idempotency_key.replace('/', "."));
+            let id = child_workflow_id(call, Some(index));
             let cancel = Event::Cancel {
                 reason: format!("a sibling of `{}` failed", call.step),
             };
