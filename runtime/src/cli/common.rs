@@ -70,6 +70,11 @@ impl DbArgs {
         home.join(".opcode").join("opcode.db")
     }
 
+    /// A one-shot command's executor over `store` (see [`executor`]).
+    pub async fn executor(&self, store: &Arc<dyn EventStore>) -> Result<Executor, Exit> {
+        executor(store.clone(), false, self.vault_key_file.as_deref(), None).await
+    }
+
     /// Opens the store, or reports why not.
     pub fn open(&self) -> Result<Arc<dyn EventStore>, Exit> {
         let durability = match self.durability {

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use opcode_runtime::{ExecError, Until};
 
-use super::common::{DbArgs, Exit, Format, executor, fail, report};
+use super::common::{DbArgs, Exit, Format, fail, report};
 use opcode_runtime::time::{now_ms, parse_ms};
 
 /// Arguments of `resume`.
@@ -35,14 +35,7 @@ pub async fn run(args: Args) -> Exit {
         Ok(store) => store,
         Err(exit) => return exit,
     };
-    let executor = match executor(
-        store.clone(),
-        false,
-        args.db.vault_key_file.as_deref(),
-        None,
-    )
-    .await
-    {
+    let executor = match args.db.executor(&store).await {
         Ok(executor) => executor,
         Err(exit) => return exit,
     };

@@ -12,7 +12,7 @@ use opcode_stdlib::inputs::{parse_inputs, prepare};
 use opcode_vm::Program;
 use serde_json::Value;
 
-use super::common::{DbArgs, Exit, Format, executor, fail, report};
+use super::common::{DbArgs, Exit, Format, fail, report};
 
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
@@ -64,14 +64,7 @@ pub async fn run(args: Args) -> Exit {
         Ok(store) => store,
         Err(exit) => return exit,
     };
-    let executor = match executor(
-        store.clone(),
-        false,
-        args.db.vault_key_file.as_deref(),
-        None,
-    )
-    .await
-    {
+    let executor = match args.db.executor(&store).await {
         Ok(executor) => executor,
         Err(exit) => return exit,
     };

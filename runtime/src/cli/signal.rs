@@ -6,7 +6,7 @@
 use opcode_runtime::{Delivery, EventStore, Executor, Until};
 use opcode_vm::event::{Event, Resolution};
 
-use super::common::{DbArgs, Exit, Format, executor, fail, json_arg, report};
+use super::common::{DbArgs, Exit, Format, fail, json_arg, report};
 
 /// Arguments of `signal`.
 #[derive(Debug, clap::Args)]
@@ -72,14 +72,7 @@ pub async fn signal(args: SignalArgs) -> Exit {
             payload: opcode_stdlib::inputs::parse_value(payload),
         }
     };
-    let executor = match executor(
-        store.clone(),
-        false,
-        args.db.vault_key_file.as_deref(),
-        None,
-    )
-    .await
-    {
+    let executor = match args.db.executor(&store).await {
         Ok(executor) => executor,
         Err(exit) => return exit,
     };
@@ -127,14 +120,7 @@ pub async fn cancel(args: CancelArgs) -> Exit {
         Ok(store) => store,
         Err(exit) => return exit,
     };
-    let executor = match executor(
-        store.clone(),
-        false,
-        args.db.vault_key_file.as_deref(),
-        None,
-    )
-    .await
-    {
+    let executor = match args.db.executor(&store).await {
         Ok(executor) => executor,
         Err(exit) => return exit,
     };
