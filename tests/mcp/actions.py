@@ -21,7 +21,7 @@ import time
 
 from mcp import Client
 
-from clients import check, data
+from clients import ENDED, check, data, wait_for
 from daemon import Daemon, free_port
 
 SQUARE = {"name": "square", "input_schema": {"type": "object", "required": ["item"],
@@ -42,16 +42,6 @@ def fan_out(name, on_failure="fail_fast"):
                     "template_name": "square", "items": "${{inputs.items}}", "params": {"offset": 1},
                     "max_concurrency": 8, "on_failure": on_failure}}],
                 "output": "${{steps.all.output}}"}}
-
-
-async def wait_for(client, workflow_id, seconds=60):
-    deadline = time.time() + seconds
-    while True:
-        current = data(await client.call_tool("opcode.status", {"workflow_id": workflow_id}))
-        if current["status"] in ("completed", "failed", "cancelled"):
-            return current
-        check(time.time() < deadline, f"{workflow_id} is still {current['status']}")
-        await asyncio.sleep(0.2)
 
 
 async def children(binary):
@@ -98,7 +88,7 @@ async def children(binary):
         daemon.kill()
         daemon.start()
         async with Client(f"{daemon.url}/mcp") as client:
-            final = await wait_for(client, parent, 120)
+            final = await wait_for(client, parent, ENDED, 120)
             check(final["status"] == "completed", f"parent after restart: {final}")
             outputs = final["output"]["outputs"]
             check(outputs == [{"square": i * i + 1} for i in range(100)], f"outputs out of order: {outputs[:5]}…")
@@ -301,7 +291,7 @@ async def breakers(binary):
                 await asyncio.sleep(0.1)
             server = http.server.HTTPServer(("127.0.0.1", port), Hello)
             threading.Thread(target=server.serve_forever, daemon=True).start()
-            final = await wait_for(client, workflow_id, 30)
+            final = await wait_for(client, workflow_id, ENDED, 30)
             server.shutdown()
             check(final["status"] == "completed", f"flaky: {final}")
             log = await events()

@@ -16,6 +16,7 @@ import base64
 import json
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.request
 
@@ -55,6 +56,20 @@ def data(result):
     text = json.loads(result.content[0].text)
     check(text == structured, "the text content and structuredContent differ")
     return structured
+
+
+ENDED = ("completed", "failed", "cancelled")
+
+
+async def wait_for(client, workflow_id, statuses, seconds=15):
+    """The workflow's status once it is one of `statuses` (within `seconds`)."""
+    deadline = time.time() + seconds
+    while True:
+        current = data(await client.call_tool("opcode.status", {"workflow_id": workflow_id}))
+        if current["status"] in statuses:
+            return current
+        check(time.time() < deadline, f"{workflow_id} is {current['status']}, not one of {statuses}")
+        await asyncio.sleep(0.1)
 
 
 async def scenario(client, transport):

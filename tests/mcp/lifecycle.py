@@ -19,22 +19,12 @@ from datetime import datetime, timedelta, timezone
 
 from mcp import Client
 
-from clients import check, data
+from clients import check, data, wait_for
 from daemon import Daemon, free_port
 
 
 def iso(dt):
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
-
-
-async def wait_for(client, workflow_id, status, seconds=15):
-    deadline = time.time() + seconds
-    while True:
-        current = data(await client.call_tool("opcode.status", {"workflow_id": workflow_id}))
-        if current["status"] == status:
-            return current
-        check(time.time() < deadline, f"{workflow_id} is {current['status']}, not {status}")
-        await asyncio.sleep(0.1)
 
 
 async def main(binary):
@@ -70,7 +60,7 @@ async def main(binary):
         daemon.start()
         async with Client(f"{daemon.url}/mcp") as client:
             for workflow_id in ids:
-                done = await wait_for(client, workflow_id, "completed")
+                done = await wait_for(client, workflow_id, ("completed",))
                 check(done["steps"]["after"]["status"] == "completed", f"{workflow_id}: {done['steps']}")
             print("ok - workflows in flight at SIGKILL resume and complete after a restart")
             deadline = time.time() + 10
@@ -90,7 +80,7 @@ async def main(binary):
         check(code == 0, f"SIGTERM exit code {code}")
         daemon.start()
         async with Client(f"{daemon.url}/mcp") as client:
-            await wait_for(client, running["workflow_id"], "completed")
+            await wait_for(client, running["workflow_id"], ("completed",))
         daemon.terminate()
         print("ok - SIGTERM stops cleanly and the interrupted workflow completes after the next start")
 
