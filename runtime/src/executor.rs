@@ -41,9 +41,11 @@ use self::run::{Incoming, Msg, RunTask, Setup};
 pub use self::services::Emitted;
 use self::services::RuntimeServices;
 use crate::log::{self, stamp};
+use crate::metrics::Metrics;
 use crate::owner;
 use crate::store::{
-    Claim, EventStore, NewWorkflow, Source, StoreError, WorkflowFilter, WorkflowRow,
+    Claim, Commit, EntryKind, EventStore, LogEntry, NewWorkflow, Source, StoreError,
+    WorkflowFilter, WorkflowRow,
 };
 use crate::time::now_ms;
 
@@ -185,6 +187,19 @@ pub struct Change {
     pub loaded: bool,
 }
 
+/// Log entries a commit appended to one workflow, as broadcast to the
+/// panel and the AG-UI streams (the log stays the source of truth: a
+/// receiver that lags re-reads the store).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Appended {
+    /// The workflow.
+    pub workflow_id: String,
+    /// Its status after the commit, when the commit changed the derived state.
+    pub status: Option<String>,
+    /// The entries, in order.
+    pub entries: Vec<LogEntry>,
+}
+
 /// What [`Executor::wait`] waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Until {
@@ -220,6 +235,8 @@ pub(crate) struct Inner {
     breakers: Arc<Breakers>,
     changes: broadcast::Sender<Change>,
     emitted: broadcast::Sender<Emitted>,
+    appended: broadcast::Sender<Arc<Appended>>,
+    metrics: Arc<Metrics>,
     wake: Notify,
     notifier: std::sync::OnceLock<Arc<dyn Notifier>>,
     external: std::sync::OnceLock<Arc<dyn ExternalActions>>,
@@ -238,6 +255,7 @@ impl Executor {
         let inner = Arc::new_cyclic(|weak| {
             let (changes, _) = broadcast::channel(1024);
             let (emitted, _) = broadcast::channel(1024);
+            let (appended, _) = broadcast::channel(1024);
             Inner {
                 permits: Arc::new(Semaphore::new(config.max_actions.max(1))),
                 breakers: Arc::new(Breakers::new(config.breakers.clone())),
@@ -249,6 +267,8 @@ impl Executor {
                 runs: Mutex::new(HashMap::new()),
                 changes,
                 emitted,
+                appended,
+                metrics: Arc::new(Metrics::new()),
                 wake: Notify::new(),
                 notifier: std::sync::OnceLock::new(),
                 external: std::sync::OnceLock::new(),
@@ -306,6 +326,16 @@ impl Executor {
         self.inner.emitted.subscribe()
     }
 
+    /// Log entries as they are committed, every workflow's.
+    pub fn appended(&self) -> broadcast::Receiver<Arc<Appended>> {
+        self.inner.appended.subscribe()
+    }
+
+    /// The metrics the executor keeps.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+
     /// Starts a run and returns its id once its creation is committed.
     pub async fn start(&self, request: StartRequest) -> Result<String, ExecError> {
         self.inner.start(request).await
@@ -352,6 +382,40 @@ impl Executor {
 impl Inner {
     fn runs(&self) -> MutexGuard<'_, HashMap<String, mpsc::UnboundedSender<Msg>>> {
         self.runs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Writes `commit`, then counts and broadcasts what it appended.
+    async fn commit(&self, commit: Commit) -> Result<(), StoreError> {
+        let kinds: Vec<(EntryKind, &'static str)> = commit
+            .entries
+            .iter()
+            .map(|e| (e.kind, e.event_type))
+            .collect();
+        let feed =
+            (self.appended.receiver_count() > 0 && !commit.entries.is_empty()).then(|| Appended {
+                workflow_id: commit.workflow_id.clone(),
+                status: commit.update.as_ref().map(|u| u.status.clone()),
+                entries: commit
+                    .entries
+                    .iter()
+                    .zip(commit.after_seq + 1..)
+                    .map(|(e, seq)| LogEntry {
+                        seq,
+                        at: e.at.clone(),
+                        kind: e.kind,
+                        event_type: e.event_type.to_owned(),
+                        step_id: e.step_id.clone(),
+                        version: e.version,
+                        payload: e.payload.clone(),
+                    })
+                    .collect(),
+            });
+        self.store.commit(commit).await?;
+        self.metrics.appended(kinds);
+        if let Some(feed) = feed {
+            let _ = self.appended.send(Arc::new(feed));
+        }
+        Ok(())
     }
 
     fn publish(&self, id: &str, status: &str, loaded: bool) {
@@ -668,7 +732,7 @@ impl Inner {
     async fn park(&self, row: &WorkflowRow) -> Result<(), ExecError> {
         self.claim(&row.id).await?;
         let at = stamp(now_ms());
-        let commit = crate::store::Commit {
+        let commit = Commit {
             workflow_id: row.id.clone(),
             after_seq: row.last_seq,
             entries: vec![log::note(
@@ -684,9 +748,9 @@ impl Inner {
                 updated_at: at,
                 ..crate::store::WorkflowUpdate::default()
             }),
-            ..crate::store::Commit::default()
+            ..Commit::default()
         };
-        let result = self.store.commit(commit).await;
+        let result = self.commit(commit).await;
         let _ = self.store.release(&row.id, owner::current()).await;
         result?;
         self.publish(&row.id, "suspended", false);

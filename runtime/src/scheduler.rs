@@ -110,7 +110,9 @@ async fn handle(exec: &Executor, job: &ScheduleRow, now: u64) -> Result<(), Stor
         (None, "skipped".to_owned())
     } else {
         let id = format!("sched-{}-{due}", job.id);
-        match fire(exec, job, &id).await {
+        let fired = fire(exec, job, &id).await;
+        exec.metrics().fired(fired.is_ok());
+        match fired {
             Ok(()) => (Some(id), "running".to_owned()),
             Err(message) => {
                 tracing::warn!(job = %job.id, error = %message, "scheduled run did not start");

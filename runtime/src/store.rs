@@ -413,6 +413,17 @@ pub struct WorkflowFilter {
     pub offset: u32,
 }
 
+/// An agent that started workflows or called the tools.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AgentRow {
+    /// Its id.
+    pub id: String,
+    /// First seen (RFC 3339).
+    pub created_at: String,
+    /// Last seen (RFC 3339).
+    pub last_seen_at: String,
+}
+
 /// A message waiting for a workflow's owner.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InboxMessage {
@@ -531,6 +542,12 @@ pub trait EventStore: Send + Sync {
 
     /// Records that an agent was seen at `at`, registering it if new.
     fn touch_agent<'a>(&'a self, id: &'a str, at: &'a str) -> BoxFuture<'a, StoreResult<()>>;
+
+    /// The agents seen, most recently seen first.
+    fn agents(&self) -> BoxFuture<'_, StoreResult<Vec<AgentRow>>>;
+
+    /// How many workflows have each status (statuses with none are absent).
+    fn workflow_counts(&self) -> BoxFuture<'_, StoreResult<Vec<(String, u64)>>>;
 
     /// Creates or replaces a scheduled job.
     fn save_schedule(&self, job: ScheduleRow) -> BoxFuture<'_, StoreResult<()>>;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use opcode_stdlib::exec::{Actions, Call};
 use opcode_vm::effect::Effect;
+use opcode_vm::error::ActionError;
 use opcode_vm::event::{EffectId, Event, TimerId};
 use opcode_vm::{RunStatus, Vm};
 use serde_json::{Value, json};
@@ -18,6 +19,7 @@ use super::round::{Reply, Round, workflow_update};
 use super::{ExecError, Inner};
 use crate::breaker::{Outcome, Transition};
 use crate::log;
+use crate::metrics::Metrics;
 use crate::owner;
 use crate::store::{Commit, LeaseChange, NewWorkflow};
 use crate::time::now_ms;
@@ -224,7 +226,7 @@ impl RunTask {
                 entries: notes,
                 ..Commit::default()
             };
-            self.inner.store.commit(commit).await?;
+            self.inner.commit(commit).await?;
             self.last_seq += count;
         }
         for effect in pending {
@@ -348,7 +350,7 @@ impl RunTask {
         let commit = self.commit_of(&mut round);
         let appended = commit.entries.len() as u64;
         let releases = matches!(commit.lease, Some(LeaseChange::Release { .. }));
-        if let Err(e) = self.inner.store.commit(commit).await {
+        if let Err(e) = self.inner.commit(commit).await {
             let e = ExecError::Store(e);
             for (reply, _) in round.replies.drain(..) {
                 let _ = reply.send(Err(e.clone()));
@@ -425,12 +427,13 @@ impl RunTask {
         match effect {
             Effect::Dispatch(d) => {
                 let step = self.loaded.plan.instance_name(&d.inst);
-                let (actions, permits, tx, secrets, breakers) = (
+                let (actions, permits, tx, secrets, breakers, metrics) = (
                     self.actions.clone(),
                     self.inner.permits.clone(),
                     self.tx.clone(),
                     self.inner.secrets.clone(),
                     self.inner.breakers.clone(),
+                    self.inner.metrics.clone(),
                 );
                 let (run_id, name, agent_id) =
                     (self.id.clone(), step.clone(), self.agent_id.clone());
@@ -447,13 +450,13 @@ impl RunTask {
                             } else {
                                 permits.acquire_owned().await.ok()
                             };
-                            actions.run(&call).await
+                            timed(&metrics, &call, actions.run(&call)).await
                         }
                         Ok(call) => match breakers.admit(&call.action, now_ms()) {
                             Ok((ticket, opened)) => {
                                 changes.extend(opened);
                                 let _permit = permits.acquire_owned().await.ok();
-                                let result = actions.run(&call).await;
+                                let result = timed(&metrics, &call, actions.run(&call)).await;
                                 changes.extend(ticket.finish(Outcome::of(&result), now_ms()));
                                 result
                             }
@@ -567,4 +570,20 @@ impl RunTask {
         self.inner.publish(&self.id, status, false);
         self.inner.wake.notify_one();
     }
+}
+
+/// Runs an action call, counting it and timing it in the metrics.
+async fn timed(
+    metrics: &Metrics,
+    call: &Call,
+    run: impl Future<Output = Result<Value, ActionError>>,
+) -> Result<Value, ActionError> {
+    let started = std::time::Instant::now();
+    let result = run.await;
+    metrics.action(
+        &call.action,
+        result.is_ok(),
+        started.elapsed().as_secs_f64(),
+    );
+    result
 }

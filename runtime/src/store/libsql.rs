@@ -19,10 +19,10 @@ use tokio::sync::oneshot;
 use self::checkpoint::Checkpointer;
 use self::db::Db;
 use super::{
-    BoxFuture, Claim, Commit, DecisionRow, Durability, EventFilter, EventStore, FoundEntry,
-    InboxMessage, LogEntry, ScheduleAdvance, ScheduleRow, SecretRow, Source, StepRow, StoreError,
-    StoreResult, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader, WorkflowFilter,
-    WorkflowRow,
+    AgentRow, BoxFuture, Claim, Commit, DecisionRow, Durability, EventFilter, EventStore,
+    FoundEntry, InboxMessage, LogEntry, ScheduleAdvance, ScheduleRow, SecretRow, Source, StepRow,
+    StoreError, StoreResult, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader,
+    WorkflowFilter, WorkflowRow,
 };
 
 /// At most this many commits share one transaction.
@@ -296,6 +296,14 @@ impl EventStore for LibsqlStore {
     fn touch_agent<'a>(&'a self, id: &'a str, at: &'a str) -> BoxFuture<'a, StoreResult<()>> {
         let (id, at) = (id.to_owned(), at.to_owned());
         self.ask(move |db| db.touch_agent(&id, &at))
+    }
+
+    fn agents(&self) -> BoxFuture<'_, StoreResult<Vec<AgentRow>>> {
+        self.ask(Db::agents)
+    }
+
+    fn workflow_counts(&self) -> BoxFuture<'_, StoreResult<Vec<(String, u64)>>> {
+        self.ask(Db::workflow_counts)
     }
 
     fn save_schedule(&self, job: ScheduleRow) -> BoxFuture<'_, StoreResult<()>> {

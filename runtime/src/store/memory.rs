@@ -5,10 +5,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
 use super::{
-    BoxFuture, Claim, Commit, DecisionChange, DecisionRow, EventFilter, EventStore, FoundEntry,
-    InboxMessage, LeaseChange, LogEntry, ScheduleAdvance, ScheduleRow, SecretRow, Source, StepRow,
-    StoreError, StoreResult, TemplateDraft, TemplateFilter, TemplateRow, TimerChange, TimerRow,
-    VaultHeader, WorkflowFilter, WorkflowRow,
+    AgentRow, BoxFuture, Claim, Commit, DecisionChange, DecisionRow, EventFilter, EventStore,
+    FoundEntry, InboxMessage, LeaseChange, LogEntry, ScheduleAdvance, ScheduleRow, SecretRow,
+    Source, StepRow, StoreError, StoreResult, TemplateDraft, TemplateFilter, TemplateRow,
+    TimerChange, TimerRow, VaultHeader, WorkflowFilter, WorkflowRow,
 };
 
 #[derive(Default)]
@@ -23,7 +23,7 @@ struct State {
     next_message: i64,
     leases: HashMap<String, (String, String)>,
     templates: BTreeMap<(String, i64), TemplateRow>,
-    agents: HashMap<String, String>,
+    agents: HashMap<String, AgentRow>,
     schedules: BTreeMap<String, ScheduleRow>,
     vault: Option<VaultHeader>,
     secrets: BTreeMap<String, SecretRow>,
@@ -492,8 +492,31 @@ impl EventStore for MemoryStore {
     }
 
     fn touch_agent<'a>(&'a self, id: &'a str, at: &'a str) -> BoxFuture<'a, StoreResult<()>> {
-        self.lock().agents.insert(id.to_owned(), at.to_owned());
+        let mut state = self.lock();
+        let agent = state
+            .agents
+            .entry(id.to_owned())
+            .or_insert_with(|| AgentRow {
+                id: id.to_owned(),
+                created_at: at.to_owned(),
+                last_seen_at: String::new(),
+            });
+        at.clone_into(&mut agent.last_seen_at);
         ready(Ok(()))
+    }
+
+    fn agents(&self) -> BoxFuture<'_, StoreResult<Vec<AgentRow>>> {
+        let mut rows: Vec<AgentRow> = self.lock().agents.values().cloned().collect();
+        rows.sort_by(|a, b| b.last_seen_at.cmp(&a.last_seen_at).then(a.id.cmp(&b.id)));
+        ready(Ok(rows))
+    }
+
+    fn workflow_counts(&self) -> BoxFuture<'_, StoreResult<Vec<(String, u64)>>> {
+        let mut counts = BTreeMap::<String, u64>::new();
+        for w in self.lock().workflows.values() {
+            *counts.entry(w.status.clone()).or_default() += 1;
+        }
+        ready(Ok(counts.into_iter().collect()))
     }
 
     fn save_schedule(&self, job: ScheduleRow) -> BoxFuture<'_, StoreResult<()>> {

@@ -6,7 +6,7 @@ use libsql::{Row, Value};
 
 use super::{Db, backend, get, log_entry, push_page};
 use crate::store::{
-    EventFilter, FoundEntry, StoreResult, TemplateDraft, TemplateFilter, TemplateRow,
+    AgentRow, EventFilter, FoundEntry, StoreResult, TemplateDraft, TemplateFilter, TemplateRow,
 };
 
 const TEMPLATE_COLUMNS: &str = "name, version, description, definition, input_schema, \
@@ -103,6 +103,27 @@ impl Db {
                 workflow_id: get(row, 0)?,
                 entry: log_entry(row, 1)?,
             })
+        }))
+    }
+
+    /// The agents, most recently seen first.
+    pub fn agents(&self) -> StoreResult<Vec<AgentRow>> {
+        let sql = "SELECT id, created_at, last_seen_at FROM agents ORDER BY last_seen_at DESC, id";
+        self.block(self.query_all(sql, Vec::new(), |row| {
+            Ok(AgentRow {
+                id: get(row, 0)?,
+                created_at: get(row, 1)?,
+                last_seen_at: get(row, 2)?,
+            })
+        }))
+    }
+
+    /// How many workflows have each status.
+    pub fn workflow_counts(&self) -> StoreResult<Vec<(String, u64)>> {
+        let sql = "SELECT status, COUNT(*) FROM workflows GROUP BY status ORDER BY status";
+        self.block(self.query_all(sql, Vec::new(), |row| {
+            let count: i64 = get(row, 1)?;
+            Ok((get(row, 0)?, count as u64))
         }))
     }
 
