@@ -22,6 +22,7 @@ use crate::executor::{ExecError, Executor};
 use crate::plugins::Plugins;
 use crate::store::{EventStore, StoreError};
 
+pub use define::check_text;
 pub use query::schedule_json;
 pub use run::start_template;
 pub use schemas::{INSTRUCTIONS, ToolSpec, tools};
@@ -129,6 +130,14 @@ impl Api {
     /// The executor the tools drive.
     pub fn executor(&self) -> &Executor {
         &self.exec
+    }
+
+    /// Each plugin's state (`Plugins::report`); empty without plugins.
+    pub fn plugins_report(&self) -> Vec<Value> {
+        self.plugins
+            .as_ref()
+            .map(|p| p.report())
+            .unwrap_or_default()
     }
 
     fn store(&self) -> &Arc<dyn EventStore> {

@@ -282,3 +282,70 @@ async fn signals_reach_wait_steps_and_cancel_works_on_decisions_and_runs() {
     .await;
     assert_eq!(e.code.id, "R0114", "{}", e.to_json());
 }
+
+#[tokio::test]
+async fn define_takes_opc_text_and_points_into_it() {
+    let api = api();
+    let opc = "name: \"hello\"\nstep greet workflow.log { params { message: \"hi\" } }\n";
+    let defined = ok(
+        &api,
+        "opcode.define",
+        json!({"name": "hello", "definition": opc}),
+    )
+    .await;
+    assert_eq!(defined["version"], "v1");
+    let run = ok(&api, "opcode.run", json!({"template_name": "hello"})).await;
+    assert_eq!(run["status"], "completed", "{run}");
+
+    let broken = "name: \"hello\"\n\nstep greet nope.nope { }\n";
+    let error = err(
+        &api,
+        "opcode.define",
+        json!({"name": "hello", "definition": broken}),
+    )
+    .await;
+    assert_eq!(error.code.id, "R0123");
+    let details = error.details.unwrap();
+    let first = details["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["severity"] == "error")
+        .unwrap();
+    assert_eq!(
+        (first["code"].as_str(), first["line"].as_u64()),
+        (Some("E0040"), Some(3))
+    );
+
+    // A whole template in .opc (as the examples are): its schema applies.
+    let template = std::fs::read_to_string("../examples/approval-chain/workflow.opc").unwrap();
+    ok(
+        &api,
+        "opcode.define",
+        json!({"name": "chain", "definition": template}),
+    )
+    .await;
+    let refused = err(
+        &api,
+        "opcode.run",
+        json!({"template_name": "chain", "params": {}}),
+    )
+    .await;
+    assert_eq!(
+        refused.code.id, "R0108",
+        "the input_schema's required params are checked"
+    );
+
+    let not_json = "{\"steps\": [";
+    let error = err(
+        &api,
+        "opcode.define",
+        json!({"name": "j", "definition": not_json}),
+    )
+    .await;
+    let first = &error.details.unwrap()["diagnostics"][0];
+    assert_eq!(
+        (first["code"].as_str(), first["line"].as_u64()),
+        (Some("E0001"), Some(1))
+    );
+}

@@ -25,6 +25,13 @@ impl Args {
         }
     }
 
+    /// These arguments with `name` set to `value`.
+    pub fn with(&self, name: &str, value: Value) -> Args {
+        let mut map = self.0.clone();
+        map.insert(name.to_owned(), value);
+        Args(map)
+    }
+
     /// The names given.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.0.keys().map(String::as_str)

@@ -16,10 +16,18 @@ const FILE: &str = "opcode.define";
 
 /// Handles `opcode.define`.
 pub async fn define(api: &Api, args: &Args) -> ToolResult {
+    let from_opc;
+    let args = match args.get("definition") {
+        Some(Value::String(text)) if !text.trim_start().starts_with('{') => {
+            from_opc = with_template_fields(args, opc_definition(api, text)?);
+            &from_opc
+        }
+        _ => args,
+    };
     let name = args.str("name")?;
     let agent_id = args.opt_str("agent_id")?;
     let description = args.opt_str("description")?.unwrap_or_default();
-    let definition = definition_of(args)?;
+    let definition = definition_of(api, args)?;
     // Compile the arguments' own shape, so that diagnostics' pointers name
     // the argument (`/definition/steps/0/action`).
     let mut wrapper = Map::new();
@@ -36,26 +44,7 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
     let wrapper = Value::Object(wrapper);
     let text = serde_json::to_string_pretty(&wrapper).unwrap_or_default();
     let (program, diagnostics) = api.exec.compiler().compile(&text, FILE);
-    let sorted = diagnostics.into_sorted();
-    let rendered = to_json_array(&sorted, FILE, &text);
-    let errors: Vec<Value> = rendered
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|d| d["severity"] == "error")
-        .cloned()
-        .collect();
-    if program.is_none() || !errors.is_empty() {
-        let count = errors.len();
-        return Err(ToolError::new(
-            codes::R0123,
-            format!(
-                "the workflow does not compile ({count} error{}); nothing was stored",
-                if count == 1 { "" } else { "s" }
-            ),
-        )
-        .with_details(json!({ "diagnostics": rendered })));
-    }
+    let rendered = checked(program.is_some(), diagnostics, FILE, &text)?;
     let trigger = trigger_of(args, name, agent_id)?;
     api.seen(agent_id).await?;
     let text_of = |key: &str| wrapper.get(key).map(Value::to_string);
@@ -90,19 +79,86 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
     }))
 }
 
+/// The diagnostics as data, or R0123 with them when one is an error.
+fn checked(
+    compiled: bool,
+    diagnostics: opcode_compiler::diagnostics::Diagnostics,
+    file: &str,
+    text: &str,
+) -> Result<Value, ToolError> {
+    let sorted = diagnostics.into_sorted();
+    let rendered = to_json_array(&sorted, file, text);
+    let count = rendered
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["severity"] == "error")
+        .count();
+    if compiled && count == 0 {
+        return Ok(rendered);
+    }
+    Err(ToolError::new(
+        codes::R0123,
+        format!(
+            "the workflow does not compile ({count} error{}); nothing was stored",
+            if count == 1 { "" } else { "s" }
+        ),
+    )
+    .with_details(json!({ "diagnostics": rendered })))
+}
+
+/// Compiles `text` as the file `file` (JSON or `.opc` by its extension):
+/// its diagnostics as data, or R0123 with them when one is an error.
+pub fn check_text(api: &Api, text: &str, file: &str) -> Result<Value, ToolError> {
+    let (program, diagnostics) = api.exec.compiler().compile(text, file);
+    checked(program.is_some(), diagnostics, file, text)
+}
+
+/// A `definition` in `.opc` text: checked as written (so diagnostics point
+/// into it), then converted to the workflow object.
+fn opc_definition(api: &Api, text: &str) -> Result<Value, ToolError> {
+    const OPC_FILE: &str = "definition.opc";
+    check_text(api, text, OPC_FILE)?;
+    opcode_compiler::syntax::opc::to_json(text).map_err(|diagnostics| {
+        checked(false, diagnostics, OPC_FILE, text)
+            .err()
+            .unwrap_or_else(|| ToolError::new(codes::R0123, "the .opc text does not convert"))
+    })
+}
+
+/// The arguments with `value` (converted `.opc` text) as the definition;
+/// when it is a whole template (`definition` inside), its `description`,
+/// schemas and triggers fill in what the arguments do not give.
+fn with_template_fields(args: &Args, value: Value) -> Args {
+    let Some(inner) = value.get("definition").filter(|d| d.is_object()) else {
+        return args.with("definition", value);
+    };
+    let mut merged = args.with("definition", inner.clone());
+    for key in ["description", "input_schema", "output_schema", "triggers"] {
+        if args.get(key).is_none()
+            && let Some(field) = value.get(key)
+        {
+            merged = merged.with(key, field.clone());
+        }
+    }
+    merged
+}
+
 /// The `definition` argument: an object, or JSON text of one.
-fn definition_of(args: &Args) -> Result<Value, ToolError> {
+fn definition_of(api: &Api, args: &Args) -> Result<Value, ToolError> {
     match args.get("definition") {
         Some(Value::Object(map)) => Ok(Value::Object(map.clone())),
-        Some(Value::String(text)) => serde_json::from_str::<Value>(text)
-            .ok()
-            .filter(Value::is_object)
-            .ok_or_else(|| {
-                ToolError::new(
-                    codes::R0122,
-                    "`definition` must be a workflow object (or JSON text of one)",
-                )
-            }),
+        Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
+            Ok(value) if value.is_object() => Ok(value),
+            Ok(_) => Err(ToolError::new(
+                codes::R0122,
+                "`definition` must be a workflow object (or JSON text of one)",
+            )),
+            // Not JSON: the compiler says where, in the text as given.
+            Err(_) => Err(check_text(api, text, "definition.json")
+                .err()
+                .unwrap_or_else(|| ToolError::new(codes::R0122, "`definition` is not valid JSON"))),
+        },
         Some(other) => Err(ToolError::new(
             codes::R0122,
             format!(

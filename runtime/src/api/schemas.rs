@@ -42,7 +42,7 @@ pub fn tools() -> Vec<ToolSpec> {
                 "type": "object",
                 "properties": {
                     "name": {"type": "string", "description": "Template name."},
-                    "definition": {"type": "object", "description": "The workflow: {\"steps\": [...], ...}."},
+                    "definition": {"type": ["object", "string"], "description": "The workflow: {\"steps\": [...], ...}, or its text (JSON, or .opc when it does not start with `{`)."},
                     "agent_id": {"type": "string", "description": "Who defines it."},
                     "description": {"type": "string"},
                     "input_schema": {"type": "object", "description": "JSON Schema of run params; defaults apply."},
