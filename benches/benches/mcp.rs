@@ -46,7 +46,7 @@ async fn bench(quick: bool) {
     let shutdown = CancellationToken::new();
     let guard = Arc::new(RwLock::new(Guard::default()));
     let api = Api::new(exec);
-    let app = serve::router(api.clone(), None, guard, &shutdown);
+    let app = serve::router(api.clone(), None, guard, &shutdown, None);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("binds");

@@ -11,12 +11,15 @@
 //! The `opcode` binary (`src/main.rs`, `src/cli/`) is a thin shell over these.
 #![warn(missing_docs)]
 
+pub mod agui;
 pub mod api;
 pub mod breaker;
 pub mod executor;
 pub mod log;
 pub mod mcp;
+pub mod metrics;
 pub mod owner;
+pub mod panel;
 pub mod plugins;
 pub mod schedule;
 pub mod scheduler;
@@ -27,5 +30,7 @@ pub mod summary;
 pub mod time;
 pub mod vault;
 
-pub use executor::{Config, Delivery, ExecError, Executor, Recovery, StartRequest, Until};
+pub use executor::{
+    Appended, Config, Delivery, ExecError, Executor, Recovery, StartRequest, Until,
+};
 pub use store::{Durability, EventStore};

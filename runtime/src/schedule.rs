@@ -10,6 +10,8 @@ use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 
+use crate::store::{EventStore, ScheduleRow, StoreResult};
+
 /// A parsed schedule: the expression and the zone its fields are read in.
 #[derive(Debug, Clone)]
 pub struct Schedule {
@@ -100,6 +102,79 @@ impl Schedule {
         let next = self.cron.find_next_occurrence(&local, false).ok()?;
         u64::try_from(next.with_timezone(&Utc).timestamp_millis()).ok()
     }
+}
+
+/// A scheduled job to create, as the CLI's and the panel's forms give it.
+#[derive(Debug, Clone, Default)]
+pub struct NewJob {
+    /// The template to run.
+    pub template: String,
+    /// A fixed version (default: the newest at each run).
+    pub version: Option<i64>,
+    /// The cron expression.
+    pub cron: String,
+    /// The IANA timezone (default UTC).
+    pub timezone: Option<String>,
+    /// Run params (a JSON object; default `{}`).
+    pub params: Option<serde_json::Value>,
+    /// The agent runs are started as.
+    pub agent: Option<String>,
+    /// `run_once` (default) or `skip`.
+    pub missed: Option<String>,
+    /// The job's id (default: a fresh one).
+    pub id: Option<String>,
+    /// Who creates it (`cli`, `panel`).
+    pub origin: &'static str,
+}
+
+impl NewJob {
+    /// The row to store, or why the job is invalid.
+    pub fn into_row(self, created_at: String) -> Result<ScheduleRow, String> {
+        let timezone = self.timezone.unwrap_or_else(|| "UTC".into());
+        if self.template.trim().is_empty() {
+            return Err("a template is required".into());
+        }
+        Schedule::parse(&self.cron, &timezone)?;
+        let params = self
+            .params
+            .unwrap_or_else(|| serde_json::Value::Object(serde_json::Map::new()));
+        if !params.is_object() {
+            return Err("params must be a JSON object".into());
+        }
+        let missed = match self.missed.as_deref() {
+            None => Missed::RunOnce,
+            Some(text) => Missed::parse(text)
+                .ok_or_else(|| format!("missed must be run_once or skip, not `{text}`"))?,
+        };
+        Ok(ScheduleRow {
+            id: self.id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            template_name: self.template,
+            template_version: self.version,
+            cron: self.cron,
+            timezone,
+            params: params.to_string(),
+            agent_id: self.agent,
+            enabled: true,
+            missed: missed.as_str().to_owned(),
+            origin: self.origin.to_owned(),
+            created_at,
+            ..ScheduleRow::default()
+        })
+    }
+}
+
+/// Lets job `id` fire again (from its next time on) or stops it; `false`
+/// when there is no such job.
+pub async fn set_enabled(store: &dyn EventStore, id: &str, enabled: bool) -> StoreResult<bool> {
+    let jobs = store.schedules().await?;
+    let Some(mut job) = jobs.into_iter().find(|j| j.id == id) else {
+        return Ok(false);
+    };
+    job.enabled = enabled;
+    // Re-enabled jobs start from their next time, not from what they missed.
+    job.next_run_at = None;
+    store.save_schedule(job).await?;
+    Ok(true)
 }
 
 #[cfg(test)]

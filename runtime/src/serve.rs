@@ -1,6 +1,7 @@
 //! The daemon's HTTP surface on one axum server: MCP over Streamable HTTP
 //! at `/mcp` (rmcp), the legacy HTTP+SSE transport at `/sse` and
-//! `/message`, and `/livez`; every route behind the [`guard`].
+//! `/message`, the web panel, AG-UI run streams, `/metrics`, `/livez` and
+//! `/readyz` (spec/panel.md); every route behind the [`guard`].
 
 pub mod guard;
 pub mod sse;
@@ -9,25 +10,33 @@ use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 
 use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use crate::agui;
 use crate::api::Api;
 use crate::mcp::{AgentSessions, OpcodeServer};
+use crate::metrics::Metrics;
+use crate::panel::Panel;
 
 pub use guard::Guard;
 
 /// The guard's settings, replaceable while serving (SIGHUP).
 pub type SharedGuard = Arc<RwLock<Guard>>;
 
-/// The routes, over `api`; `shutdown` ends open MCP sessions.
+/// The routes, over `api`; `shutdown` ends open MCP sessions; the panel's
+/// pages are served when `panel` is given.
 pub fn router(
     api: Api,
     base_url: Option<String>,
     guard: SharedGuard,
     shutdown: &CancellationToken,
+    panel: Option<Panel>,
 ) -> Router {
     let agents = Arc::new(AgentSessions::default());
     api.executor().set_notifier(agents.clone());
@@ -42,14 +51,48 @@ pub fn router(
                 .disable_allowed_hosts(),
         )
     };
+    let observability = Router::new()
+        .route("/api/runs/{id}/ag-ui", get(agui::observe).post(agui::run))
+        .route("/metrics", get(metrics))
+        .route("/readyz", get(ready))
+        .with_state(api.clone());
     let sessions = sse::Sessions::new(api, agents, base_url);
-    Router::new()
+    let mut router = Router::new()
         .route("/sse", get(sse::connect))
         .route("/message", post(sse::post))
         .with_state(sessions)
         .route("/livez", get(|| async { "ok" }))
-        .nest_service("/mcp", mcp)
-        .layer(axum::middleware::from_fn_with_state(guard, guard::guard))
+        .merge(observability)
+        .nest_service("/mcp", mcp);
+    if let Some(panel) = panel {
+        router = router.merge(crate::panel::router(panel));
+    }
+    router.layer(axum::middleware::from_fn_with_state(guard, guard::guard))
+}
+
+/// `GET /metrics`.
+async fn metrics(State(api): State<Api>) -> Response {
+    let exec = api.executor();
+    match exec
+        .metrics()
+        .render(exec.store().as_ref(), &api.plugins_report())
+        .await
+    {
+        Ok(text) => ([(header::CONTENT_TYPE, Metrics::content_type())], text).into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+    }
+}
+
+/// `GET /readyz`: ok when the database answers.
+async fn ready(State(api): State<Api>) -> Response {
+    match api.executor().store().workflow_counts().await {
+        Ok(_) => "ok".into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the database does not answer: {e}"),
+        )
+            .into_response(),
+    }
 }
 
 /// Is `addr` reachable only from this machine?

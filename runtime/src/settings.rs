@@ -47,6 +47,10 @@ pub struct Settings {
     /// (`OPCODE_VAULT_KEY_FILE`; default: the `OPCODE_VAULT_KEY` variable).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vault_key_file: Option<PathBuf>,
+    /// Serve the web panel (`OPCODE_PANEL`: `true`/`1` or `false`/`0`;
+    /// default on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub panel: Option<bool>,
     /// Isolation defaults for `shell.exec` and path rules for `fs.*` (file
     /// only; see spec/isolation.md). Isolation is on unless `enabled: false`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -97,6 +101,7 @@ impl Settings {
                 .unwrap_or_default(),
             durability: get("OPCODE_DURABILITY"),
             vault_key_file: get("OPCODE_VAULT_KEY_FILE").map(PathBuf::from),
+            panel: get("OPCODE_PANEL").map(|v| matches!(v.as_str(), "true" | "1" | "yes" | "on")),
             isolation: None,
             breakers: None,
             plugins: None,
@@ -118,6 +123,7 @@ impl Settings {
             },
             durability: over.durability.or(self.durability),
             vault_key_file: over.vault_key_file.or(self.vault_key_file),
+            panel: over.panel.or(self.panel),
             isolation: over.isolation.or(self.isolation),
             breakers: over.breakers.or(self.breakers),
             plugins: over.plugins.or(self.plugins),

@@ -200,12 +200,12 @@ pub async fn list(store: &dyn EventStore) -> Result<Vec<SecretInfo>, StoreError>
 /// Where the runtime's `${{secrets.NAME}}` come from: the vault when one is
 /// open, then `OPCODE_SECRET_<NAME>` environment variables.
 pub struct RuntimeSecrets {
-    vault: Option<Vault>,
+    vault: Option<Arc<Vault>>,
 }
 
 impl RuntimeSecrets {
     /// Secrets from `vault` (if any) and the environment.
-    pub fn new(vault: Option<Vault>) -> RuntimeSecrets {
+    pub fn new(vault: Option<Arc<Vault>>) -> RuntimeSecrets {
         RuntimeSecrets { vault }
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use opcode_runtime::executor::Config;
 use opcode_runtime::settings::Settings;
 use opcode_runtime::store::libsql::LibsqlStore;
-use opcode_runtime::vault::{RuntimeSecrets, open_configured};
+use opcode_runtime::vault::{RuntimeSecrets, Vault, open_configured};
 use opcode_runtime::{Durability, EventStore, Executor};
 use serde_json::Value;
 
@@ -101,6 +101,18 @@ pub async fn executor(
     vault_key_file: Option<&std::path::Path>,
     settings: Option<&Settings>,
 ) -> Result<Executor, Exit> {
+    executor_and_vault(store, adopt, vault_key_file, settings)
+        .await
+        .map(|(exec, _)| exec)
+}
+
+/// [`executor`], and the vault it reads secrets from (if one is open).
+pub async fn executor_and_vault(
+    store: Arc<dyn EventStore>,
+    adopt: bool,
+    vault_key_file: Option<&std::path::Path>,
+    settings: Option<&Settings>,
+) -> Result<(Executor, Option<Arc<Vault>>), Exit> {
     let from_file;
     let settings = if let Some(settings) = settings {
         settings
@@ -113,7 +125,8 @@ pub async fn executor(
     let from_env = std::env::var_os("OPCODE_VAULT_KEY_FILE").map(PathBuf::from);
     let vault = open_configured(store.clone(), vault_key_file.or(from_env.as_deref()))
         .await
-        .map_err(fail)?;
+        .map_err(fail)?
+        .map(Arc::new);
     let config = Config {
         adopt,
         base_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
@@ -121,11 +134,8 @@ pub async fn executor(
         breakers,
         ..Config::default()
     };
-    Ok(Executor::new(
-        store,
-        Arc::new(RuntimeSecrets::new(vault)),
-        config,
-    ))
+    let exec = Executor::new(store, Arc::new(RuntimeSecrets::new(vault.clone())), config);
+    Ok((exec, vault))
 }
 
 /// The settings file (`~/.opcode/settings.json`), for one-shot commands.

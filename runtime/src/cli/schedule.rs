@@ -1,10 +1,9 @@
 //! `opcode schedule add|list|rm|enable|disable`: scheduled jobs, stored in
 //! the database; a running daemon picks changes up within a second.
 
-use opcode_runtime::schedule::{Missed, Schedule};
+use opcode_runtime::schedule::{self, NewJob};
 use opcode_runtime::store::ScheduleRow;
 use opcode_runtime::time::{now_ms, rfc3339};
-use serde_json::Value;
 
 use super::common::{DbArgs, Exit, fail, json_arg};
 
@@ -110,45 +109,29 @@ pub async fn schedule(args: Args) -> Exit {
 }
 
 fn job_of(add: AddArgs) -> Result<ScheduleRow, Exit> {
-    Schedule::parse(&add.cron, &add.timezone).map_err(fail)?;
-    let params = json_arg(add.params.as_deref(), "--params")?
-        .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
-    if !params.is_object() {
-        return Err(fail("--params must be a JSON object"));
-    }
-    let missed = Missed::parse(&add.missed).unwrap_or(Missed::RunOnce);
-    Ok(ScheduleRow {
-        id: add.id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
-        template_name: add.template,
-        template_version: add.version,
+    let params = json_arg(add.params.as_deref(), "--params")?;
+    NewJob {
+        template: add.template,
+        version: add.version,
         cron: add.cron,
-        timezone: add.timezone,
-        params: params.to_string(),
-        agent_id: add.agent,
-        enabled: true,
-        missed: missed.as_str().to_owned(),
-        origin: "cli".into(),
-        created_at: rfc3339(now_ms()),
-        ..ScheduleRow::default()
-    })
+        timezone: Some(add.timezone),
+        params,
+        agent: add.agent,
+        missed: Some(add.missed),
+        id: add.id,
+        origin: "cli",
+    }
+    .into_row(rfc3339(now_ms()))
+    .map_err(fail)
 }
 
 async fn set_enabled(store: &dyn opcode_runtime::EventStore, id: &str, enabled: bool) -> Exit {
-    let jobs = match store.schedules().await {
-        Ok(jobs) => jobs,
-        Err(e) => return fail(e),
-    };
-    let Some(mut job) = jobs.into_iter().find(|j| j.id == id) else {
-        return fail(format!("no scheduled job `{id}`"));
-    };
-    job.enabled = enabled;
-    // Re-enabled jobs start from their next time, not from what they missed.
-    job.next_run_at = None;
-    match store.save_schedule(job).await {
-        Ok(()) => {
+    match schedule::set_enabled(store, id, enabled).await {
+        Ok(true) => {
             println!("{} {id}", if enabled { "enabled" } else { "disabled" });
             Exit::Ok
         }
+        Ok(false) => fail(format!("no scheduled job `{id}`")),
         Err(e) => fail(e),
     }
 }

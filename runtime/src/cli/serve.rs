@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use opcode_runtime::api::Api;
+use opcode_runtime::panel::Panel;
 use opcode_runtime::plugins::Plugins;
 use opcode_runtime::serve::{self, Guard, SharedGuard};
 use opcode_runtime::settings::Settings;
@@ -16,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::reload;
 
-use super::common::{Exit, executor, fail};
+use super::common::{Exit, executor_and_vault, fail};
 
 /// How long the daemon waits for its plugins to come up before serving.
 const PLUGIN_START_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
@@ -175,8 +176,8 @@ pub async fn serve(args: Args) -> Exit {
         Err(e) => return fail(e),
     };
     let key_file = settings.vault_key_file.as_deref();
-    let exec = match executor(store, true, key_file, Some(&settings)).await {
-        Ok(exec) => exec,
+    let (exec, vault) = match executor_and_vault(store, true, key_file, Some(&settings)).await {
+        Ok(made) => made,
         Err(exit) => return exit,
     };
     let shutdown = CancellationToken::new();
@@ -195,16 +196,27 @@ pub async fn serve(args: Args) -> Exit {
         exec.clone(),
         shutdown.clone(),
     ));
+    let api = Api::new(exec).with_plugins(plugins);
+    let panel = settings
+        .panel
+        .unwrap_or(true)
+        .then(|| Panel::new(api.clone(), vault, guard.clone()));
     let app = serve::router(
-        Api::new(exec).with_plugins(plugins),
+        api,
         settings.base_url.clone(),
         guard.clone(),
         &shutdown,
+        panel,
     );
     tokio::spawn(reload_on_hangup(args.clone(), listen, guard, logs));
     tracing::info!(%listen, db = %db.display(), "opcode is listening: MCP at /mcp (Streamable HTTP) and /sse (legacy SSE)");
     eprintln!(
-        "opcode: listening on http://{listen} (MCP: /mcp, legacy SSE: /sse); database {}",
+        "opcode: listening on http://{listen} (MCP: /mcp, legacy SSE: /sse{}); database {}",
+        if settings.panel.unwrap_or(true) {
+            ", panel: /"
+        } else {
+            ""
+        },
         db.display()
     );
     let stop = shutdown.clone();

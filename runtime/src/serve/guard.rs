@@ -1,6 +1,7 @@
 //! The checks every HTTP request passes first: `Host` (against DNS
 //! rebinding), `Origin` (a browser page of another site gets 403) and, when
-//! configured, a bearer token (401 without it).
+//! configured, a token: the bearer header, or the panel's sign-in cookie
+//! (401 without it; a browser asking for a page is sent to `/login`).
 
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -8,7 +9,13 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::{IntoResponse, Redirect, Response};
+
+/// The cookie the panel's sign-in page sets to the token.
+pub const TOKEN_COOKIE: &str = "opcode_token";
+
+/// The one path a request without the token may reach: the sign-in page.
+const SIGN_IN: &str = "/login";
 
 /// What the guard lets through.
 #[derive(Debug, Clone, Default)]
@@ -37,11 +44,12 @@ impl Guard {
             }
         }
         if let Some(token) = &self.token {
-            let given = headers
+            let bearer = headers
                 .get(header::AUTHORIZATION)
                 .and_then(|h| h.to_str().ok())
                 .and_then(|h| h.strip_prefix("Bearer "));
-            if !given.is_some_and(|g| same(g.as_bytes(), token.as_bytes())) {
+            let valid = |given: &str| same(given.as_bytes(), token.as_bytes());
+            if !bearer.is_some_and(valid) && !cookie(headers, TOKEN_COOKIE).is_some_and(valid) {
                 return Some((StatusCode::UNAUTHORIZED, "a bearer token is required"));
             }
         }
@@ -68,6 +76,18 @@ impl Guard {
     }
 }
 
+/// The value of cookie `name`, if the request carries it.
+fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|h| h.to_str().ok())
+        .flat_map(|h| h.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value)
+}
+
 /// `name` of `name:port`, `[v6]:port` or `name`.
 fn host_name(authority: &str) -> &str {
     if let Some(rest) = authority.strip_prefix('[') {
@@ -84,7 +104,7 @@ fn is_loopback_name(name: &str) -> bool {
 }
 
 /// Compares without stopping at the first difference.
-fn same(a: &[u8], b: &[u8]) -> bool {
+pub fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -99,9 +119,23 @@ pub async fn guard(
         .unwrap_or_else(PoisonError::into_inner)
         .check(request.headers());
     match refused {
+        Some((StatusCode::UNAUTHORIZED, _)) if request.uri().path() == SIGN_IN => {
+            next.run(request).await
+        }
+        Some((StatusCode::UNAUTHORIZED, _)) if wants_page(request.headers()) => {
+            Redirect::to(SIGN_IN).into_response()
+        }
         Some((status, message)) => (status, message).into_response(),
         None => next.run(request).await,
     }
+}
+
+/// Is this a browser navigating to a page?
+fn wants_page(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/html"))
 }
 
 #[cfg(test)]
@@ -158,5 +192,12 @@ mod tests {
         assert!(guard.check(&good).is_none());
         let wrong = headers(&[(header::AUTHORIZATION, "Bearer s3cre")]);
         assert_eq!(guard.check(&wrong).unwrap().0, StatusCode::UNAUTHORIZED);
+        let signed_in = headers(&[(header::COOKIE, "theme=dark; opcode_token=s3cret")]);
+        assert!(guard.check(&signed_in).is_none());
+        let bad_cookie = headers(&[(header::COOKIE, "opcode_token=nope")]);
+        assert_eq!(
+            guard.check(&bad_cookie).unwrap().0,
+            StatusCode::UNAUTHORIZED
+        );
     }
 }

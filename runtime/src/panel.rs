@@ -1,0 +1,122 @@
+//! The web panel (spec/panel.md): server-rendered pages over the store and
+//! the MCP tools' logic ([`Api`]), so an action taken here is the same as
+//! the tool call. Every page works without JavaScript; the embedded script
+//! only refreshes the live parts of a page.
+
+mod assets;
+mod dashboard;
+mod decisions;
+mod events;
+mod layout;
+mod live;
+mod login;
+mod scheduler;
+mod secrets;
+mod templates;
+mod workflows;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+
+use crate::api::Api;
+use crate::serve::SharedGuard;
+use crate::store::EventStore;
+use crate::vault::Vault;
+
+/// A submitted form's fields.
+pub(crate) type Fields = HashMap<String, String>;
+
+/// What the panel's pages share.
+#[derive(Clone)]
+pub struct Panel {
+    api: Api,
+    csrf: Arc<str>,
+    vault: Option<Arc<Vault>>,
+    guard: SharedGuard,
+}
+
+impl std::fmt::Debug for Panel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Panel").finish_non_exhaustive()
+    }
+}
+
+impl Panel {
+    /// The panel over `api`; `vault` (when open) lets it set secrets, and
+    /// `guard` holds the token the sign-in page checks.
+    pub fn new(api: Api, vault: Option<Arc<Vault>>, guard: SharedGuard) -> Panel {
+        let csrf = format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
+        Panel {
+            api,
+            csrf: csrf.into(),
+            vault,
+            guard,
+        }
+    }
+
+    fn store(&self) -> &Arc<dyn EventStore> {
+        self.api.executor().store()
+    }
+
+    /// Is the form's CSRF token this daemon's?
+    fn csrf_ok(&self, fields: &Fields) -> bool {
+        fields
+            .get("csrf")
+            .is_some_and(|given| crate::serve::guard::same(given.as_bytes(), self.csrf.as_bytes()))
+    }
+}
+
+/// The panel's routes.
+pub fn router(panel: Panel) -> Router {
+    Router::new()
+        .route("/", get(dashboard::page))
+        .route("/workflows", get(workflows::list))
+        .route("/workflows/{id}", get(workflows::detail))
+        .route("/workflows/{id}/{action}", post(workflows::act))
+        .route("/templates", get(templates::list).post(templates::create))
+        .route("/templates/{name}", get(templates::detail))
+        .route("/templates/{name}/run", post(templates::run))
+        .route("/decisions", get(decisions::list))
+        .route("/decisions/resolve", post(decisions::resolve))
+        .route("/scheduler", get(scheduler::list).post(scheduler::create))
+        .route("/scheduler/preview", get(scheduler::preview))
+        .route("/scheduler/{id}/{action}", post(scheduler::act))
+        .route("/events", get(events::list))
+        .route("/agents", get(events::agents))
+        .route("/secrets", get(secrets::list).post(secrets::set))
+        .route("/secrets/{name}/delete", post(secrets::delete))
+        .route("/login", get(login::page).post(login::submit))
+        .route("/panel/live", get(live::stream))
+        .route("/static/{file}", get(assets::serve))
+        .with_state(panel)
+}
+
+/// Back to `to` after a form, with `error` shown there if the action failed.
+fn back(to: &str, error: Option<String>) -> Response {
+    match error {
+        None => Redirect::to(to).into_response(),
+        Some(message) => {
+            let sep = if to.contains('?') { '&' } else { '?' };
+            let message = layout::encode(&message);
+            Redirect::to(&format!("{to}{sep}error={message}")).into_response()
+        }
+    }
+}
+
+/// The answer to a form without this daemon's CSRF token.
+fn forbidden() -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        "missing or wrong CSRF token: reload the page and try again",
+    )
+        .into_response()
+}

@@ -1,0 +1,101 @@
+//! Pending decisions, answered with their option buttons or a free-form
+//! choice; the answer goes through `opcode.signal`, so it is validated,
+//! recorded and resumes the workflow as over MCP.
+
+use axum::Form;
+use axum::extract::{Query, State};
+use axum::response::{IntoResponse, Response};
+use maud::html;
+use serde_json::{Value, json};
+
+use super::layout::{self, csrf, empty, json_text, time, workflow_link};
+use super::workflows::{call, failure};
+use super::{Fields, Panel, back, forbidden};
+
+/// `GET /decisions`.
+pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Response {
+    let pending = match panel.store().decisions(None, Some("pending")).await {
+        Ok(rows) => rows,
+        Err(e) => return failure(&e),
+    };
+    let body = html! {
+        section #decision-list data-live {
+            @if pending.is_empty() {
+                (empty("No decision is waiting."))
+            }
+            @for d in &pending {
+                @let options: Vec<Value> = serde_json::from_str(&d.options).unwrap_or_default();
+                article.decision {
+                    h2 { (d.prompt) }
+                    p.muted {
+                        (workflow_link(&d.workflow_id)) " · step " code { (d.step_id) }
+                        " · asked " (time(Some(&d.created_at)))
+                        @if let Some(at) = &d.timeout_at { " · times out " (time(Some(at))) }
+                        @if let Some(target) = &d.target_agent { " · for " (target) }
+                    }
+                    @if d.context != "{}" && d.context != "null" && !d.context.is_empty() {
+                        details { summary { "Context" } (json_text(&d.context)) }
+                    }
+                    form method="post" action="/decisions/resolve" {
+                        (csrf(&panel))
+                        input type="hidden" name="workflow_id" value=(d.workflow_id);
+                        input type="hidden" name="decision" value=(d.id);
+                        label { "Reasoning (optional) " textarea name="reasoning" rows="2" {} }
+                        div.options {
+                            @for o in &options {
+                                @let id = o.get("id").and_then(Value::as_str).or_else(|| o.as_str()).unwrap_or("");
+                                button type="submit" name="choice" value=(id) title=[o.get("description").and_then(Value::as_str)] {
+                                    (o.get("label").and_then(Value::as_str).unwrap_or(id))
+                                }
+                            }
+                        }
+                        @if options.is_empty() {
+                            label { "Answer " input type="text" name="other" required; }
+                            button type="submit" { "Answer" }
+                        } @else {
+                            details.other {
+                                summary { "Another answer" }
+                                label { "Choice " input type="text" name="other"; }
+                                button type="submit" { "Answer" }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    layout::page(&panel, "Decisions", "/decisions", &query, None, &body).into_response()
+}
+
+/// `POST /decisions/resolve`.
+pub async fn resolve(State(panel): State<Panel>, Form(fields): Form<Fields>) -> Response {
+    if !panel.csrf_ok(&fields) {
+        return forbidden();
+    }
+    let get = |key: &str| fields.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let (Some(workflow), Some(decision)) = (get("workflow_id"), get("decision")) else {
+        return back(
+            "/decisions",
+            Some("the form lacks the workflow or the decision".into()),
+        );
+    };
+    let Some(choice) = get("choice").or_else(|| get("other")) else {
+        return back(
+            "/decisions",
+            Some("choose an option or type an answer".into()),
+        );
+    };
+    let mut args = json!({
+        "workflow_id": workflow,
+        "signal_type": "decision",
+        "step_id": decision,
+        "payload": {"choice": choice},
+    });
+    if let Some(reasoning) = get("reasoning") {
+        args["reasoning"] = json!(reasoning);
+    }
+    match call(&panel, "opcode.signal", args).await {
+        Ok(_) => back(&format!("/workflows/{}", layout::encode(workflow)), None),
+        Err(e) => back("/decisions", Some(format!("{}: {}", e.code.id, e.message))),
+    }
+}

@@ -1,0 +1,95 @@
+//! The event log across workflows, and the agents.
+
+use axum::extract::{Query, State};
+use axum::response::{IntoResponse, Response};
+use maud::html;
+
+use super::layout::{self, empty, encode, json_text, time, workflow_link};
+use super::workflows::failure;
+use super::{Fields, Panel};
+use crate::store::EventFilter;
+
+/// Events a page shows.
+const SHOWN: u32 = 200;
+
+/// `GET /events?workflow=&type=`.
+pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Response {
+    let pick = |key: &str| {
+        query
+            .get(key)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    let (workflow, event_type) = (pick("workflow"), pick("type"));
+    let filter = EventFilter {
+        workflow_id: workflow.clone(),
+        event_type: event_type.clone(),
+        ..EventFilter::default()
+    };
+    let mut found = match panel.store().find_entries(filter).await {
+        Ok(rows) => rows,
+        Err(e) => return failure(&e),
+    };
+    if workflow.is_some() {
+        // One workflow's come in log order: show the newest first too.
+        found.reverse();
+    }
+    found.truncate(SHOWN as usize);
+    let body = html! {
+        form.filters method="get" action="/events" {
+            label { "Workflow " input type="text" name="workflow" value=[workflow.as_deref()]; }
+            label { "Type " input type="text" name="type" value=[event_type.as_deref()] placeholder="step_failed"; }
+            button type="submit" { "Filter" }
+        }
+        section #event-list data-live {
+            @if found.is_empty() { (empty("No event matches.")) } @else {
+                table {
+                    thead { tr { th { "When" } th { "Workflow" } th { "#" } th { "Event" } th { "Step" } th { "Payload" } } }
+                    tbody {
+                        @for f in &found {
+                            tr {
+                                td { (time(Some(&f.entry.at))) }
+                                td { (workflow_link(&f.workflow_id)) }
+                                td { (f.entry.seq) }
+                                td { a href={"/events?type=" (encode(&f.entry.event_type))} { code { (f.entry.event_type) } } }
+                                td { @if let Some(step) = &f.entry.step_id { code { (step) } } }
+                                td { details { summary { "payload" } (json_text(&f.entry.payload)) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    layout::page(&panel, "Events", "/events", &query, None, &body).into_response()
+}
+
+/// `GET /agents`.
+pub async fn agents(State(panel): State<Panel>, Query(query): Query<Fields>) -> Response {
+    let agents = match panel.store().agents().await {
+        Ok(rows) => rows,
+        Err(e) => return failure(&e),
+    };
+    let body = html! {
+        section #agent-list data-live {
+            @if agents.is_empty() {
+                (empty("No agent yet: agents appear when they call a tool with an agent_id."))
+            } @else {
+                table {
+                    thead { tr { th { "Agent" } th { "First seen" } th { "Last seen" } th {} } }
+                    tbody {
+                        @for a in &agents {
+                            tr {
+                                td { (a.id) }
+                                td { (time(Some(&a.created_at))) }
+                                td { (time(Some(&a.last_seen_at))) }
+                                td { a href={"/workflows?agent=" (encode(&a.id))} { "Workflows →" } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    layout::page(&panel, "Agents", "/agents", &query, None, &body).into_response()
+}

@@ -1,0 +1,136 @@
+//! The page shell and the small pieces every page uses.
+
+use maud::{DOCTYPE, Markup, html};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use serde_json::Value;
+
+use super::{Fields, Panel};
+
+/// The sections of the navigation bar.
+const NAV: [(&str, &str); 8] = [
+    ("/", "Dashboard"),
+    ("/workflows", "Workflows"),
+    ("/templates", "Templates"),
+    ("/decisions", "Decisions"),
+    ("/scheduler", "Scheduler"),
+    ("/events", "Events"),
+    ("/agents", "Agents"),
+    ("/secrets", "Secrets"),
+];
+
+/// A full page: `active` is the navigation entry's path; `scope` (a
+/// workflow id) limits live refreshes to that workflow's changes.
+pub(crate) fn page(
+    panel: &Panel,
+    title: &str,
+    active: &str,
+    query: &Fields,
+    scope: Option<&str>,
+    body: &Markup,
+) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="csrf-token" content=(panel.csrf);
+                title { (title) " · opcode" }
+                link rel="icon" href="data:,";
+                link rel="stylesheet" href="/static/panel.css";
+                script src="/static/panel.js" defer {}
+            }
+            body data-scope=[scope] {
+                header {
+                    a.brand href="/" { "opcode" }
+                    nav {
+                        @for (href, label) in NAV {
+                            a href=(href) aria-current=[(href == active).then_some("page")] { (label) }
+                        }
+                    }
+                    span.live-state title="Live updates" {}
+                }
+                main {
+                    h1 { (title) }
+                    @if let Some(error) = query.get("error") {
+                        p.flash.error role="alert" { (error) }
+                    }
+                    @if let Some(notice) = query.get("notice") {
+                        p.flash.notice role="status" { (notice) }
+                    }
+                    (body)
+                }
+            }
+        }
+    }
+}
+
+/// The hidden CSRF field every form carries.
+pub(crate) fn csrf(panel: &Panel) -> Markup {
+    html! { input type="hidden" name="csrf" value=(panel.csrf); }
+}
+
+/// A status as a coloured badge.
+pub(crate) fn status(status: &str) -> Markup {
+    html! { span class={"badge " (status)} { (status) } }
+}
+
+/// An RFC 3339 time, shorter, with the full value on hover.
+pub(crate) fn time(at: Option<&str>) -> Markup {
+    match at {
+        Some(at) if !at.is_empty() => {
+            let short = at.replace('T', " ");
+            let short = short
+                .split('.')
+                .next()
+                .unwrap_or(&short)
+                .trim_end_matches('Z');
+            html! { time datetime=(at) title=(at) { (short) } }
+        }
+        _ => html! { span.muted { "—" } },
+    }
+}
+
+/// JSON text, pretty-printed in a block (as it is when it does not parse).
+pub(crate) fn json_text(text: &str) -> Markup {
+    let pretty = serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| text.to_owned());
+    html! { pre.json { (pretty) } }
+}
+
+/// What [`encode`] escapes: all but RFC 3986's unreserved characters.
+const ESCAPED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// `text` as one URL path segment or query value.
+pub(crate) fn encode(text: &str) -> String {
+    utf8_percent_encode(text, ESCAPED).to_string()
+}
+
+/// A link to a workflow's page.
+pub(crate) fn workflow_link(id: &str) -> Markup {
+    html! { a.id href={"/workflows/" (encode(id))} { (id) } }
+}
+
+/// An SVG diagram (base64, from `opcode.diagram`) as an image.
+pub(crate) fn diagram(result: &Value) -> Markup {
+    if let Some(data) = result.get("image").and_then(Value::as_str) {
+        html! {
+            figure.diagram {
+                img src={"data:image/svg+xml;base64," (data)} alt="Workflow diagram";
+            }
+        }
+    } else {
+        html! { p.muted { "No diagram." } }
+    }
+}
+
+/// An empty state's sentence.
+pub(crate) fn empty(text: &str) -> Markup {
+    html! { p.empty { (text) } }
+}

@@ -1,0 +1,39 @@
+//! `GET /panel/live`: one SSE `change` event per commit that appended log
+//! entries, so open pages refresh what they show.
+
+use std::convert::Infallible;
+
+use axum::extract::State;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures::Stream;
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::Panel;
+
+/// The stream.
+pub async fn stream(
+    State(panel): State<Panel>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let feed = panel.api.executor().appended();
+    let events = futures::stream::unfold(feed, |mut feed| async move {
+        let data = match feed.recv().await {
+            Ok(appended) => {
+                let types: Vec<&str> = appended
+                    .entries
+                    .iter()
+                    .map(|e| e.event_type.as_str())
+                    .collect();
+                json!({"workflow_id": appended.workflow_id, "status": appended.status, "types": types})
+            }
+            // Missed some: every page should look again.
+            Err(RecvError::Lagged(_)) => json!({"workflow_id": null}),
+            Err(RecvError::Closed) => return None,
+        };
+        Some((
+            Ok(Event::default().event("change").data(data.to_string())),
+            feed,
+        ))
+    });
+    Sse::new(events).keep_alive(KeepAlive::default())
+}
