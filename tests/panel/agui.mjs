@@ -1,0 +1,51 @@
+// The AG-UI run streams, parsed and verified by the official client: an
+// HttpAgent runs to the decision's interrupt, resumes with the answer and
+// runs to completion; a finished run replays; a wrong answer is a RUN_ERROR.
+import { HttpAgent, runHttpRequest, transformHttpEventStream, verifyEvents } from "@ag-ui/client";
+import { lastValueFrom, toArray } from "rxjs";
+import { approval, check, define, run, untilDecision } from "./panel-client.mjs";
+
+const base = process.argv[2];
+await define(base, approval("agui-approval"));
+
+// 1. Run to the interrupt, then resume with the interrupt's answer.
+const id = await run(base, "agui-approval");
+await untilDecision(base, id);
+const agent = new HttpAgent({ url: `${base}/api/runs/${encodeURIComponent(id)}/ag-ui`, threadId: id });
+const seen = [];
+agent.subscribe({ onEvent: ({ event }) => { seen.push(event.type); } });
+await agent.runAgent();
+check(agent.pendingInterrupts.length === 1, `one interrupt expected, got ${JSON.stringify(agent.pendingInterrupts)}`);
+const [interrupt] = agent.pendingInterrupts;
+check(interrupt.id === "gate" && interrupt.reason === "decision", `interrupt: ${JSON.stringify(interrupt)}`);
+check(JSON.stringify(interrupt.responseSchema.properties.choice.enum) === '["yes","no"]', "the options as a JSON schema enum");
+check(agent.state.status === "suspended" && agent.state.steps.prepare.status === "completed", `state: ${JSON.stringify(agent.state)}`);
+
+seen.length = 0;
+const { result } = await agent.runAgent({ resume: [{ interruptId: "gate", status: "resolved", payload: { choice: "yes", reasoning: "looks good" } }] });
+check(agent.pendingInterrupts.length === 0, "no interrupt after resuming");
+check(agent.state.status === "completed", `completed state expected: ${JSON.stringify(agent.state)}`);
+check(agent.state.steps.gate.status === "completed" && agent.state.steps.gate.output.choice === "yes", "the decision's output in the state");
+check(seen.includes("STEP_STARTED") && seen.includes("STEP_FINISHED") && seen.at(-1) === "RUN_FINISHED", `events: ${seen}`);
+console.log(`ag-ui: interrupt, resume and completion verified (${seen.length} events in the resumed run; result ${JSON.stringify(result)})`);
+
+// 2. A finished run over GET: the raw stream through the client's parser and verifier.
+const events = await lastValueFrom(
+  transformHttpEventStream(runHttpRequest(() => fetch(`${base}/api/runs/${encodeURIComponent(id)}/ag-ui`)))
+    .pipe(verifyEvents(false), toArray()),
+);
+const types = events.map((e) => e.type);
+check(types[0] === "RUN_STARTED" && types[1] === "STATE_SNAPSHOT" && types.at(-1) === "RUN_FINISHED", `replay: ${types}`);
+check(events.at(-1).outcome.type === "success", "the replay ends in success");
+
+// 3. An answer that is not an option: the decision stays pending and the run errors.
+const other = await run(base, "agui-approval");
+await untilDecision(base, other);
+const wrong = new HttpAgent({ url: `${base}/api/runs/${encodeURIComponent(other)}/ag-ui`, threadId: other });
+let error = null;
+wrong.subscribe({ onRunErrorEvent: ({ event }) => { error = event; } });
+await wrong.runAgent().catch(() => {});
+await wrong.runAgent({ resume: [{ interruptId: "gate", status: "resolved", payload: "maybe" }] }).catch(() => {});
+check(error && /^R01/.test(error.code), `a RUN_ERROR with the tool's code expected, got ${JSON.stringify(error)}`);
+await untilDecision(base, other);
+console.log(`ag-ui: a wrong answer is ${error.code}: ${error.message}`);

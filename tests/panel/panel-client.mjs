@@ -1,0 +1,62 @@
+// Plain-HTTP use of the panel's forms, as a browser without JavaScript
+// would post them: shared by the AG-UI and browser tests.
+
+/** The CSRF token the panel prints into every page. */
+export async function csrfToken(base) {
+  const page = await (await fetch(`${base}/`)).text();
+  const match = page.match(/name="csrf-token" content="([^"]+)"/);
+  if (!match) throw new Error("no CSRF token on the dashboard");
+  return match[1];
+}
+
+/** Posts `fields` as a form; answers the status, redirect and body. */
+export async function postForm(base, path, fields) {
+  const body = new URLSearchParams({ csrf: await csrfToken(base), ...fields });
+  const response = await fetch(`${base}${path}`, { method: "POST", body, redirect: "manual" });
+  return { status: response.status, location: response.headers.get("location"), text: await response.text() };
+}
+
+/** A template whose run asks one decision (`gate`: yes or no) between two logs. */
+export const approval = (name) => ({
+  name,
+  description: "Prepare, ask, finish",
+  definition: {
+    steps: [
+      { id: "prepare", action: "workflow.log", params: { message: "preparing" } },
+      {
+        id: "gate", type: "reasoning", depends_on: ["prepare"],
+        config: { prompt_context: "Ship it?", options: [{ id: "yes", description: "ship" }, { id: "no", description: "stop" }] },
+      },
+      { id: "done", action: "workflow.log", depends_on: ["gate"], params: { message: "chose ${{steps.gate.output.choice}}" } },
+    ],
+  },
+});
+
+/** Defines `template` (a whole template object) through the panel's form. */
+export async function define(base, template) {
+  const answer = await postForm(base, "/templates", { format: "json", source: JSON.stringify(template) });
+  if (answer.status !== 303) throw new Error(`defining ${template.name}: ${answer.status} ${answer.text.slice(0, 400)}`);
+}
+
+/** Starts a run of template `name`; answers the workflow id. */
+export async function run(base, name) {
+  const answer = await postForm(base, `/templates/${name}/run`, { params: "{}" });
+  const match = answer.location && answer.location.match(/^\/workflows\/(.+)$/);
+  if (!match) throw new Error(`running ${name}: ${answer.status} ${answer.location}`);
+  return decodeURIComponent(match[1]);
+}
+
+/** Waits until workflow `id` has a pending decision. */
+export async function untilDecision(base, id) {
+  for (let i = 0; i < 100; i++) {
+    const page = await (await fetch(`${base}/decisions`)).text();
+    if (page.includes(`value="${id}"`)) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`workflow ${id} never asked its decision`);
+}
+
+/** Fails with `message` unless `condition`. */
+export function check(condition, message) {
+  if (!condition) throw new Error(message);
+}
