@@ -7,7 +7,7 @@
 //! in the `step_id` column, not in the payload.
 
 use opcode_vm::Plan;
-use opcode_vm::effect::Record;
+use opcode_vm::effect::{Dispatch, Record};
 use opcode_vm::event::{EVENT_VERSION, Event};
 use serde_json::{Map, Value};
 
@@ -48,6 +48,17 @@ pub fn record(at: &str, record: &Record, plan: &Plan) -> NewEntry {
         step_id: record.inst().map(|inst| plan.instance_name(inst)),
         version: RECORD_VERSION,
         payload: Value::Object(payload).to_string(),
+    }
+}
+
+/// Adds what a `step_started` entry's attempt calls: `action`, and `input`,
+/// the resolved params with each secret as its `${{secrets.NAME}}`
+/// reference (values are written into the call only, at dispatch).
+pub fn add_dispatch(entry: &mut NewEntry, dispatch: &Dispatch) {
+    if let Ok(Value::Object(mut payload)) = serde_json::from_str::<Value>(&entry.payload) {
+        payload.insert("action".into(), dispatch.action.as_str().into());
+        payload.insert("input".into(), opcode_stdlib::exec::shown_params(dispatch));
+        entry.payload = Value::Object(payload).to_string();
     }
 }
 

@@ -273,6 +273,26 @@ pub async fn resolve_secrets(
     Ok((params, revealed))
 }
 
+/// A dispatch's params as people may see them: each secret written as its
+/// reference, `${{secrets.NAME}}`, never its value.
+pub fn shown_params(dispatch: &Dispatch) -> Value {
+    let mut params = dispatch.params.clone();
+    for site in &dispatch.secrets {
+        let text: String = site
+            .parts
+            .iter()
+            .map(|part| match part {
+                SecretPart::Text(t) => t.clone(),
+                SecretPart::Secret(name) => format!("${{{{secrets.{name}}}}}"),
+            })
+            .collect();
+        if let Some(slot) = at_path(&mut params, &site.path) {
+            *slot = Value::String(text);
+        }
+    }
+    params
+}
+
 fn at_path<'v>(value: &'v mut Value, path: &[PathSeg]) -> Option<&'v mut Value> {
     let mut current = value;
     for segment in path {

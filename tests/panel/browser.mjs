@@ -1,7 +1,7 @@
 // Headless Chromium (Debian's) walks the panel's main user paths, as a new
 // user would, and saves a screenshot of every page it visits.
 import { chromium } from "playwright-core";
-import { approval, check, define, untilDecision } from "./panel-client.mjs";
+import { approval, check, define, run, untilDecision } from "./panel-client.mjs";
 
 const [base, artifacts] = process.argv.slice(2);
 const browser = await chromium.launch({
@@ -74,6 +74,7 @@ await page.waitForURL(/\/workflows\//);
 await watcher.waitForFunction(() => document.querySelector("#summary .badge")?.textContent === "completed", null, { timeout: 10000 });
 const steps = await text(watcher, "#steps");
 check(steps.includes("done") && !steps.includes("suspended"), `steps after the decision: ${steps}`);
+check(steps.includes("workflow.log"), "each step's action is shown");
 check((await text(watcher, "#timeline")).includes("decision_resolved"), "the resolution is in the events");
 await shot(watcher, "06-workflow-completed-live");
 
@@ -114,6 +115,20 @@ await page.click("form[action='/secrets'] button");
 await page.waitForSelector("text=API_TOKEN");
 check(!(await page.content()).includes("s3cr3t-value-never-shown"), "a secret's value never reaches a page");
 await shot(page, "08-secrets");
+
+// A run that uses the secret: its page shows the step's input and output, never the value.
+await define(base, {
+  name: "uses-secret",
+  definition: { steps: [{ id: "call", action: "workflow.log", params: { message: "token ${{secrets.API_TOKEN}}" } }] },
+});
+const secretRun = await run(base, "uses-secret");
+await page.goto(`${base}/workflows/${encodeURIComponent(secretRun)}`);
+await page.waitForFunction(() => document.querySelector("#summary .badge")?.textContent === "completed", null, { timeout: 10000 });
+await page.click("#steps summary:text('input')");
+const secretPage = await page.content();
+check(!secretPage.includes("s3cr3t-value-never-shown"), "no secret value on the workflow's page");
+check((await text(page, "#steps")).includes("token ${{secrets.API_TOKEN}}"), "the step's input shows the secret's reference");
+await shot(page, "08b-workflow-with-secret");
 
 // The rest of the pages, with what the walk produced.
 for (const [path, name, expected] of [

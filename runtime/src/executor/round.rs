@@ -131,7 +131,17 @@ impl Round {
                         at: self.at.clone(),
                     });
                 }
-                Effect::Dispatch(_) | Effect::CancelDispatch { .. } => self.perform.push(effect),
+                Effect::Dispatch(ref dispatch) => {
+                    let step = plan.instance_name(&dispatch.inst);
+                    let started = self.entries.iter_mut().rev().find(|e| {
+                        e.event_type == "step_started" && e.step_id.as_ref() == Some(&step)
+                    });
+                    if let Some(entry) = started {
+                        log::add_dispatch(entry, dispatch);
+                    }
+                    self.perform.push(effect);
+                }
+                Effect::CancelDispatch { .. } => self.perform.push(effect),
                 Effect::AwaitSignal { .. } => {}
             }
         }

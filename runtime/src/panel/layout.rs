@@ -100,6 +100,11 @@ pub(crate) fn json_text(text: &str) -> Markup {
     html! { pre.json { (pretty) } }
 }
 
+/// A JSON value, pretty-printed in a block.
+pub(crate) fn json_value(value: &Value) -> Markup {
+    html! { pre.json { (serde_json::to_string_pretty(value).unwrap_or_default()) } }
+}
+
 /// What [`encode`] escapes: all but RFC 3986's unreserved characters.
 const ESCAPED: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')

@@ -1,5 +1,6 @@
 //! The workflows: a filtered list, one workflow's page, and its actions.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -11,7 +12,9 @@ use maud::{Markup, html};
 use serde_json::{Value, json};
 
 use super::dashboard::STATUSES;
-use super::layout::{self, csrf, empty, encode, json_text, status, time, workflow_link};
+use super::layout::{
+    self, csrf, empty, encode, json_text, json_value, status, time, workflow_link,
+};
 use super::{Fields, Panel, back, forbidden};
 use crate::api::ToolError;
 use crate::store::{TemplateFilter, WorkflowFilter};
@@ -196,6 +199,16 @@ pub async fn detail(
         )
         .await
         .unwrap_or(Value::Null);
+    // Each step's last attempt's action and input, from its `step_started`.
+    let mut inputs: HashMap<&str, Value> = HashMap::new();
+    for entry in &entries {
+        if let (Some(step), "step_started") = (&entry.step_id, entry.event_type.as_str())
+            && let Ok(payload) = serde_json::from_str::<Value>(&entry.payload)
+            && payload.get("input").is_some()
+        {
+            inputs.insert(step, payload);
+        }
+    }
     let running = matches!(row.status.as_str(), "active" | "pending" | "suspended");
     let action = |name: &str, label: &str, class: &str| -> Markup {
         html! {
@@ -238,15 +251,18 @@ pub async fn detail(
             h2 { "Steps" }
             @if steps.is_empty() { (empty("No step has started yet.")) } @else {
                 table {
-                    thead { tr { th { "Step" } th { "Status" } th { "Attempts" } th { "Duration" } th { "Output / error" } } }
+                    thead { tr { th { "Step" } th { "Action" } th { "Status" } th { "Attempts" } th { "Duration" } th { "Input, output, error" } } }
                     tbody {
                         @for s in &steps {
+                            @let called = inputs.get(s.step_id.as_str());
                             tr {
                                 td { code { (s.step_id) } }
+                                td { @if let Some(action) = called.and_then(|c| c["action"].as_str()) { code { (action) } } }
                                 td { (status(&s.status)) }
                                 td { (s.attempt) }
                                 td { @if let Some(ms) = s.duration_ms { (ms) " ms" } }
                                 td {
+                                    @if let Some(called) = called { details { summary { "input" } (json_value(&called["input"])) } }
                                     @if let Some(output) = &s.output { details { summary { "output" } (json_text(output)) } }
                                     @if let Some(error) = &s.error { details open { summary { "error" } (json_text(error)) } }
                                 }
