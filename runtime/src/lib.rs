@@ -18,6 +18,7 @@ pub mod executor;
 pub mod log;
 pub mod mcp;
 pub mod metrics;
+pub mod otel;
 pub mod owner;
 pub mod panel;
 pub mod plugins;

@@ -51,6 +51,10 @@ pub struct Settings {
     /// default on).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub panel: Option<bool>,
+    /// Export traces to this OTLP/HTTP collector, such as
+    /// `http://localhost:4318` (`OTEL_EXPORTER_OTLP_ENDPOINT`; default off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub otel_endpoint: Option<String>,
     /// Isolation defaults for `shell.exec` and path rules for `fs.*` (file
     /// only; see spec/isolation.md). Isolation is on unless `enabled: false`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -102,6 +106,7 @@ impl Settings {
             durability: get("OPCODE_DURABILITY"),
             vault_key_file: get("OPCODE_VAULT_KEY_FILE").map(PathBuf::from),
             panel: get("OPCODE_PANEL").map(|v| matches!(v.as_str(), "true" | "1" | "yes" | "on")),
+            otel_endpoint: get("OTEL_EXPORTER_OTLP_ENDPOINT"),
             isolation: None,
             breakers: None,
             plugins: None,
@@ -124,6 +129,7 @@ impl Settings {
             durability: over.durability.or(self.durability),
             vault_key_file: over.vault_key_file.or(self.vault_key_file),
             panel: over.panel.or(self.panel),
+            otel_endpoint: over.otel_endpoint.or(self.otel_endpoint),
             isolation: over.isolation.or(self.isolation),
             breakers: over.breakers.or(self.breakers),
             plugins: over.plugins.or(self.plugins),

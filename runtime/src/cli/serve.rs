@@ -191,6 +191,12 @@ pub async fn serve(args: Args) -> Exit {
         Ok(_) => {}
         Err(e) => tracing::error!(error = %e, "recovery failed"),
     }
+    if let Some(endpoint) = &settings.otel_endpoint {
+        match opcode_runtime::otel::start(&exec, endpoint, shutdown.clone()) {
+            Ok(()) => tracing::info!(%endpoint, "exporting traces"),
+            Err(e) => return fail(e),
+        }
+    }
     let guard: SharedGuard = Arc::new(RwLock::new(guard_of(&settings, &listen)));
     tokio::spawn(opcode_runtime::scheduler::run(
         exec.clone(),
