@@ -50,7 +50,8 @@ const diagramLoaded = await page.locator("figure.diagram img").evaluate((img) =>
 check(diagramLoaded, "the diagram image renders");
 await shot(page, "03-template");
 
-// Run it: the workflow suspends on its decision.
+// Run it as an agent: the workflow suspends on its decision.
+await page.fill("form[action$='/run'] input[name=agent]", "release-bot");
 await page.click("form[action$='/run'] button[type=submit]");
 await page.waitForURL(/\/workflows\//);
 const id = decodeURIComponent(new URL(page.url()).pathname.split("/").pop());
@@ -106,6 +107,11 @@ check(jobs.includes("30 9 * * 1-5") && jobs.includes("Europe/Madrid") && jobs.in
 await page.click("#job-list button:text('Disable')");
 await page.waitForSelector("#job-list button:text('Enable')");
 await shot(page, "07-scheduler");
+await page.fill("input[name=cron]", "@hourly");
+await page.click("#create-job button:text('Create')");
+await page.waitForSelector("#job-list td:has-text('@hourly')");
+await page.click("#job-list tr:has-text('@hourly') button:text('Delete')");
+await page.waitForFunction(() => !document.querySelector("#job-list").textContent.includes("@hourly"));
 
 // Secrets: names only.
 await page.goto(`${base}/secrets`);
@@ -129,13 +135,20 @@ const secretPage = await page.content();
 check(!secretPage.includes("s3cr3t-value-never-shown"), "no secret value on the workflow's page");
 check((await text(page, "#steps")).includes("token ${{secrets.API_TOKEN}}"), "the step's input shows the secret's reference");
 await shot(page, "08b-workflow-with-secret");
+await page.goto(`${base}/secrets`);
+await page.fill("input[name=name]", "OLD_TOKEN");
+await page.fill("input[name=value]", "old");
+await page.click("form[action='/secrets'] button");
+await page.click("tr:has-text('OLD_TOKEN') button:text('Delete')");
+await page.waitForFunction(() => !document.querySelector("#secret-list").textContent.includes("OLD_TOKEN"));
 
 // The rest of the pages, with what the walk produced.
 for (const [path, name, expected] of [
   ["/", "09-dashboard", rerun],
   ["/workflows?status=completed", "10-workflows", id],
   [`/events?workflow=${encodeURIComponent(id)}`, "11-events", "workflow_completed"],
-  ["/agents", "12-agents", "Agents"],
+  ["/agents", "12-agents", "release-bot"],
+  ["/workflows?agent=release-bot", "12b-workflows-of-agent", id],
 ]) {
   await page.goto(`${base}${path}`);
   check((await page.content()).includes(expected), `${path} shows ${expected}`);
