@@ -67,6 +67,18 @@ impl Panel {
         self.api.executor().store()
     }
 
+    /// The newest version of each template.
+    async fn latest_templates(
+        &self,
+    ) -> Result<Vec<crate::store::TemplateRow>, crate::store::StoreError> {
+        self.store()
+            .templates(crate::store::TemplateFilter {
+                latest_only: true,
+                ..crate::store::TemplateFilter::default()
+            })
+            .await
+    }
+
     /// Is the form's CSRF token this daemon's?
     fn csrf_ok(&self, fields: &Fields) -> bool {
         fields

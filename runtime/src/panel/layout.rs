@@ -1,5 +1,7 @@
 //! The page shell and the small pieces every page uses.
 
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::Value;
@@ -63,6 +65,13 @@ pub(crate) fn page(
             }
         }
     }
+}
+
+/// A 404 page saying `what` does not exist.
+pub(crate) fn not_found(panel: &Panel, active: &str, query: &Fields, what: &str) -> Response {
+    let body = empty(&format!("There is no {what}."));
+    let page = page(panel, "Not found", active, query, None, &body);
+    (StatusCode::NOT_FOUND, page).into_response()
 }
 
 /// The hidden CSRF field every form carries.

@@ -12,7 +12,6 @@ use super::layout::{self, csrf, empty, encode, time, workflow_link};
 use super::workflows::failure;
 use super::{Fields, Panel, back, forbidden};
 use crate::schedule::{self, NewJob, Schedule};
-use crate::store::TemplateFilter;
 use crate::time::{now_ms, rfc3339};
 
 /// Fire times the preview shows.
@@ -27,12 +26,7 @@ async fn render(panel: &Panel, query: &Fields, form: &Fields, problem: Option<&s
     let store = panel.store();
     let loaded = async {
         let jobs = store.schedules().await?;
-        let templates = store
-            .templates(TemplateFilter {
-                latest_only: true,
-                ..TemplateFilter::default()
-            })
-            .await?;
+        let templates = panel.latest_templates().await?;
         Ok::<_, crate::store::StoreError>((jobs, templates))
     };
     let (jobs, templates) = match loaded.await {

@@ -222,16 +222,7 @@ pub async fn detail(
         .find(|t| Some(t.version) == wanted)
         .or_else(|| versions.iter().max_by_key(|t| t.version))
     else {
-        let body = empty(&format!("There is no template `{name}`."));
-        let page = layout::page(
-            &panel,
-            "Template not found",
-            "/templates",
-            &query,
-            None,
-            &body,
-        );
-        return (StatusCode::NOT_FOUND, page).into_response();
+        return layout::not_found(&panel, "/templates", &query, &format!("template `{name}`"));
     };
     let diagram = panel
         .api

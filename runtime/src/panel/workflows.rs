@@ -17,7 +17,7 @@ use super::layout::{
 };
 use super::{Fields, Panel, back, forbidden};
 use crate::api::ToolError;
-use crate::store::{TemplateFilter, WorkflowFilter};
+use crate::store::WorkflowFilter;
 
 /// Rows a page of the list shows.
 const PAGE: u32 = 25;
@@ -75,12 +75,7 @@ pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Re
     let loaded = async {
         let rows = store.workflows(filter).await?;
         let agents = store.agents().await?;
-        let templates = store
-            .templates(TemplateFilter {
-                latest_only: true,
-                ..TemplateFilter::default()
-            })
-            .await?;
+        let templates = panel.latest_templates().await?;
         Ok::<_, crate::store::StoreError>((rows, agents, templates))
     };
     let (mut rows, agents, templates) = match loaded.await {
@@ -162,16 +157,7 @@ pub async fn detail(
     let row = match store.workflow(&id).await {
         Ok(Some(row)) => row,
         Ok(None) => {
-            let body = empty(&format!("There is no workflow `{id}`."));
-            let page = layout::page(
-                &panel,
-                "Workflow not found",
-                "/workflows",
-                &query,
-                None,
-                &body,
-            );
-            return (StatusCode::NOT_FOUND, page).into_response();
+            return layout::not_found(&panel, "/workflows", &query, &format!("workflow `{id}`"));
         }
         Err(e) => return failure(&e),
     };
