@@ -66,7 +66,7 @@ async fn render(panel: &Panel, query: &Fields, form: &Fields, problem: Option<&s
                                     (job.last_run_status.as_deref().unwrap_or(""))
                                     @if let Some(id) = &job.last_workflow_id { " " (workflow_link(id)) }
                                 }
-                                td.actions {
+                                td.buttons {
                                     @if job.enabled { (action(&job.id, "disable", "Disable", "")) } @else { (action(&job.id, "enable", "Enable", "")) }
                                     (action(&job.id, "delete", "Delete", "danger"))
                                 }
