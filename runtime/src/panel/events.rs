@@ -7,7 +7,7 @@ use maud::html;
 use super::layout::{self, empty, encode, json_text, time, workflow_link};
 use super::workflows::failure;
 use super::{Fields, Panel};
-use crate::store::EventFilter;
+use crate::store::{EventFilter, FoundEntry};
 
 /// Events a page shows.
 const SHOWN: u32 = 200;
@@ -21,19 +21,52 @@ pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Re
             .filter(|v| !v.is_empty())
     };
     let (workflow, event_type) = (pick("workflow"), pick("type"));
-    let filter = EventFilter {
-        workflow_id: workflow.clone(),
-        event_type: event_type.clone(),
-        ..EventFilter::default()
+    let store = panel.store();
+    let read = async {
+        match (&workflow, &event_type) {
+            // One workflow's log: its last entries, newest first.
+            (Some(id), None) => {
+                let last = store.workflow(id).await?.map_or(0, |w| w.last_seq);
+                let entries = store
+                    .entries(id, last.saturating_sub(u64::from(SHOWN)), false)
+                    .await?;
+                Ok(entries
+                    .into_iter()
+                    .rev()
+                    .map(|entry| FoundEntry {
+                        workflow_id: id.clone(),
+                        entry,
+                    })
+                    .collect())
+            }
+            (Some(_), Some(_)) => {
+                let filter = EventFilter {
+                    workflow_id: workflow.clone(),
+                    event_type: event_type.clone(),
+                    ..EventFilter::default()
+                };
+                // Found in log order; shown newest first.
+                Ok(store
+                    .find_entries(filter)
+                    .await?
+                    .into_iter()
+                    .rev()
+                    .collect())
+            }
+            (None, _) => {
+                let filter = EventFilter {
+                    event_type: event_type.clone(),
+                    limit: Some(SHOWN),
+                    ..EventFilter::default()
+                };
+                store.find_entries(filter).await
+            }
+        }
     };
-    let mut found = match panel.store().find_entries(filter).await {
+    let mut found: Vec<FoundEntry> = match read.await {
         Ok(rows) => rows,
         Err(e) => return failure(&e),
     };
-    if workflow.is_some() {
-        // One workflow's come in log order: show the newest first too.
-        found.reverse();
-    }
     found.truncate(SHOWN as usize);
     let body = html! {
         form.filters method="get" action="/events" {

@@ -19,6 +19,9 @@ use super::{Fields, Panel, back, forbidden};
 use crate::api::ToolError;
 use crate::store::WorkflowFilter;
 
+/// Events a workflow's page shows (its last ones; `/events` has them all).
+const TIMELINE: u64 = 500;
+
 /// Rows a page of the list shows.
 const PAGE: u32 = 25;
 
@@ -163,7 +166,8 @@ pub async fn detail(
     };
     let loaded = async {
         let steps = store.steps(&id).await?;
-        let entries = store.entries(&id, 0, false).await?;
+        let from = row.last_seq.saturating_sub(TIMELINE);
+        let entries = store.entries(&id, from, false).await?;
         let decisions = store.decisions(Some(&id), None).await?;
         let children = store
             .workflows(WorkflowFilter {
@@ -277,7 +281,10 @@ pub async fn detail(
             }
         }
         section #timeline data-live {
-            h2 { "Events (" (entries.len()) ")" }
+            h2 { "Events" }
+            @if row.last_seq > TIMELINE {
+                p.muted { "The last " (TIMELINE) " of " (row.last_seq) "." }
+            }
             table {
                 thead { tr { th { "#" } th { "When" } th { "Kind" } th { "Event" } th { "Step" } th { "Payload" } } }
                 tbody {
