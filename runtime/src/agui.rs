@@ -122,6 +122,10 @@ async fn follow(
     let (mut mapper, events) = Mapper::start(id, run_id, &row, &steps);
     send(tx, events).await;
     let mut last_seq = row.last_seq;
+    // The answers are given while the stream follows what they cause: the
+    // tool returns only once the run stops again, and a refused answer ends
+    // the run with its error.
+    let mut answering = None;
     if resume.is_empty() {
         let pending = store.decisions(Some(id), Some("pending")).await?;
         if let Some(stop) = stop_of_row(&row, pending) {
@@ -129,9 +133,13 @@ async fn follow(
             return Ok(());
         }
     } else {
-        for entry in &resume {
-            answer(api, id, entry).await?;
-        }
+        let (api, id) = (api.clone(), id.to_owned());
+        answering = Some(tokio::spawn(async move {
+            for entry in &resume {
+                answer(&api, &id, entry).await?;
+            }
+            Ok::<(), ToolError>(())
+        }));
     }
     loop {
         for entry in store.entries(id, last_seq, false).await? {
@@ -151,7 +159,18 @@ async fn follow(
         if tx.is_closed() {
             return Ok(());
         }
-        wait_for_change(&mut feed, id).await;
+        match answering.as_mut() {
+            None => wait_for_change(&mut feed, id).await,
+            Some(task) => tokio::select! {
+                () = wait_for_change(&mut feed, id) => {}
+                answered = task => {
+                    answering = None;
+                    answered.map_err(|e| {
+                        ToolError::new(opcode_vm::codes::R0109, format!("the answer stopped: {e}"))
+                    })??;
+                }
+            },
+        }
     }
 }
 

@@ -49,3 +49,21 @@ await wrong.runAgent({ resume: [{ interruptId: "gate", status: "resolved", paylo
 check(error && /^R01/.test(error.code), `a RUN_ERROR with the tool's code expected, got ${JSON.stringify(error)}`);
 await untilDecision(base, other);
 console.log(`ag-ui: a wrong answer is ${error.code}: ${error.message}`);
+
+// 4. Resuming streams live: the steps after the answer arrive as they run,
+// not all at once when the run stops again.
+const slow = approval("agui-slow");
+slow.definition.steps.splice(2, 0, { id: "pause", type: "wait", depends_on: ["gate"], config: { duration: "1500ms" } });
+slow.definition.steps[3].depends_on = ["pause"];
+await define(base, slow);
+const slowId = await run(base, "agui-slow");
+await untilDecision(base, slowId);
+const live = new HttpAgent({ url: `${base}/api/runs/${encodeURIComponent(slowId)}/ag-ui`, threadId: slowId });
+await live.runAgent();
+const arrivals = {};
+live.subscribe({ onEvent: ({ event }) => { arrivals[`${event.type}:${event.stepName ?? ""}`] ??= Date.now(); } });
+await live.runAgent({ resume: [{ interruptId: "gate", status: "resolved", payload: { choice: "yes" } }] });
+const ahead = arrivals["RUN_FINISHED:"] - arrivals["STEP_STARTED:pause"];
+check(ahead >= 1000, `the wait step's start should arrive about 1.5 s before the end, got ${ahead} ms`);
+check(live.state.status === "completed", "the slow run completes");
+console.log(`ag-ui: resumed run streamed live (the wait started ${ahead} ms before the end)`);
