@@ -14,10 +14,20 @@ use super::{Fields, Panel, back, forbidden};
 
 /// `GET /decisions`.
 pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Response {
-    let pending = match panel.store().decisions(None, Some("pending")).await {
+    let store = panel.store();
+    let pending = match store.decisions(None, Some("pending")).await {
         Ok(rows) => rows,
         Err(e) => return failure(&e),
     };
+    // Each decision's workflow name, read once per workflow.
+    let mut names = std::collections::HashMap::new();
+    for d in &pending {
+        if !names.contains_key(&d.workflow_id)
+            && let Ok(Some(row)) = store.workflow(&d.workflow_id).await
+        {
+            names.insert(d.workflow_id.clone(), row.name);
+        }
+    }
     let body = html! {
         section #decision-list data-live {
             @if pending.is_empty() {
@@ -28,6 +38,7 @@ pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Re
                 article.decision {
                     h2 { (d.prompt) }
                     p.muted {
+                        @if let Some(name) = names.get(&d.workflow_id) { strong { (name) } " " }
                         (workflow_link(&d.workflow_id)) " · step " code { (d.step_id) }
                         " · asked " (time(Some(&d.created_at)))
                         @if let Some(at) = &d.timeout_at { " · times out " (time(Some(at))) }
@@ -44,8 +55,11 @@ pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Re
                         div.options {
                             @for o in &options {
                                 @let id = o.get("id").and_then(Value::as_str).or_else(|| o.as_str()).unwrap_or("");
-                                button type="submit" name="choice" value=(id) title=[o.get("description").and_then(Value::as_str)] {
+                                button type="submit" name="choice" value=(id) {
                                     (o.get("label").and_then(Value::as_str).unwrap_or(id))
+                                    @if let Some(description) = o.get("description").and_then(Value::as_str) {
+                                        span.description { " — " (description) }
+                                    }
                                 }
                             }
                         }
