@@ -18,10 +18,11 @@ mod workflows;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::Router;
+use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
+use axum::{Form, Router};
 
 use crate::api::Api;
 use crate::serve::SharedGuard;
@@ -124,11 +125,25 @@ fn back(to: &str, error: Option<String>) -> Response {
     }
 }
 
-/// The answer to a form without this daemon's CSRF token.
-fn forbidden() -> Response {
-    (
-        StatusCode::FORBIDDEN,
-        "missing or wrong CSRF token: reload the page and try again",
-    )
-        .into_response()
+/// A posted form whose CSRF token is this daemon's: the only way the
+/// panel's actions read a form, so none can skip the check (403 otherwise).
+pub(crate) struct Posted(pub(crate) Fields);
+
+impl FromRequest<Panel> for Posted {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, panel: &Panel) -> Result<Posted, Response> {
+        let Form(fields) = Form::<Fields>::from_request(request, panel)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        if panel.csrf_ok(&fields) {
+            Ok(Posted(fields))
+        } else {
+            Err((
+                StatusCode::FORBIDDEN,
+                "missing or wrong CSRF token: reload the page and try again",
+            )
+                .into_response())
+        }
+    }
 }

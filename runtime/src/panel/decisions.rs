@@ -2,7 +2,6 @@
 //! choice; the answer goes through `opcode.signal`, so it is validated,
 //! recorded and resumes the workflow as over MCP.
 
-use axum::Form;
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use maud::html;
@@ -10,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::layout::{self, csrf, empty, json_text, time, workflow_link};
 use super::workflows::{call, failure};
-use super::{Fields, Panel, back, forbidden};
+use super::{Fields, Panel, Posted, back};
 
 /// `GET /decisions`.
 pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Response {
@@ -82,10 +81,7 @@ pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Re
 }
 
 /// `POST /decisions/resolve`.
-pub async fn resolve(State(panel): State<Panel>, Form(fields): Form<Fields>) -> Response {
-    if !panel.csrf_ok(&fields) {
-        return forbidden();
-    }
+pub async fn resolve(State(panel): State<Panel>, Posted(fields): Posted) -> Response {
     let get = |key: &str| fields.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
     let (Some(workflow), Some(decision)) = (get("workflow_id"), get("decision")) else {
         return back(

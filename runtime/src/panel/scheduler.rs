@@ -1,7 +1,6 @@
 //! Scheduled jobs: list, create (validated like `opcode schedule add`, with
 //! a preview of the next fire times), enable, disable, delete.
 
-use axum::Form;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -10,7 +9,7 @@ use serde_json::Value;
 
 use super::layout::{self, csrf, empty, encode, time, workflow_link};
 use super::workflows::failure;
-use super::{Fields, Panel, back, forbidden};
+use super::{Fields, Panel, Posted, back};
 use crate::schedule::{self, NewJob, Schedule};
 use crate::time::{now_ms, rfc3339};
 
@@ -159,10 +158,7 @@ pub async fn preview(
 }
 
 /// `POST /scheduler`.
-pub async fn create(State(panel): State<Panel>, Form(fields): Form<Fields>) -> Response {
-    if !panel.csrf_ok(&fields) {
-        return forbidden();
-    }
+pub async fn create(State(panel): State<Panel>, Posted(fields): Posted) -> Response {
     let get = |key: &str| {
         fields
             .get(key)
@@ -230,11 +226,8 @@ pub async fn create(State(panel): State<Panel>, Form(fields): Form<Fields>) -> R
 pub async fn act(
     State(panel): State<Panel>,
     Path((id, action)): Path<(String, String)>,
-    Form(fields): Form<Fields>,
+    _: Posted,
 ) -> Response {
-    if !panel.csrf_ok(&fields) {
-        return forbidden();
-    }
     let store = panel.store().as_ref();
     let done = match action.as_str() {
         "enable" => schedule::set_enabled(store, &id, true).await,

@@ -1,13 +1,12 @@
 //! Vault secrets: names only; set and delete.
 
-use axum::Form;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use maud::html;
 
 use super::layout::{self, csrf, empty, encode, time};
 use super::workflows::failure;
-use super::{Fields, Panel, back, forbidden};
+use super::{Fields, Panel, Posted, back};
 
 /// `GET /secrets`.
 pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Response {
@@ -61,10 +60,7 @@ pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Re
 }
 
 /// `POST /secrets`.
-pub async fn set(State(panel): State<Panel>, Form(fields): Form<Fields>) -> Response {
-    if !panel.csrf_ok(&fields) {
-        return forbidden();
-    }
+pub async fn set(State(panel): State<Panel>, Posted(fields): Posted) -> Response {
     let Some(vault) = &panel.vault else {
         return back("/secrets", Some("the vault is locked".into()));
     };
@@ -77,14 +73,7 @@ pub async fn set(State(panel): State<Panel>, Form(fields): Form<Fields>) -> Resp
 }
 
 /// `POST /secrets/{name}/delete`.
-pub async fn delete(
-    State(panel): State<Panel>,
-    Path(name): Path<String>,
-    Form(fields): Form<Fields>,
-) -> Response {
-    if !panel.csrf_ok(&fields) {
-        return forbidden();
-    }
+pub async fn delete(State(panel): State<Panel>, Path(name): Path<String>, _: Posted) -> Response {
     let removed = match &panel.vault {
         Some(vault) => vault.remove(&name).await.map_err(|e| e.to_string()),
         None => panel

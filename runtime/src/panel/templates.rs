@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use axum::Form;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -12,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::layout::{self, csrf, empty, encode, json_text, time};
 use super::workflows::{call, failure};
-use super::{Fields, Panel, back, forbidden};
+use super::{Fields, Panel, Posted, back};
 use crate::store::{TemplateFilter, TemplateRow};
 
 /// `GET /templates`.
@@ -178,11 +177,8 @@ fn define_args(panel: &Panel, fields: &Fields) -> Result<Value, Value> {
 pub async fn create(
     State(panel): State<Panel>,
     Query(query): Query<Fields>,
-    Form(fields): Form<Fields>,
+    Posted(fields): Posted,
 ) -> Response {
-    if !panel.csrf_ok(&fields) {
-        return forbidden();
-    }
     let args = match define_args(&panel, &fields) {
         Ok(args) => args,
         Err(error) => return render_list(&panel, &query, &fields, Some(&error)).await,
@@ -277,11 +273,8 @@ pub async fn detail(
 pub async fn run(
     State(panel): State<Panel>,
     Path(name): Path<String>,
-    Form(fields): Form<Fields>,
+    Posted(fields): Posted,
 ) -> Response {
-    if !panel.csrf_ok(&fields) {
-        return forbidden();
-    }
     let here = format!("/templates/{}", encode(&name));
     let params = fields
         .get("params")

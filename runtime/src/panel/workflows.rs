@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use axum::Form;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -15,7 +14,7 @@ use super::dashboard::STATUSES;
 use super::layout::{
     self, csrf, empty, encode, json_text, json_value, status, time, workflow_link,
 };
-use super::{Fields, Panel, back, forbidden};
+use super::{Fields, Panel, Posted, back};
 use crate::api::ToolError;
 use crate::store::WorkflowFilter;
 
@@ -310,11 +309,8 @@ pub async fn detail(
 pub async fn act(
     State(panel): State<Panel>,
     Path((id, action)): Path<(String, String)>,
-    Form(fields): Form<Fields>,
+    _: Posted,
 ) -> Response {
-    if !panel.csrf_ok(&fields) {
-        return forbidden();
-    }
     let here = format!("/workflows/{}", encode(&id));
     let result = match action.as_str() {
         "cancel" => {
