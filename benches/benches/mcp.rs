@@ -16,9 +16,10 @@ use opcode_runtime::serve::{self, Guard};
 use opcode_runtime::store::libsql::LibsqlStore;
 use opcode_runtime::{Durability, EventStore, Executor};
 use opcode_stdlib::exec::EnvSecrets;
-use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
+use rmcp::model::ProtocolVersion;
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -53,36 +54,46 @@ async fn bench(quick: bool) {
     let addr = listener.local_addr().expect("address");
     tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
-    let client = ().serve(transport).await.expect("initializes");
+    let runs = if quick { 200 } else { 2000 };
     let define = json!({"name": "one", "definition": {"steps": [
         {"id": "s", "action": "workflow.emit", "params": {"event_type": "tick"}}]}});
-    client
-        .call_tool(CallToolRequestParams::new("opcode.define").with_arguments(args(define)))
-        .await
-        .expect("defines");
+    api.call("opcode.define", define).await.expect("defines");
     let run = CallToolRequestParams::new("opcode.run")
         .with_arguments(args(json!({"template_name": "one"})));
-    let runs = if quick { 200 } else { 2000 };
-    for _ in 0..runs / 10 {
-        client.call_tool(run.clone()).await.expect("runs");
-    }
-    let mut times = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let started = Instant::now();
-        let result = client.call_tool(run.clone()).await.expect("runs");
-        times.push(started.elapsed());
-        assert_eq!(
-            result.structured_content.as_ref().unwrap()["status"],
-            "completed"
+    // The stateless 2026-07-28 revision (server/discover, a JSON answer per
+    // POST), then the 2025 one with a session (each answer an SSE stream).
+    let stateless = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    for (label, lifecycle) in [
+        ("stateless 2026-07-28", stateless),
+        ("session 2025-11-25", ClientLifecycleMode::Initialize),
+    ] {
+        let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+        let client = ().serve_with_lifecycle(transport, lifecycle).await.expect("connects");
+        for _ in 0..runs / 10 {
+            client.call_tool(run.clone()).await.expect("runs");
+        }
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let started = Instant::now();
+            let result = client.call_tool(run.clone()).await.expect("runs");
+            times.push(started.elapsed());
+            assert_eq!(
+                result.structured_content.as_ref().unwrap()["status"],
+                "completed"
+            );
+        }
+        times.sort();
+        println!(
+            "NORMAL opcode.run 1 step over /mcp (rmcp, {label}, {runs} runs)  p50 {:.3} ms  p99 {:.3} ms",
+            percentile(&times, 0.5).as_secs_f64() * 1000.0,
+            percentile(&times, 0.99).as_secs_f64() * 1000.0
         );
+        let _ = client.cancel().await;
     }
-    times.sort();
-    println!(
-        "NORMAL opcode.run 1 step over /mcp (rmcp client, {runs} runs)  p50 {:.3} ms  p99 {:.3} ms",
-        percentile(&times, 0.5).as_secs_f64() * 1000.0,
-        percentile(&times, 0.99).as_secs_f64() * 1000.0
-    );
+    let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+    let client = ().serve(transport).await.expect("initializes");
     // A call that does almost nothing: what HTTP and MCP alone cost.
     let list = CallToolRequestParams::new("opcode.query")
         .with_arguments(args(json!({"resource": "schedules"})));

@@ -46,9 +46,13 @@ pub fn router(
             move || Ok(OpcodeServer::new(api.clone(), agents.clone())),
             LocalSessionManager::default().into(),
             // Host and Origin are checked by our guard, for every route alike.
+            // Stateless (2026-07-28) calls get a plain JSON answer when the
+            // tool sends nothing before it (an SSE stream otherwise): the
+            // Python SDK's round trip drops from 7.7 to 5.3 ms (benches/README).
             StreamableHttpServerConfig::default()
                 .with_cancellation_token(shutdown.child_token())
-                .disable_allowed_hosts(),
+                .disable_allowed_hosts()
+                .with_json_response(true),
         )
     };
     let observability = Router::new()
