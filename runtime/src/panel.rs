@@ -17,14 +17,16 @@ mod workflows;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
+use serde_json::Value;
 
-use crate::api::Api;
+use crate::api::{Api, ToolError};
 use crate::serve::SharedGuard;
 use crate::store::EventStore;
 use crate::vault::Vault;
@@ -111,6 +113,39 @@ pub fn router(panel: Panel) -> Router {
         .route("/panel/live", get(live::stream))
         .route("/static/{file}", get(assets::serve))
         .with_state(panel)
+}
+
+/// How long an action waits for the tool's answer before the page returns
+/// (the action carries on; the live view shows what follows).
+const ANSWER_WAIT: Duration = Duration::from_secs(3);
+
+/// A page saying the database could not be read.
+pub(crate) fn failure(error: &dyn std::fmt::Display) -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("the database could not be read: {error}"),
+    )
+        .into_response()
+}
+
+/// Calls tool `name`, waiting at most [`ANSWER_WAIT`] for its answer: a
+/// refusal comes back at once, while a call that runs on (a resumed
+/// workflow's steps) is left to finish in the background.
+pub(crate) async fn call(
+    panel: &Panel,
+    name: &'static str,
+    args: Value,
+) -> Result<Option<Value>, ToolError> {
+    let api = panel.api.clone();
+    let task = tokio::spawn(async move { api.call(name, args).await });
+    match tokio::time::timeout(ANSWER_WAIT, task).await {
+        Ok(Ok(result)) => result.map(Some),
+        Ok(Err(e)) => Err(ToolError::new(
+            opcode_vm::codes::R0109,
+            format!("the call stopped: {e}"),
+        )),
+        Err(_) => Ok(None),
+    }
 }
 
 /// Back to `to` after a form, with `error` shown there if the action failed.

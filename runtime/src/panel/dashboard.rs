@@ -35,7 +35,7 @@ pub async fn page(State(panel): State<Panel>, Query(query): Query<Fields>) -> Re
     };
     let (counts, pending, recent, jobs) = match loaded.await {
         Ok(data) => data,
-        Err(e) => return super::workflows::failure(&e),
+        Err(e) => return super::failure(&e),
     };
     let plugins = panel.api.plugins_report();
     let count = |s: &str| counts.iter().find(|(c, _)| c == s).map_or(0, |c| c.1);

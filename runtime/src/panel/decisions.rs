@@ -8,8 +8,7 @@ use maud::html;
 use serde_json::{Value, json};
 
 use super::layout::{self, csrf, empty, json_text, time, workflow_link};
-use super::workflows::{call, failure};
-use super::{Fields, Panel, Posted, back};
+use super::{Fields, Panel, Posted, back, call, failure};
 
 /// `GET /decisions`.
 pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Response {

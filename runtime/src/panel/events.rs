@@ -5,8 +5,7 @@ use axum::response::{IntoResponse, Response};
 use maud::html;
 
 use super::layout::{self, empty, encode, json_text, time, workflow_link};
-use super::workflows::failure;
-use super::{Fields, Panel};
+use super::{Fields, Panel, failure};
 use crate::store::{EventFilter, FoundEntry};
 
 /// Events a page shows.

@@ -8,8 +8,7 @@ use maud::{Markup, html};
 use serde_json::Value;
 
 use super::layout::{self, csrf, empty, encode, time, workflow_link};
-use super::workflows::failure;
-use super::{Fields, Panel, Posted, back};
+use super::{Fields, Panel, Posted, back, failure};
 use crate::schedule::{self, NewJob, Schedule};
 use crate::time::{now_ms, rfc3339};
 

@@ -5,8 +5,7 @@ use axum::response::{IntoResponse, Response};
 use maud::html;
 
 use super::layout::{self, csrf, empty, encode, time};
-use super::workflows::failure;
-use super::{Fields, Panel, Posted, back};
+use super::{Fields, Panel, Posted, back, failure};
 
 /// `GET /secrets`.
 pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Response {

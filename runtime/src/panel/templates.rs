@@ -10,8 +10,7 @@ use maud::{Markup, html};
 use serde_json::{Value, json};
 
 use super::layout::{self, csrf, empty, encode, json_text, time};
-use super::workflows::{call, failure};
-use super::{Fields, Panel, Posted, back};
+use super::{Fields, Panel, Posted, back, call, failure};
 use crate::store::{TemplateFilter, TemplateRow};
 
 /// `GET /templates`.

@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -14,7 +13,7 @@ use super::dashboard::STATUSES;
 use super::layout::{
     self, csrf, empty, encode, json_text, json_value, status, time, workflow_link,
 };
-use super::{Fields, Panel, Posted, back};
+use super::{Fields, Panel, Posted, back, call, failure};
 use crate::api::ToolError;
 use crate::store::WorkflowFilter;
 
@@ -23,39 +22,6 @@ const TIMELINE: u64 = 500;
 
 /// Rows a page of the list shows.
 const PAGE: u32 = 25;
-
-/// How long an action waits for the tool's answer before the page returns
-/// (the action carries on; the live view shows what follows).
-const ANSWER_WAIT: Duration = Duration::from_secs(3);
-
-/// A page saying the database could not be read.
-pub(crate) fn failure(error: &dyn std::fmt::Display) -> Response {
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        format!("the database could not be read: {error}"),
-    )
-        .into_response()
-}
-
-/// Calls tool `name`, waiting at most [`ANSWER_WAIT`] for its answer: a
-/// refusal comes back at once, while a call that runs on (a resumed
-/// workflow's steps) is left to finish in the background.
-pub(crate) async fn call(
-    panel: &Panel,
-    name: &'static str,
-    args: Value,
-) -> Result<Option<Value>, ToolError> {
-    let api = panel.api.clone();
-    let task = tokio::spawn(async move { api.call(name, args).await });
-    match tokio::time::timeout(ANSWER_WAIT, task).await {
-        Ok(Ok(result)) => result.map(Some),
-        Ok(Err(e)) => Err(ToolError::new(
-            opcode_vm::codes::R0109,
-            format!("the call stopped: {e}"),
-        )),
-        Err(_) => Ok(None),
-    }
-}
 
 /// `GET /workflows`.
 pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Response {
