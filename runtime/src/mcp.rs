@@ -46,6 +46,17 @@ impl OpcodeServer {
             level: SessionLevel::default(),
         }
     }
+
+    /// A handler for a new session (or a stateless request): the same
+    /// tools, its own log level.
+    pub fn for_session(&self) -> OpcodeServer {
+        OpcodeServer {
+            api: self.api.clone(),
+            tools: self.tools.clone(),
+            sessions: self.sessions.clone(),
+            level: SessionLevel::default(),
+        }
+    }
 }
 
 /// A result carrying an image (`{mime_type, image}`, base64) as MCP image

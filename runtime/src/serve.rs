@@ -14,8 +14,10 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::{Listener, ListenerExt};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::agui;
@@ -41,9 +43,10 @@ pub fn router(
     let agents = Arc::new(AgentSessions::default());
     api.executor().set_notifier(agents.clone());
     let mcp = {
-        let (api, agents) = (api.clone(), agents.clone());
+        // Built once: a stateless call gets a fresh handler per request.
+        let server = OpcodeServer::new(api.clone(), agents.clone());
         StreamableHttpService::new(
-            move || Ok(OpcodeServer::new(api.clone(), agents.clone())),
+            move || Ok(server.for_session()),
             LocalSessionManager::default().into(),
             // Host and Origin are checked by our guard, for every route alike.
             // Stateless (2026-07-28) calls get a plain JSON answer when the
@@ -99,7 +102,35 @@ async fn ready(State(api): State<Api>) -> Response {
     }
 }
 
+/// `listener` with Nagle's algorithm off on each connection it accepts: an
+/// answer written in pieces (an SSE stream) would otherwise wait for the
+/// client's delayed ACK, 40 ms on Linux, on a kept-alive connection.
+pub fn without_delay(listener: TcpListener) -> impl Listener<Io = TcpStream, Addr = SocketAddr> {
+    listener.tap_io(|stream: &mut TcpStream| {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
+        }
+    })
+}
+
 /// Is `addr` reachable only from this machine?
 pub fn is_loopback(addr: &SocketAddr) -> bool {
     addr.ip().is_loopback()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[tokio::test]
+    async fn accepted_connections_send_without_delay() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut listener = without_delay(listener);
+        let _client = TcpStream::connect(addr).await.unwrap();
+        let (stream, _) = listener.accept().await;
+        assert!(stream.nodelay().unwrap());
+    }
 }

@@ -226,7 +226,7 @@ pub async fn serve(args: Args) -> Exit {
         db.display()
     );
     let stop = shutdown.clone();
-    let served = axum::serve(listener, app)
+    let served = axum::serve(serve::without_delay(listener), app)
         .with_graceful_shutdown(async move {
             terminated().await;
             tracing::info!(
