@@ -195,6 +195,17 @@ pub struct NewWorkflow {
     pub created_at: String,
 }
 
+/// A workflow with its step instances and pending decisions, read at once.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WorkflowState {
+    /// The workflow.
+    pub workflow: WorkflowRow,
+    /// Its step instances.
+    pub steps: Vec<StepRow>,
+    /// Its decisions still pending.
+    pub pending_decisions: Vec<DecisionRow>,
+}
+
 /// A workflow as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct WorkflowRow {
@@ -479,6 +490,26 @@ pub trait EventStore: Send + Sync {
         inputs_only: bool,
     ) -> BoxFuture<'a, StoreResult<Vec<LogEntry>>>;
 
+    /// A workflow, its step instances and its pending decisions, read
+    /// together (what a status summary shows).
+    fn state<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<WorkflowState>>> {
+        Box::pin(async move {
+            let (workflow, steps, decisions) = futures::join!(
+                self.workflow(id),
+                self.steps(id),
+                self.decisions(Some(id), Some("pending"))
+            );
+            let Some(workflow) = workflow? else {
+                return Ok(None);
+            };
+            Ok(Some(WorkflowState {
+                workflow,
+                steps: steps?,
+                pending_decisions: decisions?,
+            }))
+        })
+    }
+
     /// A workflow's step instances, by name.
     fn steps<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Vec<StepRow>>>;
 
@@ -508,7 +539,9 @@ pub trait EventStore: Send + Sync {
 
     /// Claims a workflow for `owner` until `until`: granted when nobody
     /// holds it, the owner already does, or the lease expired before `now`.
-    /// With `take_from`, also granted when that (dead) owner holds it.
+    /// With `take_from`, also granted when that (dead) owner holds it. The
+    /// lease lives on the workflow's row: a workflow that does not exist
+    /// is granted and nothing is held.
     fn claim<'a>(
         &'a self,
         id: &'a str,
@@ -518,7 +551,7 @@ pub trait EventStore: Send + Sync {
         until: &'a str,
     ) -> BoxFuture<'a, StoreResult<Claim>>;
 
-    /// Extends every lease of `owner` to `until`.
+    /// Extends every lease of `owner` on a run that has not ended to `until`.
     fn renew<'a>(&'a self, owner: &'a str, until: &'a str) -> BoxFuture<'a, StoreResult<()>>;
 
     /// Gives a workflow up.

@@ -12,17 +12,12 @@ use crate::store::{EventStore, StoreError};
 
 /// The summary of workflow `id`, or `None` if there is no such workflow.
 pub async fn summary(store: &dyn EventStore, id: &str) -> Result<Option<Value>, StoreError> {
-    // Asked at once, the three reads queue together on the store thread.
-    let (row, step_rows, decisions) = futures::join!(
-        store.workflow(id),
-        store.steps(id),
-        store.decisions(Some(id), Some("pending"))
-    );
-    let Some(row) = row? else {
+    let Some(state) = store.state(id).await? else {
         return Ok(None);
     };
+    let row = state.workflow;
     let mut steps = Map::new();
-    for step in step_rows? {
+    for step in state.steps {
         steps.insert(
             step.step_id.clone(),
             json!({
@@ -36,7 +31,8 @@ pub async fn summary(store: &dyn EventStore, id: &str) -> Result<Option<Value>, 
             }),
         );
     }
-    let pending: Vec<Value> = decisions?
+    let pending: Vec<Value> = state
+        .pending_decisions
         .into_iter()
         .map(|d| {
             json!({

@@ -170,7 +170,10 @@ fn owner_pid(db: &Path, id: &str) -> Option<i32> {
             .connect()
             .ok()?;
         let mut rows = conn
-            .query("SELECT owner FROM leases WHERE workflow_id = ?1", [id])
+            .query(
+                "SELECT lease_owner FROM workflows WHERE id = ?1 AND lease_owner IS NOT NULL",
+                [id],
+            )
             .await
             .ok()?;
         let row = rows.next().await.ok()??;

@@ -292,6 +292,7 @@ fn timers_decisions_and_inbox() {
 fn leases_are_exclusive_until_they_expire() {
     for (name, store, _dir) in stores() {
         block_on(async {
+            store.commit(create("w")).await.unwrap();
             let granted = store.claim("w", "me", None, &at(0), &at(10)).await.unwrap();
             assert_eq!(granted, Claim::Granted, "{name}");
             let held = store

@@ -22,7 +22,7 @@ use super::{
     AgentRow, BoxFuture, Claim, Commit, DecisionRow, Durability, EventFilter, EventStore,
     FoundEntry, InboxMessage, LogEntry, ScheduleAdvance, ScheduleRow, SecretRow, Source, StepRow,
     StoreError, StoreResult, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader,
-    WorkflowFilter, WorkflowRow,
+    WorkflowFilter, WorkflowRow, WorkflowState,
 };
 
 /// At most this many commits share one transaction.
@@ -205,6 +205,21 @@ impl EventStore for LibsqlStore {
     ) -> BoxFuture<'a, StoreResult<Vec<LogEntry>>> {
         let id = id.to_owned();
         self.ask(move |db| db.entries(&id, after_seq, inputs_only))
+    }
+
+    fn state<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<WorkflowState>>> {
+        let id = id.to_owned();
+        // One trip to the store thread instead of three.
+        self.ask(move |db| {
+            let Some(workflow) = db.workflow(&id)? else {
+                return Ok(None);
+            };
+            Ok(Some(WorkflowState {
+                workflow,
+                steps: db.steps(&id)?,
+                pending_decisions: db.decisions(Some(&id), Some("pending"))?,
+            }))
+        })
     }
 
     fn steps<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Vec<StepRow>>> {

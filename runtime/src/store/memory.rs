@@ -369,6 +369,8 @@ impl EventStore for MemoryStore {
                     expires_at: expires.clone(),
                 }
             }
+            // A lease is kept on the workflow's row: only one that exists.
+            _ if !state.workflows.contains_key(id) => Claim::Granted,
             _ => {
                 state
                     .leases
@@ -380,9 +382,13 @@ impl EventStore for MemoryStore {
     }
 
     fn renew<'a>(&'a self, owner: &'a str, until: &'a str) -> BoxFuture<'a, StoreResult<()>> {
-        let mut state = self.lock();
-        for (held_by, expires) in state.leases.values_mut() {
-            if held_by == owner {
+        let state = &mut *self.lock();
+        for (id, (held_by, expires)) in &mut state.leases {
+            let ended = state
+                .workflows
+                .get(id)
+                .is_none_or(|w| matches!(w.status.as_str(), "completed" | "failed" | "cancelled"));
+            if held_by == owner && !ended {
                 until.clone_into(expires);
             }
         }

@@ -93,7 +93,12 @@ pub struct Db {
     conn: Connection,
     writes: Writes,
     batches: RefCell<HashMap<(Table, usize), Statement>>,
+    /// Prepared reads, by SQL text (preparing one costs more than running it).
+    reads: RefCell<HashMap<String, Statement>>,
 }
+
+/// At most this many reads stay prepared (queries with literal pages vary).
+const KEPT_READS: usize = 64;
 
 /// Maps a libSQL error.
 fn backend(e: impl std::fmt::Display) -> StoreError {
@@ -143,6 +148,7 @@ impl Db {
             conn,
             writes,
             batches: RefCell::new(HashMap::new()),
+            reads: RefCell::new(HashMap::new()),
         })
     }
 
@@ -228,7 +234,16 @@ impl Db {
     async fn apply(&self, c: &Commit) -> StoreResult<()> {
         let w = &self.writes;
         let id = c.workflow_id.as_str();
+        let last = c.after_seq + c.entries.len() as u64;
+        let (mut update, mut lease) = (c.update.as_ref(), c.lease.as_ref());
         if let Some(new) = &c.create {
+            if c.after_seq != 0 {
+                return Err(StoreError::Conflict {
+                    id: id.to_owned(),
+                    expected: c.after_seq,
+                    actual: 0,
+                });
+            }
             run(
                 &w.add_source,
                 vec![
@@ -238,13 +253,21 @@ impl Db {
                 ],
             )
             .await?;
-            let created = run(&w.create, create_params(new)).await?;
+            // The row is written whole: its state, sequence and lease too.
+            let taken = match lease {
+                Some(LeaseChange::Take { owner, until }) => Some((owner.as_str(), until.as_str())),
+                _ => None,
+            };
+            let created = run(&w.create, create_params(new, update, last, taken)).await?;
             if created == 0 {
                 return Err(StoreError::Exists(new.id.clone()));
             }
+            update = None;
+            if taken.is_some() {
+                lease = None;
+            }
         }
-        let last = c.after_seq + c.entries.len() as u64;
-        match (&c.update, c.entries.is_empty()) {
+        match (update, c.entries.is_empty() || c.create.is_some()) {
             (None, true) => {}
             (Some(u), true) => {
                 run(&w.update_workflow, update_params(id, u)).await?;
@@ -332,7 +355,7 @@ impl Db {
         for &message in &c.inbox_taken {
             run(&w.take_inbox, vec![message.into()]).await?;
         }
-        match &c.lease {
+        match lease {
             Some(LeaseChange::Take { owner, until }) => {
                 let params = vec![id.into(), owner.as_str().into(), until.as_str().into()];
                 run(&w.take_lease, params).await?;
@@ -365,68 +388,95 @@ impl Db {
             .query_one(
                 "SELECT last_seq FROM workflows WHERE id = ?1",
                 vec![id.into()],
+                |row| get::<i64>(row, 0),
             )
             .await;
         match actual {
-            Ok(Some(row)) => StoreError::Conflict {
+            Ok(Some(last_seq)) => StoreError::Conflict {
                 id: id.to_owned(),
                 expected,
-                actual: get::<i64>(&row, 0).unwrap_or(0) as u64,
+                actual: last_seq as u64,
             },
             Ok(None) => StoreError::NotFound(id.to_owned()),
             Err(e) => e,
         }
     }
 
-    async fn query_one(&self, sql: &str, params: Vec<Value>) -> StoreResult<Option<Row>> {
-        let mut rows = self.conn.query(sql, params).await.map_err(backend)?;
-        let row = rows.next().await.map_err(backend)?;
-        drop(rows);
-        Ok(row)
+    /// The first row of `sql`, mapped by `map`.
+    async fn query_one<T>(
+        &self,
+        sql: &str,
+        params: Vec<Value>,
+        map: impl Fn(&Row) -> StoreResult<T>,
+    ) -> StoreResult<Option<T>> {
+        Ok(self.read(sql, params, map, Some(1)).await?.pop())
     }
 
+    /// The rows of `sql`, each mapped by `map`.
     async fn query_all<T>(
         &self,
         sql: &str,
         params: Vec<Value>,
         map: impl Fn(&Row) -> StoreResult<T>,
     ) -> StoreResult<Vec<T>> {
-        let mut rows: Rows = self.conn.query(sql, params).await.map_err(backend)?;
+        self.read(sql, params, map, None).await
+    }
+
+    /// The rows of `sql` (at most `most`), each mapped by `map` while the
+    /// statement is on it, through a statement prepared once.
+    async fn read<T>(
+        &self,
+        sql: &str,
+        params: Vec<Value>,
+        map: impl Fn(&Row) -> StoreResult<T>,
+        most: Option<usize>,
+    ) -> StoreResult<Vec<T>> {
+        let cached = self.reads.borrow_mut().remove(sql);
+        let stmt = match cached {
+            Some(stmt) => stmt,
+            None => self.conn.prepare(sql).await.map_err(backend)?,
+        };
         let mut out = Vec::new();
-        while let Some(row) = rows.next().await.map_err(backend)? {
-            out.push(map(&row)?);
+        let read = async {
+            let mut rows: Rows = stmt.query(params).await.map_err(backend)?;
+            while most.is_none_or(|most| out.len() < most)
+                && let Some(row) = rows.next().await.map_err(backend)?
+            {
+                out.push(map(&row)?);
+            }
+            Ok::<(), StoreError>(())
         }
-        Ok(out)
+        .await;
+        stmt.reset();
+        let mut reads = self.reads.borrow_mut();
+        if reads.len() >= KEPT_READS {
+            reads.clear();
+        }
+        reads.insert(sql.to_owned(), stmt);
+        read.map(|()| out)
     }
 
     /// A workflow.
     pub fn workflow(&self, id: &str) -> StoreResult<Option<WorkflowRow>> {
         let sql = format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE id = ?1");
-        self.block(async {
-            match self.query_one(&sql, vec![id.into()]).await? {
-                Some(row) => workflow_row(&row).map(Some),
-                None => Ok(None),
-            }
-        })
+        self.block(async { self.query_one(&sql, vec![id.into()], workflow_row).await })
     }
 
     /// A source.
     pub fn source(&self, hash: &str) -> StoreResult<Option<Source>> {
         self.block(async {
-            let row = self
-                .query_one(
-                    "SELECT hash, definition, program FROM sources WHERE hash = ?1",
-                    vec![hash.into()],
-                )
-                .await?;
-            match row {
-                Some(row) => Ok(Some(Source {
-                    hash: get(&row, 0)?,
-                    definition: get(&row, 1)?,
-                    program: get(&row, 2)?,
-                })),
-                None => Ok(None),
-            }
+            self.query_one(
+                "SELECT hash, definition, program FROM sources WHERE hash = ?1",
+                vec![hash.into()],
+                |row| {
+                    Ok(Source {
+                        hash: get(row, 0)?,
+                        definition: get(row, 1)?,
+                        program: get(row, 2)?,
+                    })
+                },
+            )
+            .await
         })
     }
 
@@ -504,16 +554,21 @@ impl Db {
         workflow_id: Option<&str>,
         status: Option<&str>,
     ) -> StoreResult<Vec<DecisionRow>> {
-        let sql = "SELECT workflow_id, id, step_id, prompt, context, options, fallback, \
-                   target_agent_id, timeout_at, status, resolution, resolved_by, created_at, \
-                   resolved_at FROM pending_decisions \
-                   WHERE (?1 IS NULL OR workflow_id = ?1) AND (?2 IS NULL OR status = ?2) \
-                   ORDER BY created_at, workflow_id, id";
-        let params = vec![
-            workflow_id.map(str::to_owned).into(),
-            status.map(str::to_owned).into(),
-        ];
-        self.block(self.query_all(sql, params, |row| {
+        // Only the filters given, so the key and the status index serve.
+        let mut sql = String::from(
+            "SELECT workflow_id, id, step_id, prompt, context, options, fallback, \
+             target_agent_id, timeout_at, status, resolution, resolved_by, created_at, \
+             resolved_at FROM pending_decisions WHERE 1 = 1",
+        );
+        let mut params: Vec<Value> = Vec::new();
+        for (column, value) in [("workflow_id", workflow_id), ("status", status)] {
+            if let Some(value) = value {
+                params.push(value.into());
+                let _ = write!(sql, " AND {column} = ?{}", params.len());
+            }
+        }
+        sql.push_str(" ORDER BY created_at, workflow_id, id");
+        self.block(self.query_all(&sql, params, |row| {
             Ok(DecisionRow {
                 workflow_id: get(row, 0)?,
                 id: get(row, 1)?,
@@ -585,11 +640,9 @@ impl Db {
             let changed = self
                 .conn
                 .execute(
-                    "INSERT INTO leases (workflow_id, owner, expires_at) VALUES (?1, ?2, ?4) \
-                     ON CONFLICT (workflow_id) DO UPDATE SET owner = excluded.owner, \
-                     expires_at = excluded.expires_at \
-                     WHERE leases.owner = excluded.owner OR leases.expires_at < ?3 \
-                     OR leases.owner = ?5",
+                    "UPDATE workflows SET lease_owner = ?2, lease_expires_at = ?4 \
+                     WHERE id = ?1 AND (lease_owner IS NULL OR lease_owner = ?2 \
+                     OR lease_expires_at < ?3 OR lease_owner = ?5)",
                     vec![
                         Value::from(id),
                         owner.into(),
@@ -603,19 +656,20 @@ impl Db {
             if changed > 0 {
                 return Ok(Claim::Granted);
             }
-            let row = self
+            let held = self
                 .query_one(
-                    "SELECT owner, expires_at FROM leases WHERE workflow_id = ?1",
+                    "SELECT lease_owner, lease_expires_at FROM workflows \
+                     WHERE id = ?1 AND lease_owner IS NOT NULL",
                     vec![id.into()],
+                    |row| {
+                        Ok(Claim::Held {
+                            owner: get(row, 0)?,
+                            expires_at: get(row, 1)?,
+                        })
+                    },
                 )
                 .await?;
-            match row {
-                Some(row) => Ok(Claim::Held {
-                    owner: get(&row, 0)?,
-                    expires_at: get(&row, 1)?,
-                }),
-                None => Ok(Claim::Granted),
-            }
+            Ok(held.unwrap_or(Claim::Granted))
         })
     }
 
@@ -624,7 +678,10 @@ impl Db {
         self.block(async {
             self.conn
                 .execute(
-                    "UPDATE leases SET expires_at = ?2 WHERE owner = ?1",
+                    // Only runs not ended can be loaded: the status index
+                    // keeps this to them.
+                    "UPDATE workflows SET lease_expires_at = ?2 \
+                     WHERE status IN ('pending', 'active', 'suspended') AND lease_owner = ?1",
                     vec![Value::from(owner), until.into()],
                 )
                 .await
@@ -638,7 +695,8 @@ impl Db {
         self.block(async {
             self.conn
                 .execute(
-                    "DELETE FROM leases WHERE workflow_id = ?1 AND owner = ?2",
+                    "UPDATE workflows SET lease_owner = NULL, lease_expires_at = NULL \
+                     WHERE id = ?1 AND lease_owner = ?2",
                     vec![Value::from(id), owner.into()],
                 )
                 .await
@@ -714,8 +772,10 @@ async fn prepare(conn: &Connection) -> StoreResult<Writes> {
         create: p(
             "INSERT INTO workflows (id, name, source_hash, status, input_params, \
              agent_id, parent_workflow_id, template_name, template_version, base_dir, \
-             last_seq, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?10) \
+             last_seq, created_at, updated_at, output, error, context, started_at, \
+             completed_at, lease_owner, lease_expires_at) \
+             VALUES (?1, ?2, ?3, COALESCE(?11, 'pending'), ?4, ?5, ?6, ?7, ?8, ?9, ?12, ?10, \
+             COALESCE(?13, ?10), ?14, ?15, ?16, ?17, ?18, ?19, ?20) \
              ON CONFLICT (id) DO NOTHING",
         )
         .await?,
@@ -752,11 +812,13 @@ async fn prepare(conn: &Connection) -> StoreResult<Writes> {
         )
         .await?,
         take_inbox: p("DELETE FROM inbox WHERE id = ?1").await?,
-        take_lease: p(
-            "INSERT OR REPLACE INTO leases (workflow_id, owner, expires_at) VALUES (?1, ?2, ?3)",
+        take_lease: p("UPDATE workflows SET lease_owner = ?2, lease_expires_at = ?3 WHERE id = ?1")
+            .await?,
+        release_lease: p(
+            "UPDATE workflows SET lease_owner = NULL, lease_expires_at = NULL \
+             WHERE id = ?1 AND lease_owner = ?2",
         )
         .await?,
-        release_lease: p("DELETE FROM leases WHERE workflow_id = ?1 AND owner = ?2").await?,
     })
 }
 
@@ -819,7 +881,14 @@ fn get<T: FromColumn>(row: &Row, i: i32) -> StoreResult<T> {
         .ok_or_else(|| StoreError::Backend(format!("column {i} holds a value of another type")))
 }
 
-fn create_params(w: &NewWorkflow) -> Vec<Value> {
+/// The new row: its identity, then its state after the creating commit
+/// (`update`), its last sequence and the lease taken.
+fn create_params(
+    w: &NewWorkflow,
+    update: Option<&WorkflowUpdate>,
+    last_seq: u64,
+    lease: Option<(&str, &str)>,
+) -> Vec<Value> {
     vec![
         w.id.as_str().into(),
         w.name.as_str().into(),
@@ -831,6 +900,16 @@ fn create_params(w: &NewWorkflow) -> Vec<Value> {
         w.template_version.into(),
         w.base_dir.clone().into(),
         w.created_at.as_str().into(),
+        update.map(|u| u.status.clone()).into(),
+        seq(last_seq),
+        update.map(|u| u.updated_at.clone()).into(),
+        update.and_then(|u| u.output.clone()).into(),
+        update.and_then(|u| u.error.clone()).into(),
+        update.and_then(|u| u.context.clone()).into(),
+        update.and_then(|u| u.started_at.clone()).into(),
+        update.and_then(|u| u.completed_at.clone()).into(),
+        lease.map(|(owner, _)| owner.to_owned()).into(),
+        lease.map(|(_, until)| until.to_owned()).into(),
     ]
 }
 
@@ -925,4 +1004,66 @@ fn log_entry(row: &Row, first: i32) -> StoreResult<LogEntry> {
         version: get::<i64>(row, first + 5)? as u16,
         payload: get(row, first + 6)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A database left by schema 3 keeps its leases when migrated.
+    #[test]
+    fn leases_move_into_the_workflow_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v3.db");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let conn = libsql::Builder::new_local(&path)
+                .build()
+                .await
+                .unwrap()
+                .connect()
+                .unwrap();
+            conn.execute(
+                "CREATE TABLE schema_version \
+                 (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
+                (),
+            )
+            .await
+            .unwrap();
+            for &(version, name, sql) in &MIGRATIONS[..3] {
+                migrate_one(&conn, version, name, sql).await.unwrap();
+            }
+            conn.execute_batch(
+                "INSERT INTO workflows (id, name, source_hash, status, created_at, updated_at) \
+                 VALUES ('w', 'wf', 'h', 'active', 'a', 'a'), ('v', 'wf', 'h', 'active', 'a', 'a'); \
+                 INSERT INTO leases (workflow_id, owner, expires_at) \
+                 VALUES ('w', 'me', '2999-01-01T00:00:00.000Z');",
+            )
+            .await
+            .unwrap();
+        });
+        drop(rt);
+        let db = Db::open(&path, Durability::Normal).unwrap();
+        let now = "2026-01-01T00:00:00.000Z";
+        let until = "2026-01-01T00:00:30.000Z";
+        assert_eq!(
+            db.claim("w", "you", None, now, until).unwrap(),
+            Claim::Held {
+                owner: "me".into(),
+                expires_at: "2999-01-01T00:00:00.000Z".into(),
+            }
+        );
+        assert_eq!(
+            db.claim("v", "you", None, now, until).unwrap(),
+            Claim::Granted
+        );
+        assert!(matches!(
+            db.claim("v", "me", None, now, until).unwrap(),
+            Claim::Held { owner, .. } if owner == "you"
+        ));
+    }
 }
