@@ -50,8 +50,8 @@ async fn run_once(exec: &Executor, text: &str, program: &Program) -> Duration {
         ..StartRequest::default()
     };
     let id = exec.start(request).await.expect("starts");
-    let row = exec.wait(&id, Until::Ended).await.expect("ends");
-    assert_eq!(row.status, "completed");
+    let status = exec.wait(&id, Until::Ended).await.expect("ends");
+    assert_eq!(status, "completed");
     started.elapsed()
 }
 

@@ -354,8 +354,8 @@ impl Executor {
     }
 
     /// Waits until the workflow has ended (or, with [`Until::Settled`], is
-    /// waiting for a decision or signal) and returns its row.
-    pub async fn wait(&self, id: &str, until: Until) -> Result<WorkflowRow, ExecError> {
+    /// waiting for a decision or signal) and returns its status.
+    pub async fn wait(&self, id: &str, until: Until) -> Result<String, ExecError> {
         self.inner.wait(id, until).await
     }
 
@@ -663,7 +663,9 @@ impl Inner {
         }
     }
 
-    async fn wait(&self, id: &str, until: Until) -> Result<WorkflowRow, ExecError> {
+    async fn wait(&self, id: &str, until: Until) -> Result<String, ExecError> {
+        let settled =
+            |status: &str| is_ended(status) || (until == Until::Settled && status == "suspended");
         let mut changes = self.changes.subscribe();
         // A run loaded here announces its changes: read only when one may matter.
         let mut look = !self.runs().contains_key(id);
@@ -676,20 +678,21 @@ impl Inner {
                     .ok_or_else(|| ExecError::NotFound(id.to_owned()))?;
                 // A run that ended here is waited for until it has also left
                 // (its lease given up), so callers see it fully settled.
-                let loaded = self.runs().contains_key(id);
-                let settled =
-                    is_ended(&row.status) || (until == Until::Settled && row.status == "suspended");
-                if settled && !loaded {
-                    return Ok(row);
+                if settled(&row.status) && !self.runs().contains_key(id) {
+                    return Ok(row.status);
                 }
             }
             // Another process may finish it: look again now and then.
-            let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            let left = tokio::time::timeout(Duration::from_secs(1), async {
                 loop {
                     match changes.recv().await {
-                        Ok(change) if change.id == id && !change.loaded => return,
+                        // It left this process after its last commit: the
+                        // status it announces is the stored one.
+                        Ok(change) if change.id == id && !change.loaded => {
+                            return Some(change.status);
+                        }
                         Ok(_) => {}
-                        Err(broadcast::error::RecvError::Lagged(_)) => return,
+                        Err(broadcast::error::RecvError::Lagged(_)) => return None,
                         Err(broadcast::error::RecvError::Closed) => {
                             std::future::pending::<()>().await;
                         }
@@ -697,7 +700,10 @@ impl Inner {
                 }
             })
             .await;
-            look = true;
+            match left {
+                Ok(Some(status)) if settled(&status) => return Ok(status),
+                _ => look = true,
+            }
         }
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use opcode_runtime::executor::Config;
 use opcode_runtime::store::memory::MemoryStore;
-use opcode_runtime::store::{EntryKind, EventStore, LogEntry};
+use opcode_runtime::store::{EntryKind, EventStore, LogEntry, WorkflowRow};
 use opcode_runtime::{Delivery, ExecError, Executor, Recovery, StartRequest, Until};
 use opcode_stdlib::exec::EnvSecrets;
 use opcode_vm::event::{Event, Resolution};
@@ -51,6 +51,15 @@ fn runtime() -> tokio::runtime::Runtime {
 
 async fn entries(store: &MemoryStore, id: &str) -> Vec<LogEntry> {
     store.entries(id, 0, false).await.unwrap()
+}
+
+/// Waits for `id` and reads its row: the status the wait reports must be
+/// the stored one.
+async fn settle(exec: &Executor, id: &str, until: Until) -> WorkflowRow {
+    let status = exec.wait(id, until).await.unwrap();
+    let row = exec.store().workflow(id).await.unwrap().unwrap();
+    assert_eq!(row.status, status);
+    row
 }
 
 fn json_of(text: Option<&str>) -> Value {
@@ -100,7 +109,7 @@ fn a_run_completes_and_its_state_is_derived() {
             .start(request(&workflow, &json!({"n": 20})))
             .await
             .unwrap();
-        let row = exec.wait(&id, Until::Ended).await.unwrap();
+        let row = settle(&exec, &id, Until::Ended).await;
         assert_eq!(row.status, "completed");
         assert!(row.completed_at.is_some() && row.started_at.is_some());
         let steps = store.steps(&id).await.unwrap();
@@ -132,7 +141,7 @@ fn a_suspended_run_is_unloaded_and_decisions_resume_it_with_outputs_intact() {
             .start(request(&review_loop(), &json!({"items": [1, 2]})))
             .await
             .unwrap();
-        let row = exec.wait(&id, Until::Settled).await.unwrap();
+        let row = settle(&exec, &id, Until::Settled).await;
         assert_eq!(row.status, "suspended");
         assert!(exec.loaded().is_empty(), "a suspended run holds no task");
         let pending = store.decisions(Some(&id), Some("pending")).await.unwrap();
@@ -148,7 +157,7 @@ fn a_suspended_run_is_unloaded_and_decisions_resume_it_with_outputs_intact() {
             assert_eq!(delivered, Delivery::Applied);
             exec.wait(&id, Until::Settled).await.unwrap();
         }
-        let row = exec.wait(&id, Until::Ended).await.unwrap();
+        let row = settle(&exec, &id, Until::Ended).await;
         assert_eq!(row.status, "completed");
         let steps = store.steps(&id).await.unwrap();
         let last = steps.iter().find(|s| s.step_id == "last").unwrap();
@@ -196,7 +205,7 @@ fn an_interrupted_run_resumes_and_completed_steps_never_run_again() {
             "{:?}",
             store.workflow(&id).await
         );
-        let row = exec.wait(&id, Until::Ended).await.unwrap();
+        let row = settle(&exec, &id, Until::Ended).await;
         assert_eq!(row.status, "completed");
         let log = entries(&store, &id).await;
         let notes: Vec<&LogEntry> = log
@@ -235,7 +244,7 @@ fn a_decision_timeout_that_passed_while_down_fires_at_start() {
     runtime().block_on(async {
         let exec = executor(&store, config(dir.path()));
         let _background = exec.background();
-        let row = exec.wait(&id, Until::Ended).await.unwrap();
+        let row = settle(&exec, &id, Until::Ended).await;
         assert_eq!(row.status, "completed");
         assert_eq!(
             json_of(row.output.as_deref())["after"]["result"],
@@ -262,7 +271,7 @@ fn cancel_ends_a_suspended_run() {
             reason: "no longer needed".into(),
         };
         assert_eq!(exec.deliver(&id, cancel).await.unwrap(), Delivery::Applied);
-        let row = exec.wait(&id, Until::Ended).await.unwrap();
+        let row = settle(&exec, &id, Until::Ended).await;
         assert_eq!(row.status, "cancelled");
         let decisions = store.decisions(Some(&id), None).await.unwrap();
         assert_eq!(decisions[0].status, "cancelled");
@@ -294,7 +303,7 @@ fn recovery_can_leave_interrupted_runs_suspended_until_resumed() {
         let log = entries(&store, &id).await;
         assert!(log.iter().any(|e| e.event_type == "workflow_interrupted"));
         exec.resume(&id).await.unwrap();
-        let row = exec.wait(&id, Until::Ended).await.unwrap();
+        let row = settle(&exec, &id, Until::Ended).await;
         assert_eq!(row.status, "completed", "{:?}", entries(&store, &id).await);
     });
 }
@@ -328,7 +337,7 @@ fn events_for_a_run_owned_elsewhere_wait_in_its_inbox() {
         // The other owner goes away; a daemon adopts the run and reads its mail.
         store.release(&id, other).await.unwrap();
         let _background = exec.background();
-        let row = exec.wait(&id, Until::Ended).await.unwrap();
+        let row = settle(&exec, &id, Until::Ended).await;
         assert_eq!(row.status, "completed");
         assert!(store.inbox(Some(&id)).await.unwrap().is_empty());
     });
@@ -348,16 +357,16 @@ fn a_run_suspended_by_its_deadline_resumes_with_a_fresh_one() {
         let id = exec.start(request(&workflow, &json!({}))).await.unwrap();
         // The deadline passes while the decision is pending: the run halts.
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let row = exec.wait(&id, Until::Settled).await.unwrap();
+        let row = settle(&exec, &id, Until::Settled).await;
         assert_eq!(row.status, "suspended");
         let log = entries(&store, &id).await;
         assert!(log.iter().any(|e| e.event_type == "workflow_timed_out"));
         // The decision is taken, but nothing new starts while halted.
         exec.deliver(&id, decide("gate", "go")).await.unwrap();
-        let row = exec.wait(&id, Until::Settled).await.unwrap();
+        let row = settle(&exec, &id, Until::Settled).await;
         assert_eq!(row.status, "suspended");
         exec.resume(&id).await.unwrap();
-        let row = exec.wait(&id, Until::Settled).await.unwrap();
+        let row = settle(&exec, &id, Until::Settled).await;
         assert_eq!(row.status, "completed", "{row:?}");
     });
 }
@@ -377,7 +386,7 @@ fn a_child_workflow_runs_once_and_its_output_reaches_the_parent() {
     runtime().block_on(async {
         let exec = executor(&store, config(dir.path()));
         let id = exec.start(request(&parent, &json!({}))).await.unwrap();
-        let row = exec.wait(&id, Until::Ended).await.unwrap();
+        let row = settle(&exec, &id, Until::Ended).await;
         assert_eq!(row.status, "completed", "{row:?}");
         let output = json_of(row.output.as_deref());
         assert_eq!(output["call"]["output"]["doubled"], json!(42), "{output}");

@@ -105,14 +105,14 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
 
 /// The answer once the run has settled.
 async fn settled(api: &Api, id: &str, kind: &str, resumed: bool) -> ToolResult {
-    let row = api.exec.wait(id, Until::Settled).await?;
+    let status = api.exec.wait(id, Until::Settled).await?;
     let summary = super::status::summary_of(api, id).await?;
     Ok(json!({
         "ok": true,
         "workflow_id": id,
         "signal_type": kind,
         "resumed": resumed || kind == "resume",
-        "status": row.status,
+        "status": status,
         "output": summary.get("output").cloned().unwrap_or(Value::Null),
         "pending_decisions": summary.get("pending_decisions").cloned().unwrap_or(json!([])),
     }))

@@ -82,9 +82,9 @@ pub async fn run(args: Args) -> Exit {
     }
     for id in &resumed {
         match executor.wait(id, Until::Settled).await {
-            Ok(row) => {
-                println!("{id} {}", row.status);
-                if matches!(row.status.as_str(), "failed" | "cancelled") && exit == Exit::Ok {
+            Ok(status) => {
+                println!("{id} {status}");
+                if matches!(status.as_str(), "failed" | "cancelled") && exit == Exit::Ok {
                     exit = Exit::Failed;
                 }
             }

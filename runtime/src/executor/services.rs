@@ -113,10 +113,16 @@ impl Services for RuntimeServices {
             if inner.store.workflow(&id).await.ok().flatten().is_none() {
                 start_child(&inner, call, child, &id).await?;
             }
-            let row = inner
+            inner
                 .wait(&id, Until::Ended)
                 .await
                 .map_err(|e| ActionError::execution(e.to_string()))?;
+            let row = inner
+                .store
+                .workflow(&id)
+                .await
+                .map_err(|e| ActionError::execution(e.to_string()))?
+                .ok_or_else(|| ActionError::execution(format!("workflow `{id}` is gone")))?;
             let output = row
                 .output
                 .as_deref()
