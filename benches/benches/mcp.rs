@@ -19,6 +19,7 @@ use opcode_stdlib::exec::EnvSecrets;
 use rmcp::model::CallToolRequestParams;
 use rmcp::model::ProtocolVersion;
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -52,7 +53,7 @@ async fn bench(quick: bool) {
         .await
         .expect("binds");
     let addr = listener.local_addr().expect("address");
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    tokio::spawn(async move { axum::serve(serve::without_delay(listener), app).await });
 
     let runs = if quick { 200 } else { 2000 };
     let define = json!({"name": "one", "definition": {"steps": [
@@ -61,15 +62,36 @@ async fn bench(quick: bool) {
     let run = CallToolRequestParams::new("opcode.run")
         .with_arguments(args(json!({"template_name": "one"})));
     // The stateless 2026-07-28 revision (server/discover, a JSON answer per
-    // POST), then the 2025 one with a session (each answer an SSE stream).
-    let stateless = ClientLifecycleMode::Discover {
+    // POST), then the 2025 one with a session (each answer an SSE stream);
+    // each with rmcp's default HTTP client, which opens a connection per
+    // request (its pool is off), and with a reqwest client that keeps them.
+    let stateless = || ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
-    for (label, lifecycle) in [
-        ("stateless 2026-07-28", stateless),
-        ("session 2025-11-25", ClientLifecycleMode::Initialize),
+    let uri = format!("http://{addr}/mcp");
+    for (label, lifecycle, keep_alive) in [
+        ("stateless 2026-07-28, default client", stateless(), false),
+        (
+            "session 2025-11-25, default client",
+            ClientLifecycleMode::Initialize,
+            false,
+        ),
+        ("stateless 2026-07-28, keep-alive", stateless(), true),
+        (
+            "session 2025-11-25, keep-alive",
+            ClientLifecycleMode::Initialize,
+            true,
+        ),
     ] {
-        let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+        let transport = if keep_alive {
+            let http = reqwest::Client::builder().build().expect("client");
+            StreamableHttpClientTransport::with_client(
+                http,
+                StreamableHttpClientTransportConfig::with_uri(uri.as_str()),
+            )
+        } else {
+            StreamableHttpClientTransport::from_uri(uri.as_str())
+        };
         let client = ().serve_with_lifecycle(transport, lifecycle).await.expect("connects");
         for _ in 0..runs / 10 {
             client.call_tool(run.clone()).await.expect("runs");
