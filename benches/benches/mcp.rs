@@ -40,6 +40,16 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// Prints the p50 and p99 of `times` after `label`.
+fn report(label: &str, mut times: Vec<Duration>) {
+    times.sort();
+    println!(
+        "{label:<72}  p50 {:.3} ms  p99 {:.3} ms",
+        percentile(&times, 0.5).as_secs_f64() * 1000.0,
+        percentile(&times, 0.99).as_secs_f64() * 1000.0
+    );
+}
+
 async fn bench(quick: bool) {
     let dir = tempfile::tempdir().expect("temp dir");
     let store: Arc<dyn EventStore> =
@@ -106,11 +116,9 @@ async fn bench(quick: bool) {
                 "completed"
             );
         }
-        times.sort();
-        println!(
-            "NORMAL opcode.run 1 step over /mcp (rmcp, {label}, {runs} runs)  p50 {:.3} ms  p99 {:.3} ms",
-            percentile(&times, 0.5).as_secs_f64() * 1000.0,
-            percentile(&times, 0.99).as_secs_f64() * 1000.0
+        report(
+            &format!("NORMAL opcode.run 1 step over /mcp (rmcp, {label}, {runs} runs)"),
+            times,
         );
         let _ = client.cancel().await;
     }
@@ -125,11 +133,9 @@ async fn bench(quick: bool) {
         client.call_tool(list.clone()).await.expect("queries");
         bare.push(started.elapsed());
     }
-    bare.sort();
-    println!(
-        "opcode.query of an empty list over /mcp (transport floor)   p50 {:.3} ms  p99 {:.3} ms",
-        percentile(&bare, 0.5).as_secs_f64() * 1000.0,
-        percentile(&bare, 0.99).as_secs_f64() * 1000.0
+    report(
+        "opcode.query of an empty list over /mcp (transport floor)",
+        bare,
     );
     // The same call in process, without HTTP and MCP: what the transport costs.
     let mut direct = Vec::with_capacity(runs);
@@ -140,12 +146,7 @@ async fn bench(quick: bool) {
             .expect("runs");
         direct.push(started.elapsed());
     }
-    direct.sort();
-    println!(
-        "NORMAL opcode.run 1 step, in process (no HTTP)          p50 {:.3} ms  p99 {:.3} ms",
-        percentile(&direct, 0.5).as_secs_f64() * 1000.0,
-        percentile(&direct, 0.99).as_secs_f64() * 1000.0
-    );
+    report("NORMAL opcode.run 1 step, in process (no HTTP)", direct);
     let _ = client.cancel().await;
     shutdown.cancel();
 }

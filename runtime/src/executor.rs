@@ -45,7 +45,7 @@ use crate::metrics::Metrics;
 use crate::owner;
 use crate::store::{
     Claim, Commit, EntryKind, EventStore, LogEntry, NewWorkflow, Source, StoreError,
-    WorkflowFilter, WorkflowRow,
+    WorkflowFilter, WorkflowRow, is_ended,
 };
 use crate::time::now_ms;
 
@@ -762,9 +762,4 @@ impl Inner {
         self.publish(&row.id, "suspended", false);
         Ok(())
     }
-}
-
-/// A status no run leaves.
-fn is_ended(status: &str) -> bool {
-    matches!(status, "completed" | "failed" | "cancelled")
 }

@@ -195,6 +195,11 @@ pub struct NewWorkflow {
     pub created_at: String,
 }
 
+/// Is `status` one a run never leaves (completed, failed, cancelled)?
+pub fn is_ended(status: &str) -> bool {
+    matches!(status, "completed" | "failed" | "cancelled")
+}
+
 /// A workflow with its step instances and pending decisions, read at once.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct WorkflowState {

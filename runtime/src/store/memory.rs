@@ -8,7 +8,7 @@ use super::{
     AgentRow, BoxFuture, Claim, Commit, DecisionChange, DecisionRow, EventFilter, EventStore,
     FoundEntry, InboxMessage, LeaseChange, LogEntry, ScheduleAdvance, ScheduleRow, SecretRow,
     Source, StepRow, StoreError, StoreResult, TemplateDraft, TemplateFilter, TemplateRow,
-    TimerChange, TimerRow, VaultHeader, WorkflowFilter, WorkflowRow,
+    TimerChange, TimerRow, VaultHeader, WorkflowFilter, WorkflowRow, is_ended,
 };
 
 #[derive(Default)]
@@ -384,10 +384,7 @@ impl EventStore for MemoryStore {
     fn renew<'a>(&'a self, owner: &'a str, until: &'a str) -> BoxFuture<'a, StoreResult<()>> {
         let state = &mut *self.lock();
         for (id, (held_by, expires)) in &mut state.leases {
-            let ended = state
-                .workflows
-                .get(id)
-                .is_none_or(|w| matches!(w.status.as_str(), "completed" | "failed" | "cancelled"));
+            let ended = state.workflows.get(id).is_none_or(|w| is_ended(&w.status));
             if held_by == owner && !ended {
                 until.clone_into(expires);
             }
