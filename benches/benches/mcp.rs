@@ -50,6 +50,30 @@ fn report(label: &str, mut times: Vec<Duration>) {
     );
 }
 
+/// One stateless (2026-07-28) `tools/call` of `tool` posted by hand.
+async fn bare_call(http: &reqwest::Client, uri: &str, tool: &str, arguments: &Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": tool,
+        "arguments": arguments,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }
+    }});
+    let answer = http
+        .post(uri)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("posts");
+    answer.json().await.expect("a JSON answer")
+}
+
 async fn bench(quick: bool) {
     let dir = tempfile::tempdir().expect("temp dir");
     let store: Arc<dyn EventStore> =
@@ -137,6 +161,25 @@ async fn bench(quick: bool) {
         "opcode.query of an empty list over /mcp (transport floor)",
         bare,
     );
+    // The same calls from a bare HTTP client (JSON-RPC written by hand, the
+    // stateless revision, a kept connection): the server without rmcp's client.
+    let http = reqwest::Client::new();
+    for (tool, arguments) in [
+        ("opcode.query", json!({"resource": "schedules"})),
+        ("opcode.run", json!({"template_name": "one"})),
+    ] {
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let started = Instant::now();
+            let answer = bare_call(&http, &uri, tool, &arguments).await;
+            times.push(started.elapsed());
+            assert_eq!(answer["result"]["isError"], false, "{answer}");
+        }
+        report(
+            &format!("{tool} over /mcp, bare HTTP client (stateless JSON-RPC)"),
+            times,
+        );
+    }
     // The same call in process, without HTTP and MCP: what the transport costs.
     let mut direct = Vec::with_capacity(runs);
     for _ in 0..runs {

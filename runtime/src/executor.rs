@@ -3,9 +3,10 @@
 //! Each loaded workflow is one task ([`run::RunTask`]) that owns its VM. A
 //! round takes every event waiting for the run, applies them, writes the
 //! inputs, the records and the derived state in one commit, and only then
-//! performs the effects (actions on tokio, local timers). A workflow that
-//! only waits for decisions or signals is unloaded: what remains is its
-//! rows, and its timers in the `timers` table, which the background loop
+//! performs the effects (actions on tokio, local timers); immediate actions
+//! (computations that touch nothing outside the process, [`caller`]) run
+//! inside the round instead. A workflow that only waits for decisions or
+//! signals is unloaded: what remains is its rows, and its timers in the `timers` table, which the background loop
 //! ([`background`]) watches. Loading replays the log's inputs into a fresh
 //! VM and performs what was pending: in-flight actions run again with the
 //! same idempotency key, timers are re-armed (a past one fires at once).
@@ -15,6 +16,7 @@
 //! workflow another live process owns is left in its inbox.
 
 mod background;
+mod caller;
 mod programs;
 mod round;
 mod run;
@@ -356,7 +358,21 @@ impl Executor {
     /// Waits until the workflow has ended (or, with [`Until::Settled`], is
     /// waiting for a decision or signal) and returns its status.
     pub async fn wait(&self, id: &str, until: Until) -> Result<String, ExecError> {
-        self.inner.wait(id, until).await
+        let changes = self.inner.changes.subscribe();
+        let look = !self.inner.runs().contains_key(id);
+        self.inner.wait(id, until, changes, look).await
+    }
+
+    /// [`Executor::wait`] for a run this process started after `changes`
+    /// was taken from [`Executor::changes`]: its announcements are all in
+    /// `changes`, so the store is read only if some were missed.
+    pub async fn wait_from(
+        &self,
+        id: &str,
+        until: Until,
+        changes: broadcast::Receiver<Change>,
+    ) -> Result<String, ExecError> {
+        self.inner.wait(id, until, changes, false).await
     }
 
     /// Deals with the workflows a dead process left running, as
@@ -663,12 +679,17 @@ impl Inner {
         }
     }
 
-    async fn wait(&self, id: &str, until: Until) -> Result<String, ExecError> {
+    /// Waits with `changes` subscribed before the run could have left this
+    /// process; `look` reads the store first (a run not loaded here).
+    async fn wait(
+        &self,
+        id: &str,
+        until: Until,
+        mut changes: broadcast::Receiver<Change>,
+        mut look: bool,
+    ) -> Result<String, ExecError> {
         let settled =
             |status: &str| is_ended(status) || (until == Until::Settled && status == "suspended");
-        let mut changes = self.changes.subscribe();
-        // A run loaded here announces its changes: read only when one may matter.
-        let mut look = !self.runs().contains_key(id);
         loop {
             if look {
                 let row = self

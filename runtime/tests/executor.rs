@@ -396,3 +396,80 @@ fn a_child_workflow_runs_once_and_its_output_reaches_the_parent() {
         assert_eq!(child.status, "completed");
     });
 }
+
+/// Every commit of run `id` the feed announced, as `(event_type, step)`s.
+fn commits_of(
+    feed: &mut tokio::sync::broadcast::Receiver<Arc<opcode_runtime::executor::Appended>>,
+    id: &str,
+) -> Vec<Vec<(String, Option<String>)>> {
+    let mut commits = Vec::new();
+    while let Ok(appended) = feed.try_recv() {
+        if appended.workflow_id == id {
+            let entries = appended.entries.iter();
+            commits.push(
+                entries
+                    .map(|e| (e.event_type.clone(), e.step_id.clone()))
+                    .collect(),
+            );
+        }
+    }
+    commits
+}
+
+#[test]
+fn immediate_actions_run_in_the_round_that_asked_for_them() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("here.txt"), "x").unwrap();
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let mut feed = exec.appended();
+        let workflow = json!({"steps": [
+            {"id": "a", "action": "expr.eval", "params": {"expression": "2 * 21"}},
+            {"id": "b", "action": "crypto.hash", "depends_on": ["a"],
+             "params": {"data": "${{steps.a.result}}"}},
+            {"id": "c", "action": "fs.stat", "depends_on": ["b"], "params": {"path": "here.txt"}},
+            {"id": "d", "action": "expr.eval", "depends_on": ["c"],
+             "params": {"expression": "steps.c.size"}}
+        ]});
+        let id = exec.start(request(&workflow, &json!({}))).await.unwrap();
+        assert_eq!(settle(&exec, &id, Until::Ended).await.status, "completed");
+        let commits = commits_of(&mut feed, &id);
+        // The start, `a` and `b` (immediate), and `c` asked for: one commit;
+        // `c`'s result (read from the disk), `d` and the end: the second.
+        assert_eq!(commits.len(), 2, "{commits:#?}");
+        let has = |commit: &[(String, Option<String>)], event: &str, step: &str| {
+            commit
+                .iter()
+                .any(|(e, s)| e == event && s.as_deref() == Some(step))
+        };
+        for step in ["a", "b"] {
+            assert!(has(&commits[0], "step_completed", step), "{step}");
+        }
+        assert!(has(&commits[0], "step_started", "c") && !has(&commits[0], "step_completed", "c"));
+        assert!(has(&commits[1], "step_completed", "c") && has(&commits[1], "step_completed", "d"));
+        assert_eq!(commits[1].last().unwrap().0, "workflow_completed");
+        // The same run replayed from its log ends the same way.
+        let steps = store.steps(&id).await.unwrap();
+        assert!(steps.iter().all(|s| s.status == "completed"), "{steps:?}");
+    });
+}
+
+#[test]
+fn an_action_cancelled_in_the_round_that_asked_for_it_never_starts() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        // Both start at once; `stop` fails the workflow at once (immediate),
+        // which cancels `write` before it was performed.
+        let workflow = json!({"steps": [
+            {"id": "stop", "action": "workflow.fail", "params": {"reason": "no"}},
+            {"id": "write", "action": "fs.write",
+             "params": {"path": "out.txt", "content": "written"}}
+        ]});
+        let id = exec.start(request(&workflow, &json!({}))).await.unwrap();
+        assert_eq!(settle(&exec, &id, Until::Ended).await.status, "failed");
+        assert!(!dir.path().join("out.txt").exists());
+    });
+}

@@ -368,6 +368,28 @@ impl Actions {
         matches!(action, "workflow.run" | "workflow.map")
     }
 
+    /// Is a call of `action` with `params` for run `run_id` worked out in
+    /// this process, in a time bounded by its input, touching nothing
+    /// outside the process but best-effort live output (a log line, an
+    /// emitted event, a session notification)? Such a call may run inside
+    /// the round that asked for it (spec/events.md, "Immediate actions").
+    /// `json.jq` is not: a filter may never end.
+    pub fn immediate(&self, action: &str, params: &Value, run_id: &str) -> bool {
+        if self.external.as_ref().is_some_and(|e| e.handles(action)) {
+            return false;
+        }
+        match action {
+            // Reading another workflow's context reads the store.
+            "workflow.context" => params
+                .get("workflow_id")
+                .and_then(Value::as_str)
+                .is_none_or(|id| id.is_empty() || id == run_id),
+            "workflow.emit" | "workflow.log" | "workflow.notify" | "workflow.fail"
+            | "expr.eval" => true,
+            _ => action.starts_with("assert.") || action.starts_with("crypto."),
+        }
+    }
+
     /// Runs one call; secret values it was given are masked in its result.
     pub async fn run(&self, call: &Call) -> Result<Value, ActionError> {
         let result = self.run_unmasked(call).await;
@@ -411,5 +433,77 @@ impl Actions {
                 false,
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    struct NoServices;
+
+    impl Services for NoServices {
+        fn log(&self, _: &Call, _: &str, _: &str, _: &Value) {}
+        fn emit(&self, _: &Call, _: &str, _: &Value) {}
+        fn notify(&self, _: &Call, _: &str, _: &Value) -> Value {
+            Value::Null
+        }
+        fn context_of<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Option<Value>> {
+            Box::pin(std::future::ready(None))
+        }
+        fn run_child<'a>(
+            &'a self,
+            _: &'a Call,
+            _: Child<'a>,
+        ) -> BoxFuture<'a, Result<Value, ActionError>> {
+            Box::pin(std::future::ready(Ok(Value::Null)))
+        }
+    }
+
+    struct Plugin;
+
+    impl ExternalActions for Plugin {
+        fn handles(&self, action: &str) -> bool {
+            action.starts_with("crypto.")
+        }
+        fn run<'a>(&'a self, _: &'a Call) -> BoxFuture<'a, Result<Value, ActionError>> {
+            Box::pin(std::future::ready(Ok(Value::Null)))
+        }
+    }
+
+    #[test]
+    fn immediate_actions_are_computations_in_process() {
+        let actions = Actions::new(Arc::new(NoServices), PathBuf::from("."));
+        let none = json!({});
+        for action in [
+            "expr.eval",
+            "assert.equals",
+            "crypto.hash",
+            "workflow.emit",
+            "workflow.fail",
+        ] {
+            assert!(actions.immediate(action, &none, "r"), "{action}");
+        }
+        for action in [
+            "json.jq",
+            "http.get",
+            "fs.read",
+            "shell.exec",
+            "workflow.run",
+            "workflow.map",
+        ] {
+            assert!(!actions.immediate(action, &none, "r"), "{action}");
+        }
+        let own = json!({"action": "read", "workflow_id": "r"});
+        let other = json!({"action": "read", "workflow_id": "other"});
+        assert!(actions.immediate("workflow.context", &own, "r"));
+        assert!(!actions.immediate("workflow.context", &other, "r"));
+        // A plugin that takes a built-in family's names runs them its way.
+        let plugged = Actions::new(Arc::new(NoServices), PathBuf::from("."))
+            .with_external(Some(Arc::new(Plugin)));
+        assert!(!plugged.immediate("crypto.hash", &none, "r"));
+        assert!(plugged.immediate("expr.eval", &none, "r"));
     }
 }

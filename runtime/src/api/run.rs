@@ -19,13 +19,15 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
         .opt_object("params")?
         .map_or_else(|| json!({}), |p| Value::Object(p.clone()));
     api.seen(agent_id).await?;
+    // Taken before the start, so that the run's end is not missed.
+    let changes = api.exec.changes();
     let id = start_template(&api.exec, &template, &given, agent_id, None).await?;
     if !wait {
         let row = api.store().workflow(&id).await?;
         let status = row.map_or_else(|| "pending".to_owned(), |r| r.status);
         return Ok(json!({ "workflow_id": id, "status": status }));
     }
-    api.exec.wait(&id, Until::Settled).await?;
+    api.exec.wait_from(&id, Until::Settled, changes).await?;
     super::status::summary_of(api, &id).await
 }
 

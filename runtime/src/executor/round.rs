@@ -1,10 +1,10 @@
 //! One scheduling round: the events applied together, and everything they
 //! write (one [`Commit`]) and do (the effects, performed after the commit).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use opcode_vm::effect::{DecisionRequest, Effect};
-use opcode_vm::event::Event;
+use opcode_vm::event::{EffectId, Event};
 use opcode_vm::{InstRef, Plan, StepStatus, Vm};
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -145,6 +145,35 @@ impl Round {
                 Effect::AwaitSignal { .. } => {}
             }
         }
+    }
+
+    /// Drops the dispatches cancelled before they were performed, with
+    /// their cancels: such an action is never started.
+    pub fn drop_cancelled_dispatches(&mut self) {
+        let cancelled: HashSet<EffectId> = self
+            .perform
+            .iter()
+            .filter_map(|e| match e {
+                Effect::CancelDispatch { effect } => Some(*effect),
+                _ => None,
+            })
+            .collect();
+        if cancelled.is_empty() {
+            return;
+        }
+        let unstarted: HashSet<EffectId> = self
+            .perform
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Dispatch(d) if cancelled.contains(&d.effect) => Some(d.effect),
+                _ => None,
+            })
+            .collect();
+        self.perform.retain(|e| match e {
+            Effect::Dispatch(d) => !unstarted.contains(&d.effect),
+            Effect::CancelDispatch { effect } => !unstarted.contains(effect),
+            _ => true,
+        });
     }
 
     fn decision_row(&self, request: &DecisionRequest, plan: &Plan) -> DecisionRow {

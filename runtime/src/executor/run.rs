@@ -5,21 +5,19 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use opcode_stdlib::exec::{Actions, Call};
 use opcode_vm::effect::Effect;
-use opcode_vm::error::ActionError;
 use opcode_vm::event::{EffectId, Event, TimerId};
-use opcode_vm::{RunStatus, Vm};
+use opcode_vm::{Plan, RunStatus, Vm};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
+use super::caller::{Caller, Finished, Who};
 use super::programs::Loaded;
 use super::round::{Reply, Round, workflow_update};
 use super::{ExecError, Inner};
-use crate::breaker::{Outcome, Transition};
+use crate::breaker::Transition;
 use crate::log;
-use crate::metrics::Metrics;
 use crate::owner;
 use crate::store::{Commit, LeaseChange, NewWorkflow};
 use crate::time::now_ms;
@@ -62,14 +60,28 @@ impl Incoming {
         }
     }
 
-    /// An action result or a timer.
-    fn internal(event: Event) -> Incoming {
+    /// A timer that fired.
+    fn fired(timer: TimerId) -> Incoming {
         Incoming {
-            event,
+            event: Event::TimerFired { timer },
             reply: None,
             inbox_id: None,
             external: false,
             breaker_changes: Vec::new(),
+        }
+    }
+
+    /// An action's result.
+    fn finished(effect: EffectId, finished: Finished) -> Incoming {
+        Incoming {
+            event: Event::ActionFinished {
+                effect,
+                result: finished.result,
+            },
+            reply: None,
+            inbox_id: None,
+            external: false,
+            breaker_changes: finished.breaker_changes,
         }
     }
 }
@@ -80,7 +92,7 @@ pub struct RunTask {
     id: String,
     vm: Vm,
     loaded: Arc<Loaded>,
-    actions: Arc<Actions>,
+    caller: Arc<Caller>,
     agent_id: Option<String>,
     last_seq: u64,
     last_at: u64,
@@ -128,6 +140,7 @@ impl RunTask {
             &inner.config.isolation,
             inner.external.get(),
         );
+        let caller = Arc::new(Caller::new(&inner, actions));
         let last_status = setup.vm.status();
         let last_context = setup.vm.context().clone();
         RunTask {
@@ -135,7 +148,7 @@ impl RunTask {
             id: setup.id,
             vm: setup.vm,
             loaded: setup.loaded,
-            actions,
+            caller,
             agent_id: setup.agent_id,
             last_seq: setup.last_seq,
             last_at: 0,
@@ -288,59 +301,16 @@ impl RunTask {
         self.last_at
     }
 
-    /// Applies a batch, commits it, then performs its effects.
+    /// Applies a batch and the results of the immediate actions it leads
+    /// to, commits it all, then performs the other effects.
     async fn round(&mut self, batch: Vec<Incoming>) -> Result<(), ExecError> {
         let mut round = Round::new(self.now());
         let plan = self.loaded.plan.clone();
         for incoming in batch {
             let step_id = self.step_of(&incoming.event);
-            for change in &incoming.breaker_changes {
-                let note = log::note(
-                    &round.at,
-                    change.event_type,
-                    step_id.clone(),
-                    &change.payload,
-                );
-                round.entries.push(note);
-            }
-            if let Some(message) = incoming.inbox_id {
-                round.inbox_taken.push(message);
-            }
-            let applied = self.vm.apply_into(
-                round.at_ms,
-                &incoming.event,
-                &self.loaded.host,
-                &mut self.scratch,
-            );
-            match applied {
-                Ok(()) => {
-                    round.applied(&incoming.event, step_id);
-                    round.absorb(&mut self.scratch, &incoming.event, &plan);
-                    self.forget(&incoming.event);
-                    if let Some(reply) = incoming.reply {
-                        round.replies.push((reply, Ok(())));
-                    }
-                }
-                Err(rejected) => {
-                    self.scratch.clear();
-                    if incoming.external {
-                        if incoming.inbox_id.is_some() {
-                            round.entries.push(log::note(
-                                &round.at,
-                                "input_rejected",
-                                None,
-                                &json!({"event": incoming.event.name(), "reason": rejected.to_string()}),
-                            ));
-                        }
-                        if let Some(reply) = incoming.reply {
-                            round
-                                .replies
-                                .push((reply, Err(ExecError::Refused(rejected.to_string()))));
-                        }
-                    }
-                }
-            }
+            self.apply(&mut round, incoming, step_id, &plan);
         }
+        self.run_immediate(&mut round, &plan).await;
         if round.is_empty() && self.create.is_none() {
             for (reply, result) in round.replies.drain(..) {
                 let _ = reply.send(result);
@@ -349,7 +319,7 @@ impl RunTask {
         }
         let commit = self.commit_of(&mut round);
         let appended = commit.entries.len() as u64;
-        let releases = matches!(commit.lease, Some(LeaseChange::Release { .. }));
+        let releases = self.vm.status().is_terminal();
         if let Err(e) = self.inner.commit(commit).await {
             let e = ExecError::Store(e);
             for (reply, _) in round.replies.drain(..) {
@@ -373,6 +343,91 @@ impl RunTask {
         Ok(())
     }
 
+    /// Applies one input to the VM and takes what it caused into `round`.
+    fn apply(
+        &mut self,
+        round: &mut Round,
+        incoming: Incoming,
+        step_id: Option<String>,
+        plan: &Plan,
+    ) {
+        for change in &incoming.breaker_changes {
+            let note = log::note(
+                &round.at,
+                change.event_type,
+                step_id.clone(),
+                &change.payload,
+            );
+            round.entries.push(note);
+        }
+        if let Some(message) = incoming.inbox_id {
+            round.inbox_taken.push(message);
+        }
+        let applied = self.vm.apply_into(
+            round.at_ms,
+            &incoming.event,
+            &self.loaded.host,
+            &mut self.scratch,
+        );
+        match applied {
+            Ok(()) => {
+                round.applied(&incoming.event, step_id);
+                round.absorb(&mut self.scratch, &incoming.event, plan);
+                self.forget(&incoming.event);
+                if let Some(reply) = incoming.reply {
+                    round.replies.push((reply, Ok(())));
+                }
+            }
+            Err(rejected) => {
+                self.scratch.clear();
+                if incoming.external {
+                    if incoming.inbox_id.is_some() {
+                        round.entries.push(log::note(
+                            &round.at,
+                            "input_rejected",
+                            None,
+                            &json!({"event": incoming.event.name(), "reason": rejected.to_string()}),
+                        ));
+                    }
+                    if let Some(reply) = incoming.reply {
+                        round
+                            .replies
+                            .push((reply, Err(ExecError::Refused(rejected.to_string()))));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs the round's immediate actions in place and applies their
+    /// results in this same round, so that a chain of them (and the run's
+    /// start or end around it) costs one commit. Stops when none is left,
+    /// no worker slot is free, or the round is full.
+    async fn run_immediate(&mut self, round: &mut Round, plan: &Plan) {
+        for _ in 0..MAX_ROUND {
+            round.drop_cancelled_dispatches();
+            let next = round.perform.iter().position(
+                |e| matches!(e, Effect::Dispatch(d) if self.caller.immediate(d, &self.id)),
+            );
+            let Some(at) = next else { return };
+            let Some(slot) = self.caller.free_slot() else {
+                return;
+            };
+            let Effect::Dispatch(dispatch) = round.perform.remove(at) else {
+                return;
+            };
+            let step = plan.instance_name(&dispatch.inst);
+            let who = Who {
+                run_id: &self.id,
+                step: &step,
+                agent_id: self.agent_id.as_deref(),
+            };
+            let finished = self.caller.call(&dispatch, &who, Some(slot)).await;
+            let incoming = Incoming::finished(dispatch.effect, finished);
+            self.apply(round, incoming, Some(step), plan);
+        }
+    }
+
     fn commit_of(&mut self, round: &mut Round) -> Commit {
         let context = (self.vm.context() != &self.last_context).then(|| {
             self.last_context = self.vm.context().clone();
@@ -386,12 +441,17 @@ impl RunTask {
             changed.then(|| workflow_update(&self.vm, &round.at, round.started, context.as_ref()));
         let mut commit = round.commit(&self.id, self.last_seq, &self.vm, update);
         let owner = owner::current().to_owned();
-        if let Some((create, until)) = self.create.take() {
-            commit.create = Some(create);
-            commit.lease = Some(LeaseChange::Take { owner, until });
-        } else if self.vm.status().is_terminal() {
+        let ended = self.vm.status().is_terminal();
+        match self.create.take() {
+            // A run that ends in its first round never holds the lease.
+            Some((create, _)) if ended => commit.create = Some(create),
+            Some((create, until)) => {
+                commit.create = Some(create);
+                commit.lease = Some(LeaseChange::Take { owner, until });
+            }
             // Ending gives the lease up in the same write.
-            commit.lease = Some(LeaseChange::Release { owner });
+            None if ended => commit.lease = Some(LeaseChange::Release { owner }),
+            None => {}
         }
         commit
     }
@@ -427,45 +487,22 @@ impl RunTask {
         match effect {
             Effect::Dispatch(d) => {
                 let step = self.loaded.plan.instance_name(&d.inst);
-                let (actions, permits, tx, secrets, breakers, metrics) = (
-                    self.actions.clone(),
-                    self.inner.permits.clone(),
-                    self.tx.clone(),
-                    self.inner.secrets.clone(),
-                    self.inner.breakers.clone(),
-                    self.inner.metrics.clone(),
-                );
-                let (run_id, name, agent_id) =
-                    (self.id.clone(), step.clone(), self.agent_id.clone());
                 let effect = d.effect;
+                let (caller, tx, run_id, name, agent_id) = (
+                    self.caller.clone(),
+                    self.tx.clone(),
+                    self.id.clone(),
+                    step.clone(),
+                    self.agent_id.clone(),
+                );
                 let handle = tokio::spawn(async move {
-                    let mut changes = Vec::new();
-                    let call =
-                        Call::prepare(&d, &run_id, &name, agent_id.as_deref(), secrets.as_ref())
-                            .await;
-                    let result = match call {
-                        Ok(call) if call.action.starts_with("workflow.") => {
-                            let _permit = if Actions::only_waits(&call.action) {
-                                None
-                            } else {
-                                permits.acquire_owned().await.ok()
-                            };
-                            timed(&metrics, &call, actions.run(&call)).await
-                        }
-                        Ok(call) => match breakers.admit(&call.action, now_ms()) {
-                            Ok((ticket, opened)) => {
-                                changes.extend(opened);
-                                let _permit = permits.acquire_owned().await.ok();
-                                let result = timed(&metrics, &call, actions.run(&call)).await;
-                                changes.extend(ticket.finish(Outcome::of(&result), now_ms()));
-                                result
-                            }
-                            Err(refused) => Err(refused),
-                        },
-                        Err(e) => Err(e),
+                    let who = Who {
+                        run_id: &run_id,
+                        step: &name,
+                        agent_id: agent_id.as_deref(),
                     };
-                    let mut incoming = Incoming::internal(Event::ActionFinished { effect, result });
-                    incoming.breaker_changes = changes;
+                    let finished = caller.call(&d, &who, None).await;
+                    let incoming = Incoming::finished(effect, finished);
                     let _ = tx.send(Msg::Deliver(Box::new(incoming)));
                 });
                 self.inflight.insert(effect, (handle.abort_handle(), step));
@@ -482,9 +519,7 @@ impl RunTask {
                 let wait = Duration::from_millis(due.saturating_sub(now_ms()));
                 let handle = tokio::spawn(async move {
                     tokio::time::sleep(wait).await;
-                    let _ = tx.send(Msg::Deliver(Box::new(Incoming::internal(
-                        Event::TimerFired { timer },
-                    ))));
+                    let _ = tx.send(Msg::Deliver(Box::new(Incoming::fired(timer))));
                 });
                 let name = inst.map(|i| self.loaded.plan.instance_name(&i));
                 self.timers
@@ -570,20 +605,4 @@ impl RunTask {
         self.inner.publish(&self.id, status, false);
         self.inner.wake.notify_one();
     }
-}
-
-/// Runs an action call, counting it and timing it in the metrics.
-async fn timed(
-    metrics: &Metrics,
-    call: &Call,
-    run: impl Future<Output = Result<Value, ActionError>>,
-) -> Result<Value, ActionError> {
-    let started = std::time::Instant::now();
-    let result = run.await;
-    metrics.action(
-        &call.action,
-        result.is_ok(),
-        started.elapsed().as_secs_f64(),
-    );
-    result
 }

@@ -110,11 +110,15 @@ impl Services for RuntimeServices {
                 .upgrade()
                 .ok_or_else(|| ActionError::execution("the runtime is shutting down"))?;
             let id = child.workflow_id(call);
+            let changes = inner.changes.subscribe();
+            // Started by an earlier attempt: it may run elsewhere.
+            let mut look = true;
             if inner.store.workflow(&id).await.ok().flatten().is_none() {
                 start_child(&inner, call, child, &id).await?;
+                look = !inner.runs().contains_key(&id);
             }
             inner
-                .wait(&id, Until::Ended)
+                .wait(&id, Until::Ended, changes, look)
                 .await
                 .map_err(|e| ActionError::execution(e.to_string()))?;
             let row = inner

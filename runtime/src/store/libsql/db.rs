@@ -3,7 +3,7 @@
 //! method drives its future to the end on a current-thread runtime.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::future::Future;
 use std::path::Path;
@@ -95,6 +95,16 @@ pub struct Db {
     batches: RefCell<HashMap<(Table, usize), Statement>>,
     /// Prepared reads, by SQL text (preparing one costs more than running it).
     reads: RefCell<HashMap<String, Statement>>,
+    /// Sources known to be stored (they are never deleted), and those the
+    /// open transaction wrote, known once it is committed.
+    sources: RefCell<SourcesSeen>,
+}
+
+/// The source hashes a [`Db`] has seen stored.
+#[derive(Default)]
+struct SourcesSeen {
+    stored: HashSet<String>,
+    writing: Vec<String>,
 }
 
 /// At most this many reads stay prepared (queries with literal pages vary).
@@ -149,6 +159,7 @@ impl Db {
             writes,
             batches: RefCell::new(HashMap::new()),
             reads: RefCell::new(HashMap::new()),
+            sources: RefCell::new(SourcesSeen::default()),
         })
     }
 
@@ -163,9 +174,20 @@ impl Db {
     pub fn write(&self, commits: &[Commit]) -> Vec<StoreResult<()>> {
         self.block(async {
             let outcome = match self.write_all(commits).await {
-                Err(StoreError::Backend(_)) if commits.len() > 1 => self.write_each(commits).await,
+                Ok(results) => {
+                    // Committed without savepoints: every source it wrote is stored.
+                    let mut sources = self.sources.borrow_mut();
+                    let written = std::mem::take(&mut sources.writing);
+                    sources.stored.extend(written);
+                    Ok(results)
+                }
+                Err(StoreError::Backend(_)) if commits.len() > 1 => {
+                    self.sources.borrow_mut().writing.clear();
+                    self.write_each(commits).await
+                }
                 outcome => outcome,
             };
+            self.sources.borrow_mut().writing.clear();
             outcome.unwrap_or_else(|e| commits.iter().map(|_| Err(e.clone())).collect())
         })
     }
@@ -244,15 +266,21 @@ impl Db {
                     actual: 0,
                 });
             }
-            run(
-                &w.add_source,
-                vec![
-                    new.source.hash.as_str().into(),
-                    new.source.definition.as_str().into(),
-                    new.source.program.clone().into(),
-                ],
-            )
-            .await?;
+            if !self.sources.borrow().stored.contains(&new.source.hash) {
+                run(
+                    &w.add_source,
+                    vec![
+                        new.source.hash.as_str().into(),
+                        new.source.definition.as_str().into(),
+                        new.source.program.clone().into(),
+                    ],
+                )
+                .await?;
+                self.sources
+                    .borrow_mut()
+                    .writing
+                    .push(new.source.hash.clone());
+            }
             // The row is written whole: its state, sequence and lease too.
             let taken = match lease {
                 Some(LeaseChange::Take { owner, until }) => Some((owner.as_str(), until.as_str())),

@@ -1,0 +1,135 @@
+//! One action call of a run: its secrets resolved, its circuit breaker
+//! asked, a worker slot held while it runs, and the call counted and timed
+//! in the metrics. Spawned for most actions; awaited in place, inside the
+//! round, for immediate ones (spec/events.md, "Immediate actions").
+
+use std::sync::Arc;
+
+use opcode_stdlib::exec::{Actions, Call, Secrets};
+use opcode_vm::effect::Dispatch;
+use opcode_vm::error::ActionError;
+use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::Inner;
+use crate::breaker::{Breakers, Outcome, Transition};
+use crate::metrics::Metrics;
+use crate::time::now_ms;
+
+/// What a run's action calls need.
+pub struct Caller {
+    actions: Arc<Actions>,
+    permits: Arc<Semaphore>,
+    secrets: Arc<dyn Secrets>,
+    breakers: Arc<Breakers>,
+    metrics: Arc<Metrics>,
+}
+
+/// Who makes a call.
+pub struct Who<'a> {
+    /// The run.
+    pub run_id: &'a str,
+    /// The step instance.
+    pub step: &'a str,
+    /// The agent that started the run.
+    pub agent_id: Option<&'a str>,
+}
+
+/// An action's result, and the breaker changes the call caused.
+pub struct Finished {
+    /// The action's output or error.
+    pub result: Result<Value, ActionError>,
+    /// Breakers that opened or closed, to log before the result.
+    pub breaker_changes: Vec<Transition>,
+}
+
+impl Caller {
+    /// The caller for runs of `inner` using `actions`.
+    pub fn new(inner: &Inner, actions: Arc<Actions>) -> Caller {
+        Caller {
+            actions,
+            permits: inner.permits.clone(),
+            secrets: inner.secrets.clone(),
+            breakers: inner.breakers.clone(),
+            metrics: inner.metrics.clone(),
+        }
+    }
+
+    /// May `dispatch` run in the round that asked for it?
+    pub fn immediate(&self, dispatch: &Dispatch, run_id: &str) -> bool {
+        self.actions
+            .immediate(&dispatch.action, &dispatch.params, run_id)
+    }
+
+    /// A worker slot, if one is free now.
+    pub fn free_slot(&self) -> Option<OwnedSemaphorePermit> {
+        self.permits.clone().try_acquire_owned().ok()
+    }
+
+    /// Runs `dispatch`, holding `slot` if given, otherwise a slot it waits
+    /// for (none for calls that only wait for other runs).
+    pub async fn call(
+        &self,
+        dispatch: &Dispatch,
+        who: &Who<'_>,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> Finished {
+        let prepared = Call::prepare(
+            dispatch,
+            who.run_id,
+            who.step,
+            who.agent_id,
+            self.secrets.as_ref(),
+        )
+        .await;
+        let call = match prepared {
+            Ok(call) => call,
+            Err(e) => return Finished::alone(Err(e)),
+        };
+        if call.action.starts_with("workflow.") {
+            let _slot = match slot {
+                Some(slot) => Some(slot),
+                None if Actions::only_waits(&call.action) => None,
+                None => self.permits.clone().acquire_owned().await.ok(),
+            };
+            return Finished::alone(self.timed(&call).await);
+        }
+        match self.breakers.admit(&call.action, now_ms()) {
+            Ok((ticket, opened)) => {
+                let mut breaker_changes: Vec<Transition> = opened.into_iter().collect();
+                let _slot = match slot {
+                    Some(slot) => Some(slot),
+                    None => self.permits.clone().acquire_owned().await.ok(),
+                };
+                let result = self.timed(&call).await;
+                breaker_changes.extend(ticket.finish(Outcome::of(&result), now_ms()));
+                Finished {
+                    result,
+                    breaker_changes,
+                }
+            }
+            Err(refused) => Finished::alone(Err(refused)),
+        }
+    }
+
+    /// Runs `call`, counting it and timing it in the metrics.
+    async fn timed(&self, call: &Call) -> Result<Value, ActionError> {
+        let started = std::time::Instant::now();
+        let result = self.actions.run(call).await;
+        self.metrics.action(
+            &call.action,
+            result.is_ok(),
+            started.elapsed().as_secs_f64(),
+        );
+        result
+    }
+}
+
+impl Finished {
+    fn alone(result: Result<Value, ActionError>) -> Finished {
+        Finished {
+            result,
+            breaker_changes: Vec::new(),
+        }
+    }
+}
