@@ -47,7 +47,7 @@ use crate::metrics::Metrics;
 use crate::owner;
 use crate::store::{
     Claim, Commit, EntryKind, EventStore, LogEntry, NewWorkflow, Source, StoreError,
-    WorkflowFilter, WorkflowRow, is_ended,
+    WorkflowFilter, WorkflowRow, WorkflowState, is_ended,
 };
 use crate::time::now_ms;
 
@@ -176,6 +176,9 @@ pub struct StartRequest {
     pub template_version: Option<i64>,
     /// Where relative paths resolve.
     pub base_dir: Option<PathBuf>,
+    /// The caller shows the run's state once it settles: it is read with
+    /// the commit that settles the run and comes with [`Settled`].
+    pub report_state: bool,
 }
 
 /// A change of a workflow's status, as broadcast to waiters.
@@ -187,6 +190,18 @@ pub struct Change {
     pub status: String,
     /// Is it still loaded here?
     pub loaded: bool,
+    /// Its state as its last commit left it, when that commit read it.
+    pub state: Option<Arc<WorkflowState>>,
+}
+
+/// How a waited-for run settled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled {
+    /// Its status.
+    pub status: String,
+    /// Its state, when the run read it as it settled (see
+    /// [`StartRequest::report_state`]).
+    pub state: Option<Arc<WorkflowState>>,
 }
 
 /// Log entries a commit appended to one workflow, as broadcast to the
@@ -360,7 +375,8 @@ impl Executor {
     pub async fn wait(&self, id: &str, until: Until) -> Result<String, ExecError> {
         let changes = self.inner.changes.subscribe();
         let look = !self.inner.runs().contains_key(id);
-        self.inner.wait(id, until, changes, look).await
+        let settled = self.inner.wait(id, until, changes, look).await?;
+        Ok(settled.status)
     }
 
     /// [`Executor::wait`] for a run this process started after `changes`
@@ -371,7 +387,7 @@ impl Executor {
         id: &str,
         until: Until,
         changes: broadcast::Receiver<Change>,
-    ) -> Result<String, ExecError> {
+    ) -> Result<Settled, ExecError> {
         self.inner.wait(id, until, changes, false).await
     }
 
@@ -400,8 +416,13 @@ impl Inner {
         self.runs.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Writes `commit`, then counts and broadcasts what it appended.
-    async fn commit(&self, commit: Commit) -> Result<(), StoreError> {
+    /// Writes `commit`, then counts and broadcasts what it appended; with
+    /// `read_back`, also reads the workflow's state as it left it.
+    async fn commit(
+        &self,
+        commit: Commit,
+        read_back: bool,
+    ) -> Result<Option<WorkflowState>, StoreError> {
         let kinds: Vec<(EntryKind, &'static str)> = commit
             .entries
             .iter()
@@ -426,19 +447,25 @@ impl Inner {
                     })
                     .collect(),
             });
-        self.store.commit(commit).await?;
+        let state = if read_back {
+            self.store.commit_and_state(commit).await?
+        } else {
+            self.store.commit(commit).await?;
+            None
+        };
         self.metrics.appended(kinds);
         if let Some(feed) = feed {
             let _ = self.appended.send(Arc::new(feed));
         }
-        Ok(())
+        Ok(state)
     }
 
-    fn publish(&self, id: &str, status: &str, loaded: bool) {
+    fn publish(&self, id: &str, status: &str, loaded: bool, state: Option<Arc<WorkflowState>>) {
         let _ = self.changes.send(Change {
             id: id.to_owned(),
             status: status.to_owned(),
             loaded,
+            state,
         });
     }
 
@@ -446,12 +473,13 @@ impl Inner {
         let id = request
             .id
             .clone()
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let loaded = match request.program {
             Some(program) => self.programs.insert(&request.definition, program),
             None => self.programs.load(&request.definition, &[])?,
         };
         let plan = loaded.plan.clone();
+        let report_state = request.report_state;
         let meta = RunMeta {
             run_id: id.clone(),
             name: plan.program.header.name.clone(),
@@ -501,7 +529,9 @@ impl Inner {
             last_seq: 0,
             agent_id: create.agent_id.clone(),
         };
-        let task = RunTask::new(self.clone(), setup, tx, rx).creating(create, lease_until);
+        let task = RunTask::new(self.clone(), setup, tx, rx)
+            .creating(create, lease_until)
+            .reporting_state(report_state);
         tokio::spawn(task.run(Vec::new()));
         match answer.await {
             Ok(Ok(())) => Ok(id),
@@ -687,7 +717,7 @@ impl Inner {
         until: Until,
         mut changes: broadcast::Receiver<Change>,
         mut look: bool,
-    ) -> Result<String, ExecError> {
+    ) -> Result<Settled, ExecError> {
         let settled =
             |status: &str| is_ended(status) || (until == Until::Settled && status == "suspended");
         loop {
@@ -700,7 +730,10 @@ impl Inner {
                 // A run that ended here is waited for until it has also left
                 // (its lease given up), so callers see it fully settled.
                 if settled(&row.status) && !self.runs().contains_key(id) {
-                    return Ok(row.status);
+                    return Ok(Settled {
+                        status: row.status,
+                        state: None,
+                    });
                 }
             }
             // Another process may finish it: look again now and then.
@@ -710,7 +743,7 @@ impl Inner {
                         // It left this process after its last commit: the
                         // status it announces is the stored one.
                         Ok(change) if change.id == id && !change.loaded => {
-                            return Some(change.status);
+                            return Some(change);
                         }
                         Ok(_) => {}
                         Err(broadcast::error::RecvError::Lagged(_)) => return None,
@@ -722,7 +755,12 @@ impl Inner {
             })
             .await;
             match left {
-                Ok(Some(status)) if settled(&status) => return Ok(status),
+                Ok(Some(change)) if settled(&change.status) => {
+                    return Ok(Settled {
+                        status: change.status,
+                        state: change.state,
+                    });
+                }
                 _ => look = true,
             }
         }
@@ -777,10 +815,10 @@ impl Inner {
             }),
             ..Commit::default()
         };
-        let result = self.commit(commit).await;
+        let result = self.commit(commit, false).await.map(|_| ());
         let _ = self.store.release(&row.id, owner::current()).await;
         result?;
-        self.publish(&row.id, "suspended", false);
+        self.publish(&row.id, "suspended", false, None);
         Ok(())
     }
 }

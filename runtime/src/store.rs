@@ -515,6 +515,20 @@ pub trait EventStore: Send + Sync {
         })
     }
 
+    /// Writes `commit`, then reads the workflow's state as it left it (what
+    /// a caller waiting for the run shows). A store may queue both at once,
+    /// so the read costs no second trip; a failed commit fails the whole.
+    fn commit_and_state(
+        &self,
+        commit: Commit,
+    ) -> BoxFuture<'_, StoreResult<Option<WorkflowState>>> {
+        Box::pin(async move {
+            let id = commit.workflow_id.clone();
+            self.commit(commit).await?;
+            self.state(&id).await
+        })
+    }
+
     /// A workflow's step instances, by name.
     fn steps<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Vec<StepRow>>>;
 

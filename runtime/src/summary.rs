@@ -8,16 +8,18 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::store::{EventStore, StoreError};
+use crate::store::{EventStore, StoreError, WorkflowState};
 
 /// The summary of workflow `id`, or `None` if there is no such workflow.
 pub async fn summary(store: &dyn EventStore, id: &str) -> Result<Option<Value>, StoreError> {
-    let Some(state) = store.state(id).await? else {
-        return Ok(None);
-    };
-    let row = state.workflow;
+    Ok(store.state(id).await?.map(|state| of_state(&state)))
+}
+
+/// The summary of a workflow's state as read.
+pub fn of_state(state: &WorkflowState) -> Value {
+    let row = &state.workflow;
     let mut steps = Map::new();
-    for step in state.steps {
+    for step in &state.steps {
         steps.insert(
             step.step_id.clone(),
             json!({
@@ -33,7 +35,7 @@ pub async fn summary(store: &dyn EventStore, id: &str) -> Result<Option<Value>, 
     }
     let pending: Vec<Value> = state
         .pending_decisions
-        .into_iter()
+        .iter()
         .map(|d| {
             json!({
                 "id": d.id,
@@ -47,7 +49,7 @@ pub async fn summary(store: &dyn EventStore, id: &str) -> Result<Option<Value>, 
             })
         })
         .collect();
-    Ok(Some(json!({
+    json!({
         "workflow_id": row.id,
         "name": row.name,
         "status": row.status,
@@ -58,7 +60,7 @@ pub async fn summary(store: &dyn EventStore, id: &str) -> Result<Option<Value>, 
         "created_at": row.created_at,
         "started_at": row.started_at,
         "completed_at": row.completed_at,
-    })))
+    })
 }
 
 /// Stored JSON text as a value (`null` when absent or unreadable).

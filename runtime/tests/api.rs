@@ -349,3 +349,24 @@ async fn define_takes_opc_text_and_points_into_it() {
         (Some("E0001"), Some(1))
     );
 }
+
+#[tokio::test]
+async fn run_answers_with_the_state_status_shows() {
+    let api = api();
+    ok(&api, "opcode.define", review()).await;
+    let define = json!({"name": "sum", "definition": {"steps": [
+        {"id": "a", "action": "expr.eval", "params": {"expression": "20 + 1"}},
+        {"id": "b", "action": "expr.eval", "depends_on": ["a"],
+         "params": {"expression": "steps.a.result * 2"}}
+    ]}});
+    ok(&api, "opcode.define", define).await;
+    for (template, status) in [("sum", "completed"), ("review", "suspended")] {
+        let run = ok(&api, "opcode.run", json!({"template_name": template})).await;
+        assert_eq!(run["status"], status, "{run}");
+        let id = run["workflow_id"].as_str().unwrap();
+        let shown = ok(&api, "opcode.status", json!({"workflow_id": id})).await;
+        for (key, value) in run.as_object().unwrap() {
+            assert_eq!(&shown[key], value, "{template}: {key}");
+        }
+    }
+}

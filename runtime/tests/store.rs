@@ -577,3 +577,33 @@ fn entries_are_found_across_workflows() {
         });
     }
 }
+
+#[test]
+fn a_commit_can_read_back_the_state_it_left() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            let mut first = create("w");
+            first.steps = vec![StepRow {
+                step_id: "s".into(),
+                status: "completed".into(),
+                attempt: 1,
+                output: Some("7".into()),
+                started_at: Some(at(0)),
+                completed_at: Some(at(2)),
+                ..StepRow::default()
+            }];
+            let state = store.commit_and_state(first).await.unwrap().unwrap();
+            assert_eq!(state, store.state("w").await.unwrap().unwrap(), "{name}");
+            assert_eq!(state.workflow.last_seq, 2, "{name}");
+            assert_eq!(state.steps[0].duration_ms, Some(2000), "{name}");
+            // A refused commit reads nothing back.
+            let behind = Commit {
+                workflow_id: "w".into(),
+                entries: vec![entry(5)],
+                ..Commit::default()
+            };
+            let refused = store.commit_and_state(behind).await.unwrap_err();
+            assert!(matches!(refused, StoreError::Conflict { .. }), "{name}");
+        });
+    }
+}

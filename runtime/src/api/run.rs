@@ -9,6 +9,7 @@ use super::args::Args;
 use super::{Api, ToolError, ToolResult};
 use crate::executor::{ExecError, Executor, StartRequest, Until};
 use crate::store::{StoreError, TemplateRow};
+use crate::summary;
 
 /// Handles `opcode.run`.
 pub async fn run(api: &Api, args: &Args) -> ToolResult {
@@ -19,16 +20,22 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
         .opt_object("params")?
         .map_or_else(|| json!({}), |p| Value::Object(p.clone()));
     api.seen(agent_id).await?;
+    let mut request = template_request(&api.exec, &template, &given, agent_id, None)?;
+    // The run's state is read with the commit that settles it.
+    request.report_state = wait;
     // Taken before the start, so that the run's end is not missed.
     let changes = api.exec.changes();
-    let id = start_template(&api.exec, &template, &given, agent_id, None).await?;
+    let id = api.exec.start(request).await?;
     if !wait {
         let row = api.store().workflow(&id).await?;
         let status = row.map_or_else(|| "pending".to_owned(), |r| r.status);
         return Ok(json!({ "workflow_id": id, "status": status }));
     }
-    api.exec.wait_from(&id, Until::Settled, changes).await?;
-    super::status::summary_of(api, &id).await
+    let settled = api.exec.wait_from(&id, Until::Settled, changes).await?;
+    match settled.state {
+        Some(state) => Ok(summary::of_state(&state)),
+        None => super::status::summary_of(api, &id).await,
+    }
 }
 
 /// Starts a run of `template` with `given` params (validated, defaults
@@ -41,6 +48,22 @@ pub async fn start_template(
     agent_id: Option<&str>,
     id: Option<String>,
 ) -> Result<String, ToolError> {
+    let request = template_request(exec, template, given, agent_id, id.clone())?;
+    match (exec.start(request).await, id) {
+        (Ok(id), _) | (Err(ExecError::Store(StoreError::Exists(_))), Some(id)) => Ok(id),
+        (Err(e), _) => Err(e.into()),
+    }
+}
+
+/// The request that starts a run of `template` with `given` params
+/// (validated, defaults applied), as `id` if given.
+fn template_request(
+    exec: &Executor,
+    template: &TemplateRow,
+    given: &Value,
+    agent_id: Option<&str>,
+    id: Option<String>,
+) -> Result<StartRequest, ToolError> {
     let prepared = exec
         .with_program(&template.definition, |program| prepare(program, given))
         .map_err(|e| {
@@ -63,22 +86,15 @@ pub async fn start_template(
         )
         .with_details(json!({ "problems": problems }))
     })?;
-    let wanted = id.clone();
-    let started = exec
-        .start(StartRequest {
-            id,
-            definition: template.definition.clone(),
-            inputs,
-            agent_id: agent_id.map(str::to_owned),
-            template_name: Some(template.name.clone()),
-            template_version: Some(template.version),
-            ..StartRequest::default()
-        })
-        .await;
-    match (started, wanted) {
-        (Ok(id), _) | (Err(ExecError::Store(StoreError::Exists(_))), Some(id)) => Ok(id),
-        (Err(e), _) => Err(e.into()),
-    }
+    Ok(StartRequest {
+        id,
+        definition: template.definition.clone(),
+        inputs,
+        agent_id: agent_id.map(str::to_owned),
+        template_name: Some(template.name.clone()),
+        template_version: Some(template.version),
+        ..StartRequest::default()
+    })
 }
 
 /// The template named by the argument `key` (and `version`), or R0120.

@@ -127,7 +127,7 @@ async fn detach(args: &Args, given: &Value) -> Exit {
     let id = args
         .id
         .clone()
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     let db = args.db.path();
     let db = std::path::absolute(&db).unwrap_or(db);
     let logs = db

@@ -19,7 +19,7 @@ use super::{ExecError, Inner};
 use crate::breaker::Transition;
 use crate::log;
 use crate::owner;
-use crate::store::{Commit, LeaseChange, NewWorkflow};
+use crate::store::{Commit, LeaseChange, NewWorkflow, WorkflowState};
 use crate::time::now_ms;
 
 /// At most this many events share one round.
@@ -101,6 +101,10 @@ pub struct RunTask {
     create: Option<(NewWorkflow, String)>,
     /// The last commit gave the lease up.
     released: bool,
+    /// Read the state with the commit that settles the run.
+    report_state: bool,
+    /// The state the last commit left, when it was read.
+    settled_state: Option<Arc<WorkflowState>>,
     tx: mpsc::UnboundedSender<Msg>,
     rx: mpsc::UnboundedReceiver<Msg>,
     inflight: HashMap<EffectId, (AbortHandle, String)>,
@@ -156,6 +160,8 @@ impl RunTask {
             last_context,
             create: None,
             released: false,
+            report_state: false,
+            settled_state: None,
             tx,
             rx,
             inflight: HashMap::new(),
@@ -170,6 +176,13 @@ impl RunTask {
     /// until `lease_until`.
     pub fn creating(mut self, create: NewWorkflow, lease_until: String) -> RunTask {
         self.create = Some((create, lease_until));
+        self
+    }
+
+    /// The state is read with the commit that first settles the run (it
+    /// ends or suspends) and announced with its status.
+    pub fn reporting_state(mut self, report: bool) -> RunTask {
+        self.report_state = report;
         self
     }
 
@@ -239,7 +252,7 @@ impl RunTask {
                 entries: notes,
                 ..Commit::default()
             };
-            self.inner.commit(commit).await?;
+            self.inner.commit(commit, false).await?;
             self.last_seq += count;
         }
         for effect in pending {
@@ -320,13 +333,18 @@ impl RunTask {
         let commit = self.commit_of(&mut round);
         let appended = commit.entries.len() as u64;
         let releases = self.vm.status().is_terminal();
-        if let Err(e) = self.inner.commit(commit).await {
-            let e = ExecError::Store(e);
-            for (reply, _) in round.replies.drain(..) {
-                let _ = reply.send(Err(e.clone()));
+        let read_back = self.report_state && (releases || self.vm.status() == RunStatus::Suspended);
+        match self.inner.commit(commit, read_back).await {
+            Ok(state) => self.settled_state = state.map(Arc::new),
+            Err(e) => {
+                let e = ExecError::Store(e);
+                for (reply, _) in round.replies.drain(..) {
+                    let _ = reply.send(Err(e.clone()));
+                }
+                return Err(e);
             }
-            return Err(e);
         }
+        self.report_state &= !read_back;
         self.last_seq += appended;
         self.released = releases;
         for (reply, result) in round.replies.drain(..) {
@@ -335,7 +353,7 @@ impl RunTask {
         let status = self.vm.status();
         if status != self.last_status {
             self.last_status = status;
-            self.inner.publish(&self.id, status.as_str(), true);
+            self.inner.publish(&self.id, status.as_str(), true, None);
         }
         for effect in std::mem::take(&mut round.perform) {
             self.perform(effect);
@@ -602,7 +620,11 @@ impl RunTask {
         if !self.released {
             let _ = self.inner.store.release(&self.id, owner::current()).await;
         }
-        self.inner.publish(&self.id, status, false);
+        let state = self
+            .settled_state
+            .take()
+            .filter(|s| s.workflow.status == status);
+        self.inner.publish(&self.id, status, false, state);
         self.inner.wake.notify_one();
     }
 }

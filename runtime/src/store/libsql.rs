@@ -162,6 +162,18 @@ fn serve(db: &Db, rx: &mpsc::Receiver<Request>) {
     }
 }
 
+/// A workflow's state, read on the store thread.
+fn read_state(db: &Db, id: &str) -> StoreResult<Option<WorkflowState>> {
+    let Some(workflow) = db.workflow(id)? else {
+        return Ok(None);
+    };
+    Ok(Some(WorkflowState {
+        workflow,
+        steps: db.steps(id)?,
+        pending_decisions: db.decisions(Some(id), Some("pending"))?,
+    }))
+}
+
 fn flush(db: &Db, commits: &mut Vec<Commit>, replies: &mut Vec<oneshot::Sender<StoreResult<()>>>) {
     if commits.is_empty() {
         return;
@@ -180,6 +192,20 @@ impl EventStore for LibsqlStore {
         Box::pin(async move {
             sent?;
             answer.await.map_err(|_| StoreError::Closed)?
+        })
+    }
+
+    fn commit_and_state(
+        &self,
+        commit: Commit,
+    ) -> BoxFuture<'_, StoreResult<Option<WorkflowState>>> {
+        let id = commit.workflow_id.clone();
+        // Both are queued now: the thread reads right after it has written.
+        let committed = self.commit(commit);
+        let state = self.ask(move |db| read_state(db, &id));
+        Box::pin(async move {
+            committed.await?;
+            state.await
         })
     }
 
@@ -210,16 +236,7 @@ impl EventStore for LibsqlStore {
     fn state<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<WorkflowState>>> {
         let id = id.to_owned();
         // One trip to the store thread instead of three.
-        self.ask(move |db| {
-            let Some(workflow) = db.workflow(&id)? else {
-                return Ok(None);
-            };
-            Ok(Some(WorkflowState {
-                workflow,
-                steps: db.steps(&id)?,
-                pending_decisions: db.decisions(Some(&id), Some("pending"))?,
-            }))
-        })
+        self.ask(move |db| read_state(db, &id))
     }
 
     fn steps<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Vec<StepRow>>> {
