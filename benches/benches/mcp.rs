@@ -94,7 +94,7 @@ async fn bench(quick: bool) {
         {"id": "s", "action": "workflow.emit", "params": {"event_type": "tick"}}]}});
     api.call("opcode.define", define).await.expect("defines");
     let run = CallToolRequestParams::new("opcode.run")
-        .with_arguments(args(json!({"template_name": "one"})));
+        .with_arguments(args(json!({"template_name": "one", "agent_id": "bench"})));
     // The stateless 2026-07-28 revision (server/discover, a JSON answer per
     // POST), then the 2025 one with a session (each answer an SSE stream);
     // each with rmcp's default HTTP client, which opens a connection per
@@ -166,7 +166,10 @@ async fn bench(quick: bool) {
     let http = reqwest::Client::new();
     for (tool, arguments) in [
         ("opcode.query", json!({"resource": "schedules"})),
-        ("opcode.run", json!({"template_name": "one"})),
+        (
+            "opcode.run",
+            json!({"template_name": "one", "agent_id": "bench"}),
+        ),
     ] {
         let mut times = Vec::with_capacity(runs);
         for _ in 0..runs {
@@ -184,9 +187,12 @@ async fn bench(quick: bool) {
     let mut direct = Vec::with_capacity(runs);
     for _ in 0..runs {
         let started = Instant::now();
-        api.call("opcode.run", json!({"template_name": "one"}))
-            .await
-            .expect("runs");
+        api.call(
+            "opcode.run",
+            json!({"template_name": "one", "agent_id": "bench"}),
+        )
+        .await
+        .expect("runs");
         direct.push(started.elapsed());
     }
     report("NORMAL opcode.run 1 step, in process (no HTTP)", direct);

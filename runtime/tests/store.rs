@@ -607,3 +607,23 @@ fn a_commit_can_read_back_the_state_it_left() {
         });
     }
 }
+
+#[test]
+fn creating_a_run_notes_its_agent_as_seen() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            let mut first = create("w");
+            if let Some(new) = first.create.as_mut() {
+                new.agent_id = Some("bot-1".into());
+                new.created_at = at(7);
+            }
+            store.commit(first).await.unwrap();
+            let agents = store.agents().await.unwrap();
+            let seen: Vec<(&str, &str)> = agents
+                .iter()
+                .map(|a| (a.id.as_str(), a.last_seen_at.as_str()))
+                .collect();
+            assert_eq!(seen, [("bot-1", at(7).as_str())], "{name}");
+        });
+    }
+}

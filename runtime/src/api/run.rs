@@ -19,7 +19,7 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
     let given = args
         .opt_object("params")?
         .map_or_else(|| json!({}), |p| Value::Object(p.clone()));
-    api.seen(agent_id).await?;
+    // The run's creation notes its agent as seen.
     let mut request = template_request(&api.exec, &template, &given, agent_id, None)?;
     // The run's state is read with the commit that settles it.
     request.report_state = wait;

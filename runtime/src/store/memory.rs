@@ -59,6 +59,19 @@ fn ready<'a, T: Send + 'a>(value: T) -> BoxFuture<'a, T> {
 }
 
 impl State {
+    /// Registers an agent, or notes it was seen again.
+    fn see_agent(&mut self, id: &str, at: &str) {
+        let agent = self
+            .agents
+            .entry(id.to_owned())
+            .or_insert_with(|| AgentRow {
+                id: id.to_owned(),
+                created_at: at.to_owned(),
+                last_seen_at: String::new(),
+            });
+        at.clone_into(&mut agent.last_seen_at);
+    }
+
     fn apply(&mut self, c: Commit) -> StoreResult<()> {
         let id = c.workflow_id.clone();
         if let Some(new) = &c.create
@@ -79,6 +92,9 @@ impl State {
             });
         }
         if let Some(new) = c.create {
+            if let Some(agent) = &new.agent_id {
+                self.see_agent(agent, &new.created_at);
+            }
             self.sources
                 .entry(new.source.hash.clone())
                 .or_insert_with(|| new.source.clone());
@@ -495,16 +511,7 @@ impl EventStore for MemoryStore {
     }
 
     fn touch_agent<'a>(&'a self, id: &'a str, at: &'a str) -> BoxFuture<'a, StoreResult<()>> {
-        let mut state = self.lock();
-        let agent = state
-            .agents
-            .entry(id.to_owned())
-            .or_insert_with(|| AgentRow {
-                id: id.to_owned(),
-                created_at: at.to_owned(),
-                last_seen_at: String::new(),
-            });
-        at.clone_into(&mut agent.last_seen_at);
+        self.lock().see_agent(id, at);
         ready(Ok(()))
     }
 

@@ -39,6 +39,7 @@ struct Writes {
     ask: Statement,
     settle: Statement,
     take_inbox: Statement,
+    see_agent: Statement,
     take_lease: Statement,
     release_lease: Statement,
 }
@@ -289,6 +290,11 @@ impl Db {
             let created = run(&w.create, create_params(new, update, last, taken)).await?;
             if created == 0 {
                 return Err(StoreError::Exists(new.id.clone()));
+            }
+            // The agent that starts a run is seen then.
+            if let Some(agent) = &new.agent_id {
+                let seen = vec![agent.as_str().into(), new.created_at.as_str().into()];
+                run(&w.see_agent, seen).await?;
             }
             update = None;
             if taken.is_some() {
@@ -840,6 +846,11 @@ async fn prepare(conn: &Connection) -> StoreResult<Writes> {
         )
         .await?,
         take_inbox: p("DELETE FROM inbox WHERE id = ?1").await?,
+        see_agent: p(
+            "INSERT INTO agents (id, name, created_at, last_seen_at) VALUES (?1, ?1, ?2, ?2) \
+             ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at",
+        )
+        .await?,
         take_lease: p("UPDATE workflows SET lease_owner = ?2, lease_expires_at = ?3 WHERE id = ?1")
             .await?,
         release_lease: p(
