@@ -11,6 +11,7 @@ mod run;
 mod schemas;
 mod signal;
 mod status;
+mod templates;
 
 use std::sync::Arc;
 
@@ -103,6 +104,7 @@ pub type ToolResult = Result<Value, ToolError>;
 pub struct Api {
     exec: Executor,
     plugins: Option<Arc<Plugins>>,
+    templates: Arc<templates::TemplateCache>,
 }
 
 impl std::fmt::Debug for Api {
@@ -117,6 +119,7 @@ impl Api {
         Api {
             exec,
             plugins: None,
+            templates: Arc::default(),
         }
     }
 

@@ -174,6 +174,9 @@ pub struct StartRequest {
     pub template_name: Option<String>,
     /// The template version.
     pub template_version: Option<i64>,
+    /// That version was taken for the latest: the start fails with
+    /// [`StoreError::Outdated`] if a newer one exists.
+    pub template_latest: bool,
     /// Where relative paths resolve.
     pub base_dir: Option<PathBuf>,
     /// The caller shows the run's state once it settles: it is read with
@@ -505,6 +508,7 @@ impl Inner {
             parent_id: request.parent_id,
             template_name: request.template_name,
             template_version: request.template_version,
+            template_latest: request.template_latest,
             base_dir: Some(base_dir.to_string_lossy().into_owned()),
             created_at: stamp(now_ms()),
         };

@@ -50,6 +50,10 @@ pub enum StoreError {
         /// The log's real last sequence.
         actual: u64,
     },
+    /// The run was created from what its writer took for the latest
+    /// version of its template, and a newer one exists.
+    #[error("template `{0}` has a newer version")]
+    Outdated(String),
     /// The database was written by a newer build.
     #[error("the database has schema version {found}; this build knows versions up to {known}")]
     Schema {
@@ -189,6 +193,10 @@ pub struct NewWorkflow {
     pub template_name: Option<String>,
     /// The template version.
     pub template_version: Option<i64>,
+    /// Created from the latest version of its template: the creating
+    /// commit is refused ([`StoreError::Outdated`]) if a newer one exists,
+    /// so a writer may take "the latest" from a cache.
+    pub template_latest: bool,
     /// The directory relative paths of its actions resolve against.
     pub base_dir: Option<String>,
     /// When (RFC 3339).

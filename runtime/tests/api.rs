@@ -370,3 +370,35 @@ async fn run_answers_with_the_state_status_shows() {
         }
     }
 }
+
+#[tokio::test]
+async fn run_takes_the_latest_version_another_process_defined() {
+    let store: Arc<dyn EventStore> = Arc::new(MemoryStore::new());
+    let api_of = |store: &Arc<dyn EventStore>| {
+        Api::new(Executor::new(
+            store.clone(),
+            Arc::new(EnvSecrets),
+            Config::default(),
+        ))
+    };
+    let (here, there) = (api_of(&store), api_of(&store));
+    let answer = |n: i64| {
+        json!({"name": "t", "definition": {"steps": [
+            {"id": "a", "action": "expr.eval", "params": {"expression": format!("{n}")}}
+        ]}})
+    };
+    ok(&here, "opcode.define", answer(1)).await;
+    let run = ok(&here, "opcode.run", json!({"template_name": "t"})).await;
+    assert_eq!(run["steps"]["a"]["output"]["result"], 1, "{run}");
+    // Defined by another process sharing the store: this one's memory is stale.
+    ok(&there, "opcode.define", answer(2)).await;
+    let run = ok(&here, "opcode.run", json!({"template_name": "t"})).await;
+    assert_eq!(run["steps"]["a"]["output"]["result"], 2, "{run}");
+    let old = ok(
+        &here,
+        "opcode.run",
+        json!({"template_name": "t", "version": "v1"}),
+    )
+    .await;
+    assert_eq!(old["steps"]["a"]["output"]["result"], 1, "{old}");
+}

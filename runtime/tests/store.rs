@@ -627,3 +627,39 @@ fn creating_a_run_notes_its_agent_as_seen() {
         });
     }
 }
+
+#[test]
+fn a_run_of_what_was_the_latest_template_is_refused_once_outdated() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            let draft = TemplateDraft {
+                name: "t".into(),
+                definition: "{}".into(),
+                triggers: "{}".into(),
+                at: at(0),
+                ..TemplateDraft::default()
+            };
+            store.define_template(draft.clone()).await.unwrap();
+            store.define_template(draft).await.unwrap();
+            let of_version = |id: &str, version: i64| {
+                let mut commit = create(id);
+                if let Some(new) = commit.create.as_mut() {
+                    new.template_name = Some("t".into());
+                    new.template_version = Some(version);
+                    new.template_latest = true;
+                }
+                commit
+            };
+            let refused = store.commit(of_version("old", 1)).await.unwrap_err();
+            assert_eq!(refused, StoreError::Outdated("t".into()), "{name}");
+            assert!(store.workflow("old").await.unwrap().is_none(), "{name}");
+            store.commit(of_version("new", 2)).await.unwrap();
+            // An explicit version is not checked.
+            let mut pinned = of_version("pinned", 1);
+            if let Some(new) = pinned.create.as_mut() {
+                new.template_latest = false;
+            }
+            store.commit(pinned).await.unwrap();
+        });
+    }
+}

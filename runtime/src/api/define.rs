@@ -61,6 +61,7 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
             at: rfc3339(now_ms()),
         })
         .await?;
+    let row = api.templates.keep(row, true);
     let trigger_id = trigger_id(name);
     let schedule = if let Some(job) = trigger {
         let summary = json!({"id": job.id, "cron": job.cron, "timezone": job.timezone});

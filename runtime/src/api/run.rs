@@ -1,6 +1,8 @@
 //! `opcode.run`: start a template's workflow with validated params and
 //! return its outcome (or, with `wait: false`, its id at once).
 
+use std::sync::Arc;
+
 use opcode_stdlib::inputs::prepare;
 use opcode_vm::codes;
 use serde_json::{Value, json};
@@ -13,19 +15,32 @@ use crate::summary;
 
 /// Handles `opcode.run`.
 pub async fn run(api: &Api, args: &Args) -> ToolResult {
-    let template = template(api, args, "template_name").await?;
+    let name = args.str("template_name")?;
+    let version = args.opt_version("version")?;
     let agent_id = args.opt_str("agent_id")?;
     let wait = args.opt_bool("wait")?.unwrap_or(true);
     let given = args
         .opt_object("params")?
         .map_or_else(|| json!({}), |p| Value::Object(p.clone()));
-    // The run's creation notes its agent as seen.
-    let mut request = template_request(&api.exec, &template, &given, agent_id, None)?;
-    // The run's state is read with the commit that settles it.
-    request.report_state = wait;
     // Taken before the start, so that the run's end is not missed.
     let changes = api.exec.changes();
-    let id = api.exec.start(request).await?;
+    let mut tries = 0;
+    let id = loop {
+        let template = kept_template(api, name, version).await?;
+        // The run's creation notes its agent as seen.
+        let mut request = template_request(&api.exec, &template, &given, agent_id, None)?;
+        // The run's state is read with the commit that settles it.
+        request.report_state = wait;
+        request.template_latest = version.is_none();
+        match api.exec.start(request).await {
+            // Another process defined a newer version: read it and go again.
+            Err(ExecError::Store(StoreError::Outdated(_))) if tries < 3 => {
+                api.templates.forget_latest(name);
+                tries += 1;
+            }
+            started => break started?,
+        }
+    };
     if !wait {
         let row = api.store().workflow(&id).await?;
         let status = row.map_or_else(|| "pending".to_owned(), |r| r.status);
@@ -97,10 +112,32 @@ fn template_request(
     })
 }
 
+/// Template `name` at `version` (`None`: the latest), from memory if kept
+/// there, or R0120.
+async fn kept_template(
+    api: &Api,
+    name: &str,
+    version: Option<i64>,
+) -> Result<Arc<TemplateRow>, ToolError> {
+    if let Some(row) = api.templates.get(name, version) {
+        return Ok(row);
+    }
+    let row = read_template(api, name, version).await?;
+    Ok(api.templates.keep(row, version.is_none()))
+}
+
 /// The template named by the argument `key` (and `version`), or R0120.
 pub async fn template(api: &Api, args: &Args, key: &str) -> Result<TemplateRow, ToolError> {
-    let name = args.str(key)?;
-    let version = args.opt_version("version")?;
+    read_template(api, args.str(key)?, args.opt_version("version")?).await
+}
+
+/// Template `name` at `version` (`None`: the latest), read from the store,
+/// or R0120.
+async fn read_template(
+    api: &Api,
+    name: &str,
+    version: Option<i64>,
+) -> Result<TemplateRow, ToolError> {
     api.store().template(name, version).await?.ok_or_else(|| {
         let which = version.map_or_else(String::new, |v| format!(" version {v}"));
         ToolError::new(

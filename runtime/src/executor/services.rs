@@ -219,7 +219,7 @@ async fn start_child(
         template_name: Some(child.template.to_owned()),
         template_version,
         base_dir: origin.and_then(|p| p.parent().map(PathBuf::from)),
-        report_state: false,
+        ..StartRequest::default()
     };
     match inner.start(request).await {
         Ok(_) | Err(ExecError::Store(crate::store::StoreError::Exists(_))) => Ok(()),

@@ -72,12 +72,29 @@ impl State {
         at.clone_into(&mut agent.last_seen_at);
     }
 
+    /// The newest version of template `name`.
+    fn latest_version(&self, name: &str) -> Option<i64> {
+        let range = (name.to_owned(), i64::MIN)..=(name.to_owned(), i64::MAX);
+        self.templates
+            .range(range)
+            .next_back()
+            .map(|((_, v), _)| *v)
+    }
+
     fn apply(&mut self, c: Commit) -> StoreResult<()> {
         let id = c.workflow_id.clone();
         if let Some(new) = &c.create
             && self.workflows.contains_key(&new.id)
         {
             return Err(StoreError::Exists(new.id.clone()));
+        }
+        if let Some(new) = c.create.as_ref().filter(|n| n.template_latest)
+            && let (Some(name), Some(version)) = (&new.template_name, new.template_version)
+            && self
+                .latest_version(name)
+                .is_some_and(|latest| latest > version)
+        {
+            return Err(StoreError::Outdated(name.clone()));
         }
         let actual = match (&c.create, self.workflows.get(&id)) {
             (Some(_), _) => 0,

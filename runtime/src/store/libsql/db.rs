@@ -205,6 +205,7 @@ impl Db {
                 Err(
                     e @ (StoreError::Conflict { .. }
                     | StoreError::Exists(_)
+                    | StoreError::Outdated(_)
                     | StoreError::NotFound(_)),
                 ) => {
                     results.push(Err(e));
@@ -242,6 +243,25 @@ impl Db {
         Ok(results)
     }
 
+    /// Refuses `new` if its template has a version newer than its own.
+    async fn check_latest(&self, new: &NewWorkflow) -> StoreResult<()> {
+        let (Some(name), Some(version)) = (&new.template_name, new.template_version) else {
+            return Ok(());
+        };
+        let latest = self
+            .query_one(
+                "SELECT max(version) FROM workflow_templates WHERE name = ?1",
+                vec![name.as_str().into()],
+                |row| get::<Option<i64>>(row, 0),
+            )
+            .await?
+            .flatten();
+        match latest {
+            Some(latest) if latest > version => Err(StoreError::Outdated(name.clone())),
+            _ => Ok(()),
+        }
+    }
+
     /// Commits the open transaction, or rolls it back if that fails.
     async fn end(&self) -> StoreResult<()> {
         let w = &self.writes;
@@ -266,6 +286,9 @@ impl Db {
                     expected: c.after_seq,
                     actual: 0,
                 });
+            }
+            if new.template_latest {
+                self.check_latest(new).await?;
             }
             if !self.sources.borrow().stored.contains(&new.source.hash) {
                 run(
