@@ -2,7 +2,8 @@
 //! MCP client (rmcp): a 1-step workflow defined once, then run `N` times,
 //! one at a time; p50 and p99 per call. The daemon is the real router on
 //! a real socket and a libSQL file (durability NORMAL). Run with
-//! `cargo bench -p opcode-benches --bench mcp` (`-- quick` for fewer runs);
+//! `cargo bench -p opcode-benches --bench mcp` (`-- quick` for fewer runs;
+//! `-- url=http://127.0.0.1:4100/mcp` against a daemon already running);
 //! the Python SDK figure comes from `tests/mcp/bench_run.py`. Results are
 //! recorded in `benches/README.md`.
 #![allow(clippy::expect_used, clippy::unwrap_used)] // bench setup
@@ -74,7 +75,23 @@ async fn bare_call(http: &reqwest::Client, uri: &str, tool: &str, arguments: &Va
     answer.json().await.expect("a JSON answer")
 }
 
-async fn bench(quick: bool) {
+/// The workflow every call runs, and the call's arguments.
+fn one_step() -> (Value, Value) {
+    let define = json!({"name": "one", "definition": {"steps": [
+        {"id": "s", "action": "workflow.emit", "params": {"event_type": "tick"}}]}});
+    (define, json!({"template_name": "one", "agent_id": "bench"}))
+}
+
+/// Against a daemon already running at `uri` (`opcode serve`, another
+/// process): defines the workflow, then the calls over HTTP.
+async fn against(uri: &str, runs: usize) {
+    let (define, _) = one_step();
+    let answer = bare_call(&reqwest::Client::new(), uri, "opcode.define", &define).await;
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    over_http(uri, runs).await;
+}
+
+async fn bench(runs: usize) {
     let dir = tempfile::tempdir().expect("temp dir");
     let store: Arc<dyn EventStore> =
         Arc::new(LibsqlStore::open(&dir.path().join("mcp.db"), Durability::Normal).expect("opens"));
@@ -89,12 +106,25 @@ async fn bench(quick: bool) {
     let addr = listener.local_addr().expect("address");
     tokio::spawn(async move { axum::serve(serve::without_delay(listener), app).await });
 
-    let runs = if quick { 200 } else { 2000 };
-    let define = json!({"name": "one", "definition": {"steps": [
-        {"id": "s", "action": "workflow.emit", "params": {"event_type": "tick"}}]}});
+    let (define, run) = one_step();
     api.call("opcode.define", define).await.expect("defines");
-    let run = CallToolRequestParams::new("opcode.run")
-        .with_arguments(args(json!({"template_name": "one", "agent_id": "bench"})));
+    over_http(&format!("http://{addr}/mcp"), runs).await;
+    // The same call in process, without HTTP and MCP: what the transport costs.
+    let mut direct = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let started = Instant::now();
+        api.call("opcode.run", run.clone()).await.expect("runs");
+        direct.push(started.elapsed());
+    }
+    report("NORMAL opcode.run 1 step, in process (no HTTP)", direct);
+    shutdown.cancel();
+}
+
+/// The calls over HTTP to `uri`, the workflow defined: rmcp's clients,
+/// rmcp's floor, and a bare HTTP client.
+async fn over_http(uri: &str, runs: usize) {
+    let (_, arguments) = one_step();
+    let run = CallToolRequestParams::new("opcode.run").with_arguments(args(arguments.clone()));
     // The stateless 2026-07-28 revision (server/discover, a JSON answer per
     // POST), then the 2025 one with a session (each answer an SSE stream);
     // each with rmcp's default HTTP client, which opens a connection per
@@ -102,7 +132,6 @@ async fn bench(quick: bool) {
     let stateless = || ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
-    let uri = format!("http://{addr}/mcp");
     for (label, lifecycle, keep_alive) in [
         ("stateless 2026-07-28, default client", stateless(), false),
         (
@@ -121,10 +150,10 @@ async fn bench(quick: bool) {
             let http = reqwest::Client::builder().build().expect("client");
             StreamableHttpClientTransport::with_client(
                 http,
-                StreamableHttpClientTransportConfig::with_uri(uri.as_str()),
+                StreamableHttpClientTransportConfig::with_uri(uri),
             )
         } else {
-            StreamableHttpClientTransport::from_uri(uri.as_str())
+            StreamableHttpClientTransport::from_uri(uri)
         };
         let client = ().serve_with_lifecycle(transport, lifecycle).await.expect("connects");
         for _ in 0..runs / 10 {
@@ -146,7 +175,7 @@ async fn bench(quick: bool) {
         );
         let _ = client.cancel().await;
     }
-    let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+    let transport = StreamableHttpClientTransport::from_uri(uri);
     let client = ().serve(transport).await.expect("initializes");
     // A call that does almost nothing: what HTTP and MCP alone cost.
     let list = CallToolRequestParams::new("opcode.query")
@@ -166,15 +195,12 @@ async fn bench(quick: bool) {
     let http = reqwest::Client::new();
     for (tool, arguments) in [
         ("opcode.query", json!({"resource": "schedules"})),
-        (
-            "opcode.run",
-            json!({"template_name": "one", "agent_id": "bench"}),
-        ),
+        ("opcode.run", arguments),
     ] {
         let mut times = Vec::with_capacity(runs);
         for _ in 0..runs {
             let started = Instant::now();
-            let answer = bare_call(&http, &uri, tool, &arguments).await;
+            let answer = bare_call(&http, uri, tool, &arguments).await;
             times.push(started.elapsed());
             assert_eq!(answer["result"]["isError"], false, "{answer}");
         }
@@ -183,21 +209,7 @@ async fn bench(quick: bool) {
             times,
         );
     }
-    // The same call in process, without HTTP and MCP: what the transport costs.
-    let mut direct = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let started = Instant::now();
-        api.call(
-            "opcode.run",
-            json!({"template_name": "one", "agent_id": "bench"}),
-        )
-        .await
-        .expect("runs");
-        direct.push(started.elapsed());
-    }
-    report("NORMAL opcode.run 1 step, in process (no HTTP)", direct);
     let _ = client.cancel().await;
-    shutdown.cancel();
 }
 
 fn main() {
@@ -206,11 +218,18 @@ fn main() {
         return;
     }
     let quick = args.iter().any(|a| a == "quick");
+    let runs = if quick { 200 } else { 2000 };
+    let daemon = args.iter().find_map(|a| a.strip_prefix("url="));
     // reqwest is built without a default TLS provider (as in the stdlib).
     let _ = rustls::crypto::ring::default_provider().install_default();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime")
-        .block_on(bench(quick));
+        .block_on(async {
+            match daemon {
+                Some(uri) => against(uri, runs).await,
+                None => bench(runs).await,
+            }
+        });
 }

@@ -6,10 +6,11 @@
 //! performs the effects (actions on tokio, local timers); immediate actions
 //! (computations that touch nothing outside the process, [`caller`]) run
 //! inside the round instead. A workflow that only waits for decisions or
-//! signals is unloaded: what remains is its rows, and its timers in the `timers` table, which the background loop
-//! ([`background`]) watches. Loading replays the log's inputs into a fresh
-//! VM and performs what was pending: in-flight actions run again with the
-//! same idempotency key, timers are re-armed (a past one fires at once).
+//! signals is unloaded: what remains is its rows, and its timers in the
+//! `timers` table, which the background loop ([`background`]) watches.
+//! Loading replays the log's inputs into a fresh VM and performs what was
+//! pending: in-flight actions run again with the same idempotency key,
+//! timers are re-armed (a past one fires at once).
 //!
 //! Workflows are owned through leases ([`crate::owner`]), so two processes
 //! sharing a database never drive the same workflow; an event for a

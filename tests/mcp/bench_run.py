@@ -26,11 +26,11 @@ async def main(binary, runs):
                 await client.call_tool("opcode.define", {"name": "one", "definition": {"steps": [
                     {"id": "s", "action": "workflow.emit", "params": {"event_type": "tick"}}]}})
                 for _ in range(runs // 10):
-                    await client.call_tool("opcode.run", {"template_name": "one"})
+                    await client.call_tool("opcode.run", {"template_name": "one", "agent_id": "bench"})
                 times = []
                 for _ in range(runs):
                     started = time.perf_counter()
-                    result = await client.call_tool("opcode.run", {"template_name": "one"})
+                    result = await client.call_tool("opcode.run", {"template_name": "one", "agent_id": "bench"})
                     times.append(time.perf_counter() - started)
                     assert result.structured_content["status"] == "completed"
             times.sort()
