@@ -663,3 +663,41 @@ fn a_run_of_what_was_the_latest_template_is_refused_once_outdated() {
         });
     }
 }
+
+/// The WAL's checkpoint sequence number (its header's bytes 12..16), which
+/// goes up each time the WAL starts over from its beginning.
+fn wal_restarts(db: &std::path::Path) -> u32 {
+    use std::io::Read;
+    let mut header = [0u8; 16];
+    std::fs::File::open(db.with_extension("db-wal"))
+        .and_then(|mut wal| wal.read_exact(&mut header))
+        .unwrap();
+    u32::from_be_bytes(header[12..16].try_into().unwrap())
+}
+
+#[test]
+fn a_steady_writer_does_not_grow_the_wal_without_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let store = LibsqlStore::open(&path, Durability::Normal).unwrap();
+    block_on(async {
+        store.commit(create("first")).await.unwrap();
+        let before = wal_restarts(&path);
+        // Commits back to back, a few pages each, so the checkpointer never
+        // finds the writer idle: only a restart lets the WAL start over.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut n = 0;
+        while wal_restarts(&path) == before {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the WAL never started over in {n} commits"
+            );
+            let mut commit = create(&format!("w{n}"));
+            for entry in &mut commit.entries {
+                entry.payload = format!("{{\"pad\":\"{}\"}}", "x".repeat(3000));
+            }
+            store.commit(commit).await.unwrap();
+            n += 1;
+        }
+    });
+}

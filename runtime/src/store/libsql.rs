@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use self::checkpoint::Checkpointer;
+use self::checkpoint::{Checkpointer, FinishRequest};
 use self::db::Db;
 use super::{
     AgentRow, BoxFuture, Claim, Commit, DecisionRow, Durability, EventFilter, EventStore,
@@ -67,12 +67,14 @@ impl LibsqlStore {
         let (tx, rx) = mpsc::channel::<Request>();
         let (ready_tx, ready_rx) = mpsc::channel::<StoreResult<()>>();
         let db_path = path.to_path_buf();
+        let finish = FinishRequest::default();
+        let finish_asked = finish.clone();
         let thread = std::thread::Builder::new()
             .name("opcode-store".into())
             .spawn(move || match Db::open(&db_path, durability) {
                 Ok(db) => {
                     let _ = ready_tx.send(Ok(()));
-                    serve(&db, &rx);
+                    serve(&db, &rx, &finish_asked);
                 }
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
@@ -80,7 +82,7 @@ impl LibsqlStore {
             })
             .map_err(|e| StoreError::Backend(format!("cannot start the store thread: {e}")))?;
         ready_rx.recv().map_err(|_| StoreError::Closed)??;
-        let checkpointer = Checkpointer::start(path, CHECKPOINT_EVERY)?;
+        let checkpointer = Checkpointer::start(path, CHECKPOINT_EVERY, finish)?;
         Ok(LibsqlStore {
             tx: Some(tx),
             thread: Some(thread),
@@ -136,8 +138,9 @@ impl Drop for LibsqlStore {
     }
 }
 
-/// The store thread: batches commits, runs reads in arrival order.
-fn serve(db: &Db, rx: &mpsc::Receiver<Request>) {
+/// The store thread: batches commits, runs reads in arrival order, and
+/// finishes a checkpoint when the checkpointer asks, once the queue is empty.
+fn serve(db: &Db, rx: &mpsc::Receiver<Request>, finish: &FinishRequest) {
     let mut commits: Vec<Commit> = Vec::new();
     let mut replies: Vec<oneshot::Sender<StoreResult<()>>> = Vec::new();
     while let Ok(first) = rx.recv() {
@@ -159,6 +162,9 @@ fn serve(db: &Db, rx: &mpsc::Receiver<Request>) {
             next = rx.try_recv().ok();
         }
         flush(db, &mut commits, &mut replies);
+        if finish.take() {
+            db.finish_checkpoint();
+        }
     }
 }
 

@@ -4,8 +4,19 @@
 //! milliseconds that one unlucky commit would wait for. Here a second
 //! connection runs a passive checkpoint now and then instead, which never
 //! blocks the writer.
+//!
+//! A passive checkpoint alone cannot keep up with a steady writer: the WAL
+//! starts over from its beginning only once every frame in it has been
+//! copied into the database, and frames keep arriving while it copies. The
+//! WAL would grow without end (hundreds of MB in seconds under load), each
+//! commit extending the file. So when the WAL has grown to
+//! [`FINISH_FROM`] frames, the checkpointer asks the writer to finish the
+//! job ([`FinishRequest`]): between two batches, the store thread copies
+//! the few frames written since, and its next commit starts the WAL over.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -20,9 +31,30 @@ pub struct Checkpointer {
     thread: Option<JoinHandle<()>>,
 }
 
+/// A WAL of this many frames (4 KiB pages, so 16 MiB) is finished by the
+/// writer after a passive checkpoint.
+pub const FINISH_FROM: i64 = 4096;
+
+/// Set by the checkpointer when the writer should finish a checkpoint;
+/// taken by the writer between batches.
+#[derive(Debug, Clone, Default)]
+pub struct FinishRequest(Arc<AtomicBool>);
+
+impl FinishRequest {
+    fn ask(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// Was a finish asked for since the last call?
+    pub fn take(&self) -> bool {
+        self.0.swap(false, Ordering::AcqRel)
+    }
+}
+
 impl Checkpointer {
-    /// Starts checkpointing the database at `path` every `every`.
-    pub fn start(path: &Path, every: Duration) -> StoreResult<Checkpointer> {
+    /// Starts checkpointing the database at `path` every `every`, asking
+    /// the writer through `finish` when the WAL has grown long.
+    pub fn start(path: &Path, every: Duration, finish: FinishRequest) -> StoreResult<Checkpointer> {
         let (stop, stopped) = mpsc::channel::<()>();
         let (ready_tx, ready_rx) = mpsc::channel::<StoreResult<()>>();
         let path = path.to_path_buf();
@@ -49,8 +81,10 @@ impl Checkpointer {
                 loop {
                     let last =
                         !matches!(stopped.recv_timeout(every), Err(RecvTimeoutError::Timeout));
-                    if let Err(e) = rt.block_on(checkpoint(&conn)) {
-                        tracing::warn!(error = %e, "WAL checkpoint failed; will retry");
+                    match rt.block_on(checkpoint(&conn)) {
+                        Ok(log) if log >= FINISH_FROM => finish.ask(),
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(error = %e, "WAL checkpoint failed; will retry"),
                     }
                     if last {
                         return;
@@ -89,9 +123,20 @@ async fn connect(path: &Path) -> StoreResult<Connection> {
     Ok(conn)
 }
 
-/// Copies what the WAL holds into the database, as far as readers allow.
-async fn checkpoint(conn: &Connection) -> StoreResult<()> {
-    pragma(conn, "PRAGMA wal_checkpoint(PASSIVE)").await
+/// Copies what the WAL holds into the database, as far as readers allow,
+/// and answers the WAL's length in frames.
+pub async fn checkpoint(conn: &Connection) -> StoreResult<i64> {
+    // The pragma answers one row: (busy, frames in the WAL, frames copied).
+    let mut rows = conn
+        .query("PRAGMA wal_checkpoint(PASSIVE)", ())
+        .await
+        .map_err(backend)?;
+    let log = match rows.next().await.map_err(backend)? {
+        Some(row) => row.get::<i64>(1).map_err(backend)?,
+        None => 0,
+    };
+    while rows.next().await.map_err(backend)?.is_some() {}
+    Ok(log)
 }
 
 /// Runs a pragma and drops the row it may answer with.

@@ -146,6 +146,8 @@ impl Db {
                 "PRAGMA cache_size = -20000".to_owned(),
                 // The checkpointer thread does this, off the commit path.
                 "PRAGMA wal_autocheckpoint = 0".to_owned(),
+                // A WAL grown by a burst shrinks back when it starts over.
+                "PRAGMA journal_size_limit = 67108864".to_owned(),
             ] {
                 // Some pragmas answer with a row; read and drop it.
                 let mut rows = conn.query(&pragma, ()).await.map_err(backend)?;
@@ -166,6 +168,15 @@ impl Db {
 
     fn block<T>(&self, f: impl Future<Output = T>) -> T {
         self.rt.block_on(f)
+    }
+
+    /// Copies into the database what the WAL holds beyond the checkpointer's
+    /// last pass. Run by the writer between batches, so nothing is written
+    /// meanwhile and the next commit starts the WAL over.
+    pub fn finish_checkpoint(&self) {
+        if let Err(e) = self.block(super::checkpoint::checkpoint(&self.conn)) {
+            tracing::warn!(error = %e, "finishing a WAL checkpoint failed; will retry");
+        }
     }
 
     /// Writes `commits` in one transaction and returns each one's result.
