@@ -5,8 +5,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::cgroup::{Cgroup, Limits};
+use super::host::Host;
 use super::sandbox::{ARG, SPEC_VAR, Spec};
-use super::{Policy, unavailable};
+use super::{Policy, Protection, unavailable};
 use opcode_vm::error::ActionError;
 
 /// The `PATH` of a sandboxed process unless the step sets one.
@@ -39,6 +40,37 @@ pub fn scrubbed_env(given: Vec<(String, String)>) -> Vec<(String, String)> {
     env
 }
 
+/// Which protections the sandbox gets: (user namespace, seccomp), or what
+/// this host lacks that the operator did not accept missing.
+pub fn protections(host: &Host, policy: &Policy) -> Result<(bool, bool), Vec<String>> {
+    let mut missing = Vec::new();
+    if !host.root {
+        missing.push("the daemon is not running as root".to_owned());
+    }
+    if !host.namespaces {
+        missing.push("the kernel has no namespaces".to_owned());
+    }
+    let accepts = |p: Protection| policy.optional.contains(&p);
+    if !host.user_namespaces && !accepts(Protection::UserNamespace) {
+        missing.push(
+            "user namespaces are disabled (/proc/sys/user/max_user_namespaces); accept it with \
+             isolation.optional [\"user_namespace\"]"
+                .to_owned(),
+        );
+    }
+    if !host.seccomp && !accepts(Protection::Seccomp) {
+        missing.push(
+            "the kernel has no seccomp filters; accept it with isolation.optional [\"seccomp\"]"
+                .to_owned(),
+        );
+    }
+    if missing.is_empty() {
+        Ok((host.user_namespaces, host.seccomp))
+    } else {
+        Err(missing)
+    }
+}
+
 /// Prepares `program args` to run under `policy` through `helper`, or says
 /// what this host lacks.
 pub fn sandboxed(
@@ -49,17 +81,12 @@ pub fn sandboxed(
     env: Vec<(String, String)>,
     cwd: &Path,
 ) -> Result<Sandboxed, ActionError> {
-    let mut missing = Vec::new();
-    if !nix::unistd::Uid::effective().is_root() {
-        missing.push("the daemon is not running as root".to_owned());
-    }
-    if helper.is_none() {
-        missing.push("this program has no sandbox helper".to_owned());
-    }
-    if !Path::new("/proc/self/ns/pid").exists() {
-        missing.push("the kernel has no namespaces".to_owned());
-    }
-    let (Some(helper), true) = (helper, missing.is_empty()) else {
+    let protected = protections(Host::get(), policy);
+    let (Some(helper), Ok((user_namespace, seccomp))) = (helper, &protected) else {
+        let mut missing = protected.err().unwrap_or_default();
+        if helper.is_none() {
+            missing.push("this program has no sandbox helper".to_owned());
+        }
         return Err(unavailable(&missing));
     };
     let limits = Limits {
@@ -80,6 +107,11 @@ pub fn sandboxed(
         pids: policy.pids,
         network: policy.network,
         cgroups: cgroup.procs_files(),
+        uid: policy.uid,
+        gid: policy.gid,
+        user_namespace: *user_namespace,
+        seccomp: *seccomp,
+        hidden: policy.hidden.clone(),
     };
     let mut command = tokio::process::Command::new(helper);
     command
