@@ -88,6 +88,25 @@ pub struct Workflow {
     pub metadata: Option<Json>,
 }
 
+impl Workflow {
+    /// Every step, nested ones and hooks included, parents before children.
+    pub fn all_steps(&self) -> Vec<&Step> {
+        fn walk<'a>(block: &'a Block, out: &mut Vec<&'a Step>) {
+            for step in &block.steps {
+                out.push(step);
+                for (_, child) in step.children() {
+                    walk(child, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.steps, &mut out);
+        out.extend(self.on_complete.as_deref());
+        out.extend(self.on_error.as_deref());
+        out
+    }
+}
+
 /// An ordered list of steps: the top level, a branch, or a loop body.
 #[derive(Debug, Clone)]
 pub struct Block {

@@ -9,6 +9,7 @@
 pub mod actions;
 pub mod cel;
 pub mod graph;
+pub mod isolation;
 pub mod jq;
 pub mod model;
 pub mod references;

@@ -135,17 +135,50 @@ impl Compiler {
     /// source in run-time messages, and its extension the syntax (`.opc`,
     /// else JSON).
     pub fn compile(&self, src: &str, file: &str) -> (Option<Program>, Diagnostics) {
+        self.compile_with(src, file, None)
+    }
+
+    /// [`Compiler::compile`], with the embedding's ceiling for steps'
+    /// `isolation` blocks: each widening is an error (E0052).
+    pub fn compile_with(
+        &self,
+        src: &str,
+        file: &str,
+        isolation: Option<&dyn IsolationCheck>,
+    ) -> (Option<Program>, Diagnostics) {
         let mut sink = Diagnostics::new();
         let Some(doc) = self.parse_as(src, Syntax::of_file(file), &mut sink) else {
             return (None, sink);
         };
         let checked = check::check(&doc, &self.catalog, src, &mut sink);
+        if let Some(isolation) = isolation {
+            check::isolation::check(&doc, isolation, &mut sink);
+        }
         if sink.has_errors() {
             return (None, sink);
         }
         let program = codegen::generate(&doc, &checked, src, file);
         (Some(program), sink)
     }
+}
+
+/// The embedding's ceiling for steps' `isolation` blocks (the daemon's
+/// settings and grants), given to [`Compiler::compile_with`].
+pub trait IsolationCheck {
+    /// How `block`, the `isolation` block of a step of the template
+    /// `template`, goes past the ceiling: one entry per key.
+    fn widenings(&self, template: Option<&str>, block: &serde_json::Value) -> Vec<Widening>;
+}
+
+/// One way an `isolation` block goes past the ceiling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Widening {
+    /// The `isolation` key (`network`), or empty for the block as a whole.
+    pub key: String,
+    /// What it asks for, in one sentence.
+    pub message: String,
+    /// What would allow it.
+    pub help: String,
 }
 
 /// Decodes a file's bytes, or reports where the first invalid UTF-8 byte is.

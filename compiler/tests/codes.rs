@@ -6,7 +6,23 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test helpers may panic
 use opcode_compiler::diagnostics::codes::ALL;
 use opcode_compiler::diagnostics::render::human;
-use opcode_compiler::{Compiler, MAX_SOURCE_BYTES, Syntax, decode_utf8};
+use opcode_compiler::{Compiler, IsolationCheck, MAX_SOURCE_BYTES, Syntax, Widening, decode_utf8};
+
+/// A daemon's default ceiling, as far as the E0052 example needs: no host network.
+struct NoNetwork;
+
+impl IsolationCheck for NoNetwork {
+    fn widenings(&self, _: Option<&str>, block: &serde_json::Value) -> Vec<Widening> {
+        (block["network"] == true)
+            .then(|| Widening {
+                key: "network".into(),
+                message: "the step asks for the host network".into(),
+                help: "only the daemon's settings may allow it".into(),
+            })
+            .into_iter()
+            .collect()
+    }
+}
 
 fn compiler() -> Compiler {
     Compiler::new().with_actions(opcode_stdlib::catalog())
@@ -44,6 +60,10 @@ fn every_page_example_triggers_its_code() {
             ("E0006", "text") => {
                 let big = format!("{{\"steps\": []}}{}", " ".repeat(MAX_SOURCE_BYTES));
                 (String::new(), compiler.check(&big).into_sorted())
+            }
+            ("E0052", "json") => {
+                let (_, found) = compiler.compile_with(source, "workflow.json", Some(&NoNetwork));
+                (source.to_owned(), found.into_sorted())
             }
             (_, "json") => (source.to_owned(), compiler.check(source).into_sorted()),
             (_, "opc") => (

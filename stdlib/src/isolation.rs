@@ -1,12 +1,17 @@
 //! Isolation of the processes actions start, and the paths `fs.*` may use.
 //!
-//! A step's `isolation` block is merged over the embedding's defaults (the
-//! daemon's settings) into a [`Policy`]. `shell.exec` under an enabled
-//! policy runs in new network, pid, mount, ipc and uts namespaces, in a
-//! cgroup with the policy's limits, with a read-only view of the host but
-//! for the workspace and a private `/tmp` (see `spec/isolation.md`).
+//! A step's `isolation` block may only narrow what the embedding's
+//! settings allow ([`ceiling`]); merged over them it becomes the call's
+//! [`Policy`]. `shell.exec` under an enabled policy runs in a sandbox:
+//! new user, network, pid, mount, ipc, uts and cgroup namespaces, the
+//! sandbox user's ids, no capabilities, a seccomp filter, a cgroup with the
+//! policy's limits, a read-only view of the host but for the workspace
+//! (see `spec/isolation.md` and `spec/security.md`).
 
+pub mod block;
+pub mod ceiling;
 pub mod cgroup;
+pub mod host;
 pub mod paths;
 pub mod sandbox;
 pub mod spawn;
@@ -14,119 +19,24 @@ pub mod spawn;
 use std::path::{Path, PathBuf};
 
 use opcode_vm::error::ActionError;
-use serde::Deserialize;
-use serde_json::Value;
 
+pub use self::block::{Block, Grant, Protection, Size, parse_size};
+pub use self::ceiling::Ceiling;
 pub use self::paths::PathRules;
+use crate::exec::Call;
 
-/// The `isolation` block of a step or of the settings; every field optional.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Block {
-    /// Isolate at all.
-    pub enabled: Option<bool>,
-    /// Keep the host's network (default false: a new, empty network namespace).
-    pub network: Option<bool>,
-    /// The directory the process works in and may write to.
-    pub workspace: Option<PathBuf>,
-    /// May the process write to the workspace (default true)?
-    pub writable: Option<bool>,
-    /// Memory limit: bytes, or text such as `256MiB`, `1G`.
-    pub memory: Option<Size>,
-    /// Most processes and threads at once.
-    pub pids: Option<u64>,
-    /// CPU share in cores (`0.5` is half a core).
-    pub cpu: Option<f64>,
-    /// Bytes kept of each output stream.
-    pub max_output: Option<Size>,
-    /// Largest file the process may write.
-    pub max_file_size: Option<Size>,
-    /// Paths `fs.*` actions may read and write, and never touch.
-    pub fs: Option<PathRules>,
-    /// Settings only: run unisolated where the host cannot isolate, instead
-    /// of failing the step.
-    pub allow_unisolated: Option<bool>,
-}
-
-/// A size in bytes, written as a number or as text with a unit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Size(pub u64);
-
-impl<'de> Deserialize<'de> for Size {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Size, D::Error> {
-        match Value::deserialize(d)? {
-            Value::Number(n) => n
-                .as_u64()
-                .map(Size)
-                .ok_or_else(|| serde::de::Error::custom("a size must be a whole number of bytes")),
-            Value::String(s) => parse_size(&s).map(Size).map_err(serde::de::Error::custom),
-            _ => Err(serde::de::Error::custom(
-                "a size is a number of bytes or text such as 256MiB",
-            )),
-        }
-    }
-}
-
-/// Parses `512`, `64k`, `256MiB`, `1G`, `2GB` (powers of 1024).
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let number: u64 = digits
-        .parse()
-        .map_err(|_| format!("`{text}` is not a size such as 256MiB"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        _ => return Err(format!("`{text}` has an unknown unit: use KiB, MiB or GiB")),
-    };
-    number
-        .checked_mul(1 << shift)
-        .ok_or_else(|| format!("`{text}` is too large"))
-}
-
-impl Block {
-    /// Parses a block (`null` is an empty one).
-    pub fn parse(value: Option<&Value>) -> Result<Block, String> {
-        match value {
-            None | Some(Value::Null) => Ok(Block::default()),
-            Some(v) => Block::deserialize(v).map_err(|e| format!("`isolation`: {e}")),
-        }
-    }
-
-    /// `self` with `over`'s set fields on top.
-    fn overlay(self, over: Block) -> Block {
-        Block {
-            enabled: over.enabled.or(self.enabled),
-            network: over.network.or(self.network),
-            workspace: over.workspace.or(self.workspace),
-            writable: over.writable.or(self.writable),
-            memory: over.memory.or(self.memory),
-            pids: over.pids.or(self.pids),
-            cpu: over.cpu.or(self.cpu),
-            max_output: over.max_output.or(self.max_output),
-            max_file_size: over.max_file_size.or(self.max_file_size),
-            fs: match (self.fs, over.fs) {
-                (Some(base), Some(step)) => Some(base.narrowed_by(step)),
-                (base, step) => step.or(base),
-            },
-            allow_unisolated: self.allow_unisolated,
-        }
-    }
-}
-
-/// What the embedding decides: defaults, and where the sandbox helper is.
+/// What the embedding decides: the settings' block, where the sandbox
+/// helper is, and what no step may see.
 #[derive(Debug, Clone, Default)]
 pub struct IsolationConfig {
-    /// Defaults every step's block is merged over.
+    /// The settings' block: defaults for every step, and their ceiling.
     pub defaults: Block,
     /// The program that sets a sandbox up (a binary whose `main` calls
     /// [`sandbox::main_if_sandbox`]); isolation needs one.
     pub helper: Option<PathBuf>,
+    /// The embedding's own files (its database, settings, vault key):
+    /// hidden from sandboxes and denied to `fs.*`.
+    pub hidden: Vec<PathBuf>,
 }
 
 /// Processes in a sandbox at once unless the policy says.
@@ -135,6 +45,9 @@ pub const DEFAULT_PIDS: u64 = 1024;
 pub const DEFAULT_MAX_OUTPUT: u64 = 10 * 1024 * 1024;
 /// Largest file a sandboxed process may write unless the policy says.
 pub const DEFAULT_MAX_FILE: u64 = 1 << 30;
+/// The user and group sandboxed processes run as unless the settings say
+/// (`nobody` on Debian).
+pub const DEFAULT_SANDBOX_ID: u32 = 65534;
 
 /// The isolation of one call.
 #[derive(Debug, Clone, PartialEq)]
@@ -165,38 +78,112 @@ pub struct Policy {
     pub fs: PathRules,
     /// Run unisolated where the host cannot isolate.
     pub allow_unisolated: bool,
+    /// The sandbox user.
+    pub uid: u32,
+    /// The sandbox group.
+    pub gid: u32,
+    /// Protections the host may lack.
+    pub optional: Vec<Protection>,
+    /// What a sandbox must not show: the embedding's files and the other
+    /// runs' workspaces.
+    pub hidden: Vec<PathBuf>,
 }
 
 impl Policy {
-    /// The policy of a call: its step's block over the defaults; relative
-    /// paths resolve against `base`.
-    pub fn of(
-        config: &IsolationConfig,
-        step: Option<&Value>,
-        base: &Path,
-    ) -> Result<Policy, ActionError> {
-        let block = Block::parse(step).map_err(ActionError::validation)?;
-        let merged = config.defaults.clone().overlay(block);
-        let absolute = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
-        if let Some(cpu) = merged.cpu.filter(|c| !(c.is_finite() && *c > 0.0)) {
+    /// The policy of `call`: its step's block over the settings, refused
+    /// if it widens them (R0129). Relative paths resolve against `base`
+    /// (the run's workspace, or the embedding's directory).
+    pub fn of(config: &IsolationConfig, call: &Call, base: &Path) -> Result<Policy, ActionError> {
+        let step = Block::parse_step(call.isolation.as_ref()).map_err(ActionError::validation)?;
+        let settings = &config.defaults;
+        let ceiling = Ceiling::of(settings, call.template.as_deref(), call.agent_id.as_deref());
+        let name = grant_name(call.template.as_deref(), call.agent_id.as_deref());
+        if let Some(widening) = ceiling.widenings(&step, &name).into_iter().next() {
+            return Err(widened(&widening));
+        }
+        if let Some(cpu) = step
+            .cpu
+            .or(settings.cpu)
+            .filter(|c| !(c.is_finite() && *c > 0.0))
+        {
             return Err(ActionError::validation(format!(
                 "`isolation.cpu` must be a positive number of cores, not {cpu}"
             )));
         }
+        let enabled_by_settings = settings.enabled.unwrap_or(false);
+        let absolute = |p: &Path| paths::normalize(&base.join(p));
+        let workspace = step
+            .workspace
+            .as_deref()
+            .map(absolute)
+            .or_else(|| call.workspace.clone());
+        let writable = step.writable.or(settings.writable).unwrap_or(true);
+        let mut outer = settings.fs.clone().unwrap_or_default();
+        if enabled_by_settings && let Some(ws) = call.workspace.as_ref().or(workspace.as_ref()) {
+            // Isolated runs keep `fs.*` in their workspace, unless the
+            // settings list more.
+            if writable {
+                outer.write.push(ws.clone());
+            } else {
+                outer.read.push(ws.clone());
+            }
+        }
+        outer.deny.extend(config.hidden.iter().cloned());
+        let fs = match step.fs {
+            Some(rules) => outer.narrowed_by(rules),
+            None => outer,
+        }
+        .absolute(base);
+        let mut hidden = config.hidden.clone();
+        hidden.extend(settings.workspace_root.iter().cloned());
         Ok(Policy {
-            enabled: merged.enabled.unwrap_or(false),
-            network: merged.network.unwrap_or(false),
-            workspace: merged.workspace.map(absolute),
-            writable: merged.writable.unwrap_or(true),
-            memory: merged.memory.map(|s| s.0),
-            pids: merged.pids.unwrap_or(DEFAULT_PIDS).max(1),
-            cpu: merged.cpu,
-            max_output: merged.max_output.map_or(DEFAULT_MAX_OUTPUT, |s| s.0),
-            max_file_size: merged.max_file_size.map_or(DEFAULT_MAX_FILE, |s| s.0),
-            fs: merged.fs.unwrap_or_default().absolute(base),
-            allow_unisolated: merged.allow_unisolated.unwrap_or(false),
+            enabled: step.enabled.or(settings.enabled).unwrap_or(false),
+            network: step.network.or(settings.network).unwrap_or(false),
+            workspace,
+            writable,
+            memory: step.memory.or(settings.memory).map(|s| s.0),
+            pids: step.pids.or(settings.pids).unwrap_or(DEFAULT_PIDS).max(1),
+            cpu: step.cpu.or(settings.cpu),
+            max_output: step
+                .max_output
+                .or(settings.max_output)
+                .map_or(DEFAULT_MAX_OUTPUT, |s| s.0),
+            max_file_size: step
+                .max_file_size
+                .or(settings.max_file_size)
+                .map_or(DEFAULT_MAX_FILE, |s| s.0),
+            fs,
+            allow_unisolated: settings.allow_unisolated.unwrap_or(false),
+            uid: settings.uid.unwrap_or(DEFAULT_SANDBOX_ID),
+            gid: settings.gid.unwrap_or(DEFAULT_SANDBOX_ID),
+            optional: settings.optional.clone(),
+            hidden,
         })
     }
+}
+
+/// How a grant for `template` and `agent` names them in settings JSON.
+pub fn grant_name(template: Option<&str>, agent: Option<&str>) -> String {
+    match (template, agent) {
+        (Some(t), _) => format!("\"template\": {t:?}"),
+        (None, Some(a)) => format!("\"agent\": {a:?}"),
+        (None, None) => "\"template\": \"NAME\"".into(),
+    }
+}
+
+/// The error for a step whose block widens the settings (R0129).
+pub fn widened(widening: &ceiling::Widening) -> ActionError {
+    ActionError::new(
+        opcode_vm::codes::R0129,
+        "ISOLATION_WIDENED",
+        format!(
+            "`isolation.{}`: {}; only the daemon's settings may allow it \
+             (`\"isolation\": {{\"grants\": [{}]}}`)",
+            widening.key, widening.message, widening.grant
+        ),
+        false,
+    )
+    .with_details(serde_json::json!({"key": widening.key}))
 }
 
 /// The error for a host that cannot give the isolation asked for.
@@ -205,8 +192,8 @@ pub fn unavailable(missing: &[String]) -> ActionError {
         opcode_vm::codes::R0125,
         "ISOLATION_ERROR",
         format!(
-            "this host cannot isolate the step ({}); allow running unisolated with \
-             `isolation.enabled: false` on the step or `isolation.allow_unisolated` in the settings",
+            "this host cannot isolate the step ({}); the operator may accept a missing \
+             protection with `isolation.optional` or `isolation.allow_unisolated` in the settings",
             missing.join("; ")
         ),
         false,
@@ -219,30 +206,45 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
-        assert_eq!(parse_size("1G"), Ok(1 << 30));
-        assert_eq!(parse_size("64k"), Ok(64 << 10));
-        assert_eq!(parse_size("12"), Ok(12));
-        assert!(parse_size("12 parsecs").is_err());
-        assert!(parse_size("MiB").is_err());
+    fn call(isolation: serde_json::Value) -> Call {
+        Call {
+            isolation: Some(isolation),
+            template: Some("t".into()),
+            workspace: Some(PathBuf::from("/runs/r1")),
+            ..Call::default()
+        }
     }
 
     #[test]
-    fn step_blocks_override_defaults_and_unknown_keys_are_errors() {
+    fn step_blocks_narrow_the_settings_and_keep_fs_in_the_workspace() {
         let config = IsolationConfig {
             defaults: Block::parse(Some(&json!({"enabled": true, "pids": 100, "memory": "1G"})))
                 .unwrap(),
             helper: None,
+            hidden: vec![PathBuf::from("/etc/opcode")],
         };
-        let step = json!({"memory": 1_048_576, "network": true, "workspace": "work"});
-        let policy = Policy::of(&config, Some(&step), Path::new("/base")).unwrap();
-        assert!(policy.enabled && policy.network);
+        let step = json!({"memory": 1_048_576, "workspace": "work"});
+        let policy = Policy::of(&config, &call(step), Path::new("/runs/r1")).unwrap();
+        assert!(policy.enabled && !policy.network);
         assert_eq!((policy.pids, policy.memory), (100, Some(1 << 20)));
-        assert_eq!(policy.workspace.as_deref(), Some(Path::new("/base/work")));
-        let err = Policy::of(&config, Some(&json!({"memroy": 1})), Path::new("/")).unwrap_err();
+        assert_eq!(
+            policy.workspace.as_deref(),
+            Some(Path::new("/runs/r1/work"))
+        );
+        let write = paths::Access::Write;
+        assert!(policy.fs.check(Path::new("/runs/r1/x"), write).is_ok());
+        assert!(policy.fs.check(Path::new("/etc/passwd"), write).is_err());
+        assert!(
+            policy
+                .fs
+                .check(Path::new("/etc/opcode/key"), paths::Access::Read)
+                .is_err()
+        );
+        let err = Policy::of(&config, &call(json!({"memroy": 1})), Path::new("/")).unwrap_err();
         assert!(err.message.contains("memroy"), "{}", err.message);
-        assert!(Policy::of(&config, Some(&json!({"cpu": -1})), Path::new("/")).is_err());
+        assert!(Policy::of(&config, &call(json!({"cpu": -1})), Path::new("/")).is_err());
+        let wide =
+            Policy::of(&config, &call(json!({"network": true})), Path::new("/")).unwrap_err();
+        assert_eq!(wide.code, "R0129");
     }
 }

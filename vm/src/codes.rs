@@ -106,6 +106,8 @@ code_registry! { RUNTIME, "../../spec/errors/";
     R0127 = "circuit-open",
     /// A plugin's MCP server is down or its tool failed.
     R0128 = "plugin-unavailable",
+    /// A step's isolation block asks for more than the settings allow.
+    R0129 = "isolation-refused",
 }
 
 /// Finds a run-time code by its id.

@@ -86,6 +86,8 @@ code_registry! { ALL, "../../../spec/errors/";
     E0050 = "fallback-reused",
     /// Two reasoning options share an id.
     E0051 = "duplicate-option",
+    /// A step's `isolation` block asks for more than the daemon's settings allow.
+    E0052 = "isolation-widened",
     /// A field the language does not know is ignored.
     W0001 = "unknown-field",
     /// An action parameter the action does not know is ignored.

@@ -43,7 +43,11 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
     wrapper.insert("definition".into(), definition);
     let wrapper = Value::Object(wrapper);
     let text = serde_json::to_string_pretty(&wrapper).unwrap_or_default();
-    let (program, diagnostics) = api.exec.compiler().compile(&text, FILE);
+    let ceiling = api.exec.ceiling(agent_id);
+    let (program, diagnostics) = api
+        .exec
+        .compiler()
+        .compile_with(&text, FILE, Some(&ceiling));
     let rendered = checked(program.is_some(), diagnostics, FILE, &text)?;
     let trigger = trigger_of(args, name, agent_id)?;
     api.seen(agent_id).await?;

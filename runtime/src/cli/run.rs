@@ -7,12 +7,19 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use opcode_compiler::diagnostics::render::human;
+use opcode_runtime::executor::CeilingCheck;
+use opcode_runtime::settings::Settings;
+use opcode_runtime::workspace::Workspaces;
 use opcode_runtime::{StartRequest, Until};
 use opcode_stdlib::inputs::{parse_inputs, prepare};
+use opcode_stdlib::isolation::Block;
 use opcode_vm::Program;
 use serde_json::Value;
 
-use super::common::{DbArgs, Exit, Format, fail, report};
+use super::common::{DbArgs, Exit, Format, fail, home, report};
+
+/// The agent a run started by hand is credited to.
+const AGENT: &str = "cli";
 
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
@@ -69,13 +76,17 @@ pub async fn run(args: Args) -> Exit {
         Err(exit) => return exit,
     };
     let _background = executor.background();
+    let folder = folder_of(&args.file);
+    // A file run by hand works in its folder, unless the settings fix a workspace.
+    let fixed = matches!(executor.workspaces(), Some(Workspaces::Fixed(_)));
     let request = StartRequest {
         id: args.id.clone(),
         definition: source,
         program: Some(program),
         inputs,
-        agent_id: Some("cli".into()),
-        base_dir: Some(folder_of(&args.file)),
+        agent_id: Some(AGENT.into()),
+        workspace: (!fixed).then(|| folder.clone()),
+        base_dir: Some(folder),
         ..StartRequest::default()
     };
     let id = match executor.start(request).await {
@@ -97,7 +108,13 @@ fn compile(path: &Path) -> Result<(String, Program), Exit> {
         .map_err(|d| fail(format!("{file}: {}", d.message)))?
         .to_owned();
     let compiler = opcode_compiler::Compiler::new().with_actions(opcode_stdlib::catalog());
-    let (program, diagnostics) = compiler.compile(&source, &file);
+    let settings = Settings::load(&Settings::file_in(&home())).map_err(fail)?;
+    let block = Block::parse(settings.isolation.as_ref()).map_err(fail)?;
+    let ceiling = CeilingCheck {
+        settings: &block,
+        agent: Some(AGENT),
+    };
+    let (program, diagnostics) = compiler.compile_with(&source, &file, Some(&ceiling));
     let diagnostics = diagnostics.into_sorted();
     if !diagnostics.is_empty() {
         eprintln!(
