@@ -1,5 +1,10 @@
 //! Which paths `fs.*` actions may read and write: allow and deny lists,
-//! checked after symlinks are resolved.
+//! checked after symlinks are resolved; [`beneath`] opens a path so that
+//! no link takes it out of the allowed tree.
+
+pub mod beneath;
+
+pub use self::beneath::Entry;
 
 use std::path::{Component, Path, PathBuf};
 
@@ -67,13 +72,7 @@ impl PathRules {
     pub fn check(&self, path: &Path, access: Access) -> Result<PathBuf, ActionError> {
         let real = resolve(path);
         if let Some(why) = self.refusal(&real, access) {
-            return Err(ActionError::new(
-                opcode_vm::codes::R0126,
-                "PATH_DENIED",
-                format!("{} is {why}", path.display()),
-                false,
-            )
-            .with_details(serde_json::json!({"path": path, "resolved": real})));
+            return Err(denied(path, &real, &why));
         }
         Ok(path.to_path_buf())
     }
@@ -94,17 +93,34 @@ impl PathRules {
     }
 }
 
+/// R0126 for `path` (really `real`), which is `why`.
+fn denied(path: &Path, real: &Path, why: &str) -> ActionError {
+    ActionError::new(
+        opcode_vm::codes::R0126,
+        "PATH_DENIED",
+        format!("{} is {why}", path.display()),
+        false,
+    )
+    .with_details(serde_json::json!({"path": path, "resolved": real}))
+}
+
 /// `path` made absolute and normal, with symlinks resolved as far as it
-/// exists (a path to be created resolves its existing ancestors).
+/// exists (a path to be created resolves its existing ancestors; a
+/// dangling link resolves to where it points).
 pub fn resolve(path: &Path) -> PathBuf {
     let mut existing = normalize(path);
     let mut rest = Vec::new();
-    loop {
+    for _ in 0..64 {
         if let Ok(real) = existing.canonicalize() {
             return rest
                 .into_iter()
                 .rev()
                 .fold(real, |p, c: std::ffi::OsString| p.join(c));
+        }
+        if let Ok(target) = std::fs::read_link(&existing) {
+            let dir = existing.parent().unwrap_or(Path::new("/"));
+            existing = normalize(&dir.join(target));
+            continue;
         }
         match (
             existing.file_name().map(ToOwned::to_owned),
@@ -114,13 +130,14 @@ pub fn resolve(path: &Path) -> PathBuf {
                 rest.push(name);
                 existing = parent.to_path_buf();
             }
-            _ => return normalize(path),
+            _ => break,
         }
     }
+    normalize(path)
 }
 
 /// Removes `.` and resolves `..` textually.
-fn normalize(path: &Path) -> PathBuf {
+pub fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::from("/");
     for component in path.components() {
         match component {
