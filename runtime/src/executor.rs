@@ -18,6 +18,7 @@
 
 mod background;
 mod caller;
+mod ceiling;
 mod programs;
 mod round;
 mod run;
@@ -33,14 +34,16 @@ use opcode_stdlib::isolation::IsolationConfig;
 use opcode_vm::catalog::ActionSpec;
 
 use crate::breaker::{BreakerConfig, Breakers};
+use opcode_vm::effect::SecretSite;
 use opcode_vm::event::{Event, RunMeta};
 use opcode_vm::{Program, Vm};
 use serde_json::Value;
 use tokio::sync::{Notify, Semaphore, broadcast, mpsc, oneshot};
 
 pub use self::background::Background;
+pub use self::ceiling::CeilingCheck;
 use self::programs::Programs;
-use self::run::{Incoming, Msg, RunTask, Setup};
+use self::run::{Incoming, Msg, RunFacts, RunTask, Setup};
 pub use self::services::Emitted;
 use self::services::RuntimeServices;
 use crate::log::{self, stamp};
@@ -51,6 +54,7 @@ use crate::store::{
     WorkflowFilter, WorkflowRow, WorkflowState, is_ended,
 };
 use crate::time::now_ms;
+use crate::workspace::Workspaces;
 
 /// What to do, at start, with workflows a dead process left running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -83,6 +87,8 @@ pub struct Config {
     pub isolation: IsolationConfig,
     /// Circuit breakers of the actions.
     pub breakers: BreakerConfig,
+    /// Where runs work (none: relative paths resolve against `base_dir`).
+    pub workspaces: Option<Workspaces>,
 }
 
 impl Default for Config {
@@ -96,6 +102,7 @@ impl Default for Config {
             base_dir: PathBuf::from("."),
             isolation: IsolationConfig::default(),
             breakers: BreakerConfig::default(),
+            workspaces: None,
         }
     }
 }
@@ -180,6 +187,11 @@ pub struct StartRequest {
     pub template_latest: bool,
     /// Where relative paths resolve.
     pub base_dir: Option<PathBuf>,
+    /// Where, in `inputs`, secrets are passed by reference (a child's).
+    pub secrets: Vec<SecretSite>,
+    /// The run's workspace (a child's is its parent's); none: a fresh one
+    /// if the executor makes them ([`Config::workspaces`]).
+    pub workspace: Option<PathBuf>,
     /// The caller shows the run's state once it settles: it is read with
     /// the commit that settles the run and comes with [`Settled`].
     pub report_state: bool,
@@ -324,6 +336,20 @@ impl Executor {
     /// Sets who delivers `workflow.notify` (once; later calls are ignored).
     pub fn set_notifier(&self, notifier: Arc<dyn Notifier>) {
         let _ = self.inner.notifier.set(notifier);
+    }
+
+    /// The settings' isolation ceiling for workflows of `agent`, for
+    /// [`opcode_compiler::Compiler::compile_with`].
+    pub fn ceiling<'a>(&'a self, agent: Option<&'a str>) -> CeilingCheck<'a> {
+        CeilingCheck {
+            settings: &self.inner.config.isolation.defaults,
+            agent,
+        }
+    }
+
+    /// Where this executor's runs work.
+    pub fn workspaces(&self) -> Option<&Workspaces> {
+        self.inner.config.workspaces.as_ref()
     }
 
     /// The store.
@@ -484,6 +510,10 @@ impl Inner {
         };
         let plan = loaded.plan.clone();
         let report_state = request.report_state;
+        let workspace = request
+            .workspace
+            .clone()
+            .or_else(|| self.config.workspaces.as_ref().map(|w| w.for_run(&id)));
         let meta = RunMeta {
             run_id: id.clone(),
             name: plan.program.header.name.clone(),
@@ -491,7 +521,9 @@ impl Inner {
             template_version: request.template_version.map(|v| v.to_string()),
             agent_id: request.agent_id.clone(),
             parent_id: request.parent_id.clone(),
+            workspace: workspace.as_ref().map(|w| w.to_string_lossy().into_owned()),
         };
+        let who = RunFacts::of(&meta, &plan.program, &request.secrets);
         let base_dir = request
             .base_dir
             .clone()
@@ -521,6 +553,7 @@ impl Inner {
             Event::Started {
                 inputs: request.inputs,
                 meta,
+                secrets: request.secrets,
             },
             Some(reply),
         );
@@ -532,7 +565,7 @@ impl Inner {
             loaded,
             base_dir,
             last_seq: 0,
-            agent_id: create.agent_id.clone(),
+            who,
         };
         let task = RunTask::new(self.clone(), setup, tx, rx)
             .creating(create, lease_until)
@@ -670,13 +703,14 @@ impl Inner {
             .base_dir
             .as_deref()
             .map_or_else(|| self.config.base_dir.clone(), PathBuf::from);
+        let who = RunFacts::of(vm.meta(), &loaded.plan.program, vm.input_secrets());
         let setup = Setup {
             id: row.id.clone(),
             vm,
             loaded,
             base_dir,
             last_seq: row.last_seq,
-            agent_id: row.agent_id.clone(),
+            who,
         };
         let task = RunTask::new(self.clone(), setup, tx.clone(), rx);
         // Messages left for the run while nobody owned it.

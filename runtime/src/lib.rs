@@ -30,6 +30,7 @@ pub mod store;
 pub mod summary;
 pub mod time;
 pub mod vault;
+pub mod workspace;
 
 pub use executor::{
     Appended, Config, Delivery, ExecError, Executor, Recovery, StartRequest, Until,

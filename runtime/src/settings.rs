@@ -11,6 +11,40 @@ use serde::{Deserialize, Serialize};
 
 use crate::breaker::BreakerConfig;
 use crate::plugins::PluginConfig;
+use crate::workspace::Workspaces;
+
+/// The files of a daemon (or a one-shot command) that no step may see.
+#[derive(Debug, Clone, Default)]
+pub struct OwnFiles {
+    /// The database.
+    pub db: PathBuf,
+    /// The settings file.
+    pub settings: PathBuf,
+    /// The vault's passphrase file.
+    pub vault_key: Option<PathBuf>,
+}
+
+impl OwnFiles {
+    /// The paths to hide: these files (the database with its journal,
+    /// WAL and shared memory) and the data directory.
+    pub fn hidden(&self, data_dir: &Path) -> Vec<PathBuf> {
+        let mut paths = vec![data_dir.to_path_buf(), self.settings.clone()];
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut name = self.db.clone().into_os_string();
+            name.push(suffix);
+            paths.push(PathBuf::from(name));
+        }
+        paths.extend(self.vault_key.iter().cloned());
+        let absolute = |p: PathBuf| {
+            if p.is_absolute() {
+                p
+            } else {
+                std::env::current_dir().unwrap_or_default().join(p)
+            }
+        };
+        paths.into_iter().map(absolute).collect()
+    }
+}
 
 /// Where the daemon listens unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:4100";
@@ -136,15 +170,48 @@ impl Settings {
         }
     }
 
-    /// The isolation the runtime applies: these settings' defaults (on
-    /// unless they say `enabled: false`), with this program as the sandbox
-    /// helper.
-    pub fn isolation(&self) -> Result<IsolationConfig, String> {
+    /// The isolation the runtime applies: these settings' block (on
+    /// unless it says `enabled: false`), this program as the sandbox
+    /// helper, and `hidden` (the daemon's own files) out of every step's
+    /// reach; fresh workspaces' root is hidden from sandboxes but for each
+    /// one's own workspace.
+    pub fn isolation(
+        &self,
+        hidden: Vec<PathBuf>,
+        workspaces: &Workspaces,
+    ) -> Result<IsolationConfig, String> {
         let mut defaults = Block::parse(self.isolation.as_ref())?;
         defaults.enabled = Some(defaults.enabled.unwrap_or(true));
+        defaults.workspace_root = workspaces.root().map(Path::to_path_buf);
         Ok(IsolationConfig {
             defaults,
             helper: std::env::current_exe().ok(),
+            hidden,
+        })
+    }
+
+    /// Where runs work: the settings' `isolation.workspace` for every run,
+    /// else a fresh one each under `isolation.workspace_root` (default
+    /// [`Workspaces::default_root`] of `data_dir`), owned by the sandbox user.
+    pub fn workspaces(&self, data_dir: &Path) -> Result<Workspaces, String> {
+        let block = Block::parse(self.isolation.as_ref())?;
+        let absolute = |p: PathBuf| {
+            if p.is_absolute() {
+                p
+            } else {
+                std::env::current_dir().unwrap_or_default().join(p)
+            }
+        };
+        if let Some(fixed) = block.workspace {
+            return Ok(Workspaces::Fixed(absolute(fixed)));
+        }
+        let root = block
+            .workspace_root
+            .map_or_else(|| Workspaces::default_root(data_dir), absolute);
+        let id = |v: Option<u32>| v.unwrap_or(opcode_stdlib::isolation::DEFAULT_SANDBOX_ID);
+        Ok(Workspaces::Fresh {
+            root,
+            owner: Some((id(block.uid), id(block.gid))),
         })
     }
 

@@ -28,6 +28,15 @@ fn json_out(output: &Output) -> Value {
     })
 }
 
+/// A folder the sandbox user (not root) may use as a workflow's
+/// workspace: its shell steps run there, isolated.
+pub fn sandbox_workspace() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    dir
+}
+
 fn write(dir: &Path, name: &str, workflow: &Value) -> String {
     let path = dir.join(name);
     std::fs::write(&path, workflow.to_string()).unwrap();
@@ -184,7 +193,7 @@ fn owner_pid(db: &Path, id: &str) -> Option<i32> {
 
 #[test]
 fn a_detached_run_survives_kill_9_and_decisions_finish_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = sandbox_workspace();
     let db = dir.path().join("o.db");
     let trace = dir.path().join("trace");
     let file = write(

@@ -91,7 +91,13 @@ fn killed_runs_resume_without_losing_or_repeating_completed_steps() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0x5EED);
     let mut rng = Rng(seed | 1);
+    // Its shell steps run isolated, as the sandbox user, in this folder.
     let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
     let db = dir.path().join("crash.db");
     let appends = dir.path().join("appends.log");
     let file = dir.path().join("crash.json");

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use opcode_runtime::executor::Config;
-use opcode_runtime::settings::Settings;
+use opcode_runtime::settings::{OwnFiles, Settings};
 use opcode_runtime::store::libsql::LibsqlStore;
 use opcode_runtime::vault::{RuntimeSecrets, Vault, open_configured};
 use opcode_runtime::{Durability, EventStore, Executor};
@@ -72,7 +72,12 @@ impl DbArgs {
 
     /// A one-shot command's executor over `store` (see [`executor`]).
     pub async fn executor(&self, store: &Arc<dyn EventStore>) -> Result<Executor, Exit> {
-        executor(store.clone(), false, self.vault_key_file.as_deref(), None).await
+        let files = OwnFiles {
+            db: self.path(),
+            settings: Settings::file_in(&home()),
+            vault_key: self.vault_key_file.clone(),
+        };
+        executor(store.clone(), false, None, &files).await
     }
 
     /// Opens the store, or reports why not.
@@ -92,16 +97,22 @@ impl DbArgs {
     }
 }
 
+/// The home directory (`$HOME`, else the working directory).
+pub fn home() -> PathBuf {
+    std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from)
+}
+
 /// An executor over `store`, with the vault when a passphrase is set, and
-/// the isolation and breakers of `settings` (default: the settings file);
-/// `adopt` lets it pick up other workflows' due timers and mail while it runs.
+/// the isolation, workspaces and breakers of `settings` (default: the
+/// settings file); `adopt` lets it pick up other workflows' due timers and
+/// mail while it runs. No step sees `files`.
 pub async fn executor(
     store: Arc<dyn EventStore>,
     adopt: bool,
-    vault_key_file: Option<&std::path::Path>,
     settings: Option<&Settings>,
+    files: &OwnFiles,
 ) -> Result<Executor, Exit> {
-    executor_and_vault(store, adopt, vault_key_file, settings)
+    executor_and_vault(store, adopt, settings, files)
         .await
         .map(|(exec, _)| exec)
 }
@@ -110,20 +121,25 @@ pub async fn executor(
 pub async fn executor_and_vault(
     store: Arc<dyn EventStore>,
     adopt: bool,
-    vault_key_file: Option<&std::path::Path>,
     settings: Option<&Settings>,
+    files: &OwnFiles,
 ) -> Result<(Executor, Option<Arc<Vault>>), Exit> {
     let from_file;
     let settings = if let Some(settings) = settings {
         settings
     } else {
-        from_file = file_settings()?;
+        from_file = Settings::load(&files.settings).map_err(fail)?;
         &from_file
     };
-    let isolation = settings.isolation().map_err(fail)?;
+    let data_dir = home().join(".opcode");
+    let workspaces = settings.workspaces(&data_dir).map_err(fail)?;
+    let isolation = settings
+        .isolation(files.hidden(&data_dir), &workspaces)
+        .map_err(fail)?;
     let breakers = settings.breakers().map_err(fail)?;
     let from_env = std::env::var_os("OPCODE_VAULT_KEY_FILE").map(PathBuf::from);
-    let vault = open_configured(store.clone(), vault_key_file.or(from_env.as_deref()))
+    let key_file = files.vault_key.clone().or(from_env);
+    let vault = open_configured(store.clone(), key_file.as_deref())
         .await
         .map_err(fail)?
         .map(Arc::new);
@@ -132,16 +148,11 @@ pub async fn executor_and_vault(
         base_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         isolation,
         breakers,
+        workspaces: Some(workspaces),
         ..Config::default()
     };
     let exec = Executor::new(store, Arc::new(RuntimeSecrets::new(vault.clone())), config);
     Ok((exec, vault))
-}
-
-/// The settings file (`~/.opcode/settings.json`), for one-shot commands.
-fn file_settings() -> Result<Settings, Exit> {
-    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
-    Settings::load(&Settings::file_in(&home)).map_err(fail)
 }
 
 /// Output formats.

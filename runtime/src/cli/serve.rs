@@ -9,7 +9,7 @@ use opcode_runtime::api::Api;
 use opcode_runtime::panel::Panel;
 use opcode_runtime::plugins::Plugins;
 use opcode_runtime::serve::{self, Guard, SharedGuard};
-use opcode_runtime::settings::Settings;
+use opcode_runtime::settings::{OwnFiles, Settings};
 use opcode_runtime::store::Durability;
 use opcode_runtime::store::libsql::LibsqlStore;
 use tokio::signal::unix::{SignalKind, signal};
@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::reload;
 
-use super::common::{Exit, executor_and_vault, fail};
+use super::common::{Exit, executor_and_vault, fail, home};
 
 /// How long the daemon waits for its plugins to come up before serving.
 const PLUGIN_START_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
@@ -70,13 +70,9 @@ impl Args {
     /// File, then environment, then flags.
     fn settings(&self) -> Result<Settings, String> {
         let file = Settings::load(&self.config_path())?;
-        let env = Settings::from_env(|name| std::env::var(name).ok());
+        let env = Settings::from_env(opcode_stdlib::environment::var);
         Ok(file.overlay(env).overlay(self.flags()))
     }
-}
-
-fn home() -> PathBuf {
-    std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from)
 }
 
 /// The guard the settings describe.
@@ -175,8 +171,12 @@ pub async fn serve(args: Args) -> Exit {
         Ok(plugins) => plugins,
         Err(e) => return fail(e),
     };
-    let key_file = settings.vault_key_file.as_deref();
-    let (exec, vault) = match executor_and_vault(store, true, key_file, Some(&settings)).await {
+    let files = OwnFiles {
+        db: db.clone(),
+        settings: args.config_path(),
+        vault_key: settings.vault_key_file.clone(),
+    };
+    let (exec, vault) = match executor_and_vault(store, true, Some(&settings), &files).await {
         Ok(made) => made,
         Err(exit) => return exit,
     };

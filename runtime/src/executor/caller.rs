@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use opcode_stdlib::exec::{Actions, Call, Secrets};
+use opcode_stdlib::redact::Revealed;
 use opcode_vm::effect::Dispatch;
 use opcode_vm::error::ActionError;
 use serde_json::Value;
@@ -15,6 +16,7 @@ use super::Inner;
 use crate::breaker::{Breakers, Outcome, Transition};
 use crate::metrics::Metrics;
 use crate::time::now_ms;
+use crate::workspace::Workspaces;
 
 /// What a run's action calls need.
 pub struct Caller {
@@ -23,6 +25,9 @@ pub struct Caller {
     secrets: Arc<dyn Secrets>,
     breakers: Arc<Breakers>,
     metrics: Arc<Metrics>,
+    workspaces: Option<Workspaces>,
+    /// The values of the run's secrets, read at its first call that needs them.
+    run_secrets: tokio::sync::OnceCell<Revealed>,
 }
 
 /// Who makes a call.
@@ -33,6 +38,12 @@ pub struct Who<'a> {
     pub step: &'a str,
     /// The agent that started the run.
     pub agent_id: Option<&'a str>,
+    /// The template the run runs.
+    pub template: Option<&'a str>,
+    /// The run's workspace.
+    pub workspace: Option<&'a std::path::Path>,
+    /// Every secret the run may reveal.
+    pub secrets: &'a [String],
 }
 
 /// An action's result, and the breaker changes the call caused.
@@ -52,6 +63,8 @@ impl Caller {
             secrets: inner.secrets.clone(),
             breakers: inner.breakers.clone(),
             metrics: inner.metrics.clone(),
+            workspaces: inner.config.workspaces.clone(),
+            run_secrets: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -82,10 +95,24 @@ impl Caller {
             self.secrets.as_ref(),
         )
         .await;
-        let call = match prepared {
+        let mut call = match prepared {
             Ok(call) => call,
             Err(e) => return Finished::alone(Err(e)),
         };
+        if !who.secrets.is_empty() {
+            // A value revealed to one step (a file written, read back by
+            // another) is masked in every step's results.
+            let run_secrets = self
+                .run_secrets
+                .get_or_init(|| opcode_stdlib::exec::reveal(who.secrets, self.secrets.as_ref()))
+                .await;
+            call.revealed.extend(run_secrets);
+        }
+        call.template = who.template.map(str::to_owned);
+        call.workspace = who.workspace.map(std::path::Path::to_path_buf);
+        if let Err(e) = self.ensure_workspace(&call) {
+            return Finished::alone(Err(e));
+        }
         if call.action.starts_with("workflow.") {
             let _slot = match slot {
                 Some(slot) => Some(slot),
@@ -110,6 +137,26 @@ impl Caller {
             }
             Err(refused) => Finished::alone(Err(refused)),
         }
+    }
+
+    /// Makes the run's workspace before the first call that may use it.
+    fn ensure_workspace(&self, call: &Call) -> Result<(), ActionError> {
+        let (Some(workspaces), Some(ws)) = (&self.workspaces, &call.workspace) else {
+            return Ok(());
+        };
+        if Actions::only_waits(&call.action)
+            || self
+                .actions
+                .immediate(&call.action, &call.params, &call.run_id)
+        {
+            return Ok(());
+        }
+        workspaces.ensure(ws).map_err(|e| {
+            ActionError::execution(format!(
+                "cannot make the run's workspace {}: {e}",
+                ws.display()
+            ))
+        })
     }
 
     /// Runs `call`, counting it and timing it in the metrics.

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use opcode_vm::effect::Effect;
-use opcode_vm::event::{EffectId, Event, TimerId};
+use opcode_vm::effect::{Effect, SecretSite};
+use opcode_vm::event::{EffectId, Event, RunMeta, TimerId};
 use opcode_vm::{Plan, RunStatus, Vm};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -93,7 +93,7 @@ pub struct RunTask {
     vm: Vm,
     loaded: Arc<Loaded>,
     caller: Arc<Caller>,
-    agent_id: Option<String>,
+    who: RunFacts,
     last_seq: u64,
     last_at: u64,
     last_status: RunStatus,
@@ -126,8 +126,62 @@ pub struct Setup {
     pub base_dir: PathBuf,
     /// The log's last sequence.
     pub last_seq: u64,
+    /// Who started it, from what, and where it works.
+    pub who: RunFacts,
+}
+
+/// The facts of a run its action calls need.
+#[derive(Debug, Clone, Default)]
+pub struct RunFacts {
     /// The agent that started it.
     pub agent_id: Option<String>,
+    /// The template it runs.
+    pub template: Option<String>,
+    /// Its workspace.
+    pub workspace: Option<PathBuf>,
+    /// Is it a child run?
+    pub child: bool,
+    /// Every secret it may reveal: those its program names and those its
+    /// parent passed. Their values are masked in all its actions' results.
+    pub secrets: Vec<String>,
+}
+
+impl RunFacts {
+    /// The facts of a run of `program` that `meta` and the `passed`
+    /// secrets of its inputs describe.
+    pub fn of(meta: &RunMeta, program: &opcode_vm::Program, passed: &[SecretSite]) -> RunFacts {
+        let mut secrets: Vec<String> = program
+            .secret_names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        secrets.extend(passed.iter().flat_map(|site| {
+            site.parts
+                .iter()
+                .filter_map(|p| p.secret().map(str::to_owned))
+        }));
+        secrets.sort();
+        secrets.dedup();
+        RunFacts {
+            agent_id: meta.agent_id.clone(),
+            template: meta.template_name.clone(),
+            workspace: meta.workspace.as_ref().map(PathBuf::from),
+            child: meta.parent_id.is_some(),
+            secrets,
+        }
+    }
+
+    /// The call's view of them, for step instance `step` of run `run_id`.
+    pub fn who<'a>(&'a self, run_id: &'a str, step: &'a str) -> Who<'a> {
+        Who {
+            run_id,
+            step,
+            agent_id: self.agent_id.as_deref(),
+            template: self.template.as_deref(),
+            workspace: self.workspace.as_deref(),
+            secrets: &self.secrets,
+        }
+    }
 }
 
 impl RunTask {
@@ -153,7 +207,7 @@ impl RunTask {
             vm: setup.vm,
             loaded: setup.loaded,
             caller,
-            agent_id: setup.agent_id,
+            who: setup.who,
             last_seq: setup.last_seq,
             last_at: 0,
             last_status,
@@ -435,11 +489,7 @@ impl RunTask {
                 return;
             };
             let step = plan.instance_name(&dispatch.inst);
-            let who = Who {
-                run_id: &self.id,
-                step: &step,
-                agent_id: self.agent_id.as_deref(),
-            };
+            let who = self.who.who(&self.id, &step);
             let finished = self.caller.call(&dispatch, &who, Some(slot)).await;
             let incoming = Incoming::finished(dispatch.effect, finished);
             self.apply(round, incoming, Some(step), plan);
@@ -506,19 +556,15 @@ impl RunTask {
             Effect::Dispatch(d) => {
                 let step = self.loaded.plan.instance_name(&d.inst);
                 let effect = d.effect;
-                let (caller, tx, run_id, name, agent_id) = (
+                let (caller, tx, run_id, name, facts) = (
                     self.caller.clone(),
                     self.tx.clone(),
                     self.id.clone(),
                     step.clone(),
-                    self.agent_id.clone(),
+                    self.who.clone(),
                 );
                 let handle = tokio::spawn(async move {
-                    let who = Who {
-                        run_id: &run_id,
-                        step: &name,
-                        agent_id: agent_id.as_deref(),
-                    };
+                    let who = facts.who(&run_id, &name);
                     let finished = caller.call(&d, &who, None).await;
                     let incoming = Incoming::finished(effect, finished);
                     let _ = tx.send(Msg::Deliver(Box::new(incoming)));
@@ -577,6 +623,13 @@ impl RunTask {
     /// The run ended (or its channel closed).
     async fn finish(mut self) {
         self.inner.runs().remove(&self.id);
+        if self.vm.status().is_terminal()
+            && !self.who.child
+            && let (Some(workspaces), Some(ws)) =
+                (&self.inner.config.workspaces, &self.who.workspace)
+        {
+            workspaces.remove(ws);
+        }
         let ended = ExecError::Ended {
             id: self.id.clone(),
             status: self.vm.status().as_str().to_owned(),

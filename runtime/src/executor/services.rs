@@ -219,6 +219,8 @@ async fn start_child(
         template_name: Some(child.template.to_owned()),
         template_version,
         base_dir: origin.and_then(|p| p.parent().map(PathBuf::from)),
+        workspace: call.workspace.clone(),
+        secrets: child.secrets.to_vec(),
         ..StartRequest::default()
     };
     match inner.start(request).await {

@@ -1,0 +1,143 @@
+//! Where runs work (spec/security.md, "Workspaces"): a fresh private
+//! directory per run under a root, owned by the sandbox user and removed
+//! when the run that made it ends; or one directory the operator chose,
+//! shared by every run. Child runs work in their parent's workspace.
+
+use std::path::{Path, PathBuf};
+
+/// The workspaces of an executor's runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Workspaces {
+    /// `root/<run>` per run, made on first use (mode 0700, owned by
+    /// `owner` when this process may give it away).
+    Fresh {
+        /// Where they are made (mode 0711: searchable, not listable).
+        root: PathBuf,
+        /// The sandbox user and group.
+        owner: Option<(u32, u32)>,
+    },
+    /// One directory for every run.
+    Fixed(PathBuf),
+}
+
+impl Workspaces {
+    /// The default root: `/var/lib/opcode/workspaces` for root (a path
+    /// the sandbox user can reach), else `<data_dir>/workspaces`.
+    pub fn default_root(data_dir: &Path) -> PathBuf {
+        if nix::unistd::Uid::effective().is_root() {
+            PathBuf::from("/var/lib/opcode/workspaces")
+        } else {
+            data_dir.join("workspaces")
+        }
+    }
+
+    /// The workspace of a run without a parent.
+    pub fn for_run(&self, run_id: &str) -> PathBuf {
+        match self {
+            Workspaces::Fresh { root, .. } => root.join(dir_name(run_id)),
+            Workspaces::Fixed(dir) => dir.clone(),
+        }
+    }
+
+    /// The root fresh workspaces are made in (hidden from every sandbox
+    /// but for its own workspace).
+    pub fn root(&self) -> Option<&Path> {
+        match self {
+            Workspaces::Fresh { root, .. } => Some(root),
+            Workspaces::Fixed(_) => None,
+        }
+    }
+
+    /// Makes `workspace` if it is a fresh one that does not exist yet.
+    pub fn ensure(&self, workspace: &Path) -> std::io::Result<()> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let Workspaces::Fresh { root, owner } = self else {
+            return Ok(());
+        };
+        if workspace.parent() != Some(root.as_path()) || workspace.is_dir() {
+            return Ok(());
+        }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o711)
+            .create(root)?;
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711))?;
+        match std::fs::DirBuilder::new().mode(0o700).create(workspace) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+        if let Some((uid, gid)) = owner
+            && nix::unistd::Uid::effective().is_root()
+        {
+            nix::unistd::chown(
+                workspace,
+                Some(nix::unistd::Uid::from_raw(*uid)),
+                Some(nix::unistd::Gid::from_raw(*gid)),
+            )
+            .map_err(std::io::Error::from)?;
+        }
+        Ok(())
+    }
+
+    /// Removes `workspace` if it is a fresh one.
+    pub fn remove(&self, workspace: &Path) {
+        let Workspaces::Fresh { root, .. } = self else {
+            return;
+        };
+        if workspace.parent() == Some(root.as_path())
+            && let Err(e) = std::fs::remove_dir_all(workspace)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(workspace = %workspace.display(), error = %e, "cannot remove a run's workspace");
+        }
+    }
+}
+
+/// A run id as a directory name: itself when it is a plain name, else a
+/// digest of it (an id is never a path).
+fn dir_name(run_id: &str) -> String {
+    let plain = !run_id.is_empty()
+        && !run_id.starts_with('.')
+        && run_id.len() <= 128
+        && run_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if plain {
+        return run_id.to_owned();
+    }
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(run_id.as_bytes());
+    digest.iter().take(16).fold(String::new(), |mut out, b| {
+        use std::fmt::Write;
+        let _ = write!(out, "{b:02x}");
+        out
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_workspaces_are_private_and_removed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let workspaces = Workspaces::Fresh {
+            root: dir.path().join("ws"),
+            owner: None,
+        };
+        let ws = workspaces.for_run("01a2-run");
+        workspaces.ensure(&ws).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode(&dir.path().join("ws")), mode(&ws)), (0o711, 0o700));
+        workspaces.remove(&ws);
+        assert!(!ws.exists());
+        // Ids that are not plain names never become paths.
+        assert_eq!(
+            workspaces.for_run("../../etc").parent(),
+            Some(dir.path().join("ws").as_path())
+        );
+        // Only workspaces it made are removed.
+        workspaces.remove(dir.path());
+        assert!(dir.path().exists());
+    }
+}
