@@ -32,6 +32,7 @@ fn run(plan: &Arc<Plan>, host: &dyn Host) -> RunStatus {
     let start = Event::Started {
         inputs: Value::Null,
         meta: RunMeta::default(),
+        secrets: Vec::new(),
     };
     vm.apply_into(1, &start, host, &mut effects)
         .expect("starts");

@@ -11,6 +11,7 @@ use std::time::Duration;
 use opcode_vm::effect::{Dispatch, SecretPart, SecretSite};
 use opcode_vm::error::ActionError;
 use opcode_vm::program::PathSeg;
+use opcode_vm::value::follow_mut;
 use serde_json::Value;
 
 use crate::actions::{assert, crypto, expr, fs, http, json, shell, workflow};
@@ -21,7 +22,7 @@ use crate::redact::Revealed;
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// One action invocation. Its `Debug` masks the secret values.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Call {
     /// The run.
     pub run_id: String,
@@ -31,6 +32,11 @@ pub struct Call {
     pub idempotency_key: String,
     /// The agent that started the run.
     pub agent_id: Option<String>,
+    /// The template the run was started from.
+    pub template: Option<String>,
+    /// The run's workspace: where relative paths resolve and sandboxed
+    /// processes work (none: the embedding's directory).
+    pub workspace: Option<PathBuf>,
     /// The action's full name.
     pub action: String,
     /// Parameters, secrets resolved.
@@ -39,9 +45,12 @@ pub struct Call {
     pub scope: Option<Value>,
     /// The step's isolation settings.
     pub isolation: Option<Value>,
-    /// The secret values resolved into `params`, masked in what the call
-    /// returns or publishes.
+    /// The secret values resolved into `params` (and the run's other
+    /// secrets), masked in what the call returns or publishes.
     pub revealed: Revealed,
+    /// Secrets left unresolved in `params` as their references, for a
+    /// call that passes them on (`workflow.run`, `workflow.map`).
+    pub passed: Vec<SecretSite>,
 }
 
 impl std::fmt::Debug for Call {
@@ -57,7 +66,8 @@ impl std::fmt::Debug for Call {
 }
 
 impl Call {
-    /// The call for a dispatch, its secrets resolved.
+    /// The call for a dispatch, its secrets resolved; a call that starts
+    /// child runs keeps them as references, to pass on.
     pub async fn prepare(
         dispatch: &Dispatch,
         run_id: &str,
@@ -65,18 +75,31 @@ impl Call {
         agent_id: Option<&str>,
         secrets: &dyn Secrets,
     ) -> Result<Call, ActionError> {
-        let (params, revealed) =
-            resolve_secrets(&dispatch.params, &dispatch.secrets, secrets).await?;
+        let passes_on = Actions::only_waits(&dispatch.action);
+        let (params, revealed, passed) = if passes_on {
+            (
+                shown_params(dispatch),
+                Revealed::default(),
+                dispatch.secrets.clone(),
+            )
+        } else {
+            let (params, revealed) =
+                resolve_secrets(&dispatch.params, &dispatch.secrets, secrets).await?;
+            (params, revealed, Vec::new())
+        };
         Ok(Call {
             run_id: run_id.to_owned(),
             step: step.to_owned(),
             idempotency_key: format!("{run_id}/{step}/{}", dispatch.attempt),
             agent_id: agent_id.map(str::to_owned),
+            template: None,
+            workspace: None,
             action: dispatch.action.clone(),
             params,
             scope: dispatch.scope.clone(),
             isolation: dispatch.isolation.clone(),
             revealed,
+            passed,
         })
     }
 
@@ -88,6 +111,11 @@ impl Call {
             params: self.revealed.value(&self.params),
             ..self.clone()
         }
+    }
+
+    /// The directory relative paths of this call resolve against.
+    pub fn base<'a>(&'a self, fallback: &'a Path) -> &'a Path {
+        self.workspace.as_deref().unwrap_or(fallback)
     }
 
     /// A string parameter.
@@ -165,6 +193,8 @@ pub struct Child<'a> {
     pub version: Option<&'a str>,
     /// The child's inputs.
     pub params: &'a Value,
+    /// Where, in `params`, secrets are passed by reference.
+    pub secrets: &'a [SecretSite],
     /// The item's position, for a child of `workflow.map`.
     pub index: Option<usize>,
 }
@@ -232,7 +262,7 @@ impl EnvSecrets {
                 }
             })
             .collect();
-        std::env::var(format!("OPCODE_SECRET_{var}")).ok()
+        crate::environment::var(&format!("OPCODE_SECRET_{var}"))
     }
 }
 
@@ -248,29 +278,44 @@ pub async fn resolve_secrets(
     for site in sites {
         let mut text = String::new();
         for part in &site.parts {
-            match part {
-                SecretPart::Text(t) => text.push_str(t),
-                SecretPart::Secret(name) => match secrets.secret(name).await {
-                    Some(value) => {
-                        revealed.add(&value);
-                        text.push_str(&value);
-                    }
-                    None => {
-                        return Err(ActionError::new(
-                            opcode_vm::codes::R0102,
-                            "INTERPOLATION_ERROR",
-                            format!("secret `{name}` is not available"),
-                            false,
-                        ));
-                    }
-                },
+            let Some(name) = part.secret() else {
+                if let SecretPart::Text(t) = part {
+                    text.push_str(t);
+                }
+                continue;
+            };
+            let Some(value) = secrets.secret(name).await else {
+                return Err(ActionError::new(
+                    opcode_vm::codes::R0102,
+                    "INTERPOLATION_ERROR",
+                    format!("secret `{name}` is not available"),
+                    false,
+                ));
+            };
+            revealed.add(&value);
+            if matches!(part, SecretPart::Escaped(_)) {
+                let quoted = Value::String(value).to_string();
+                text.push_str(&quoted[1..quoted.len() - 1]);
+            } else {
+                text.push_str(&value);
             }
         }
-        if let Some(slot) = at_path(&mut params, &site.path) {
+        if let Some(slot) = follow_mut(&mut params, &site.path) {
             *slot = Value::String(text);
         }
     }
     Ok((params, revealed))
+}
+
+/// The values of the secrets `names`, for masking: those found.
+pub async fn reveal(names: &[String], secrets: &dyn Secrets) -> Revealed {
+    let mut revealed = Revealed::default();
+    for name in names {
+        if let Some(value) = secrets.secret(name).await {
+            revealed.add(&value);
+        }
+    }
+    revealed
 }
 
 /// A dispatch's params as people may see them: each secret written as its
@@ -283,26 +328,43 @@ pub fn shown_params(dispatch: &Dispatch) -> Value {
             .iter()
             .map(|part| match part {
                 SecretPart::Text(t) => t.clone(),
-                SecretPart::Secret(name) => format!("${{{{secrets.{name}}}}}"),
+                SecretPart::Secret(name) | SecretPart::Escaped(name) => {
+                    format!("${{{{secrets.{name}}}}}")
+                }
             })
             .collect();
-        if let Some(slot) = at_path(&mut params, &site.path) {
+        if let Some(slot) = follow_mut(&mut params, &site.path) {
             *slot = Value::String(text);
         }
     }
     params
 }
 
-fn at_path<'v>(value: &'v mut Value, path: &[PathSeg]) -> Option<&'v mut Value> {
-    let mut current = value;
-    for segment in path {
-        current = match (segment, current) {
-            (PathSeg::Key(k), Value::Object(map)) => map.get_mut(k)?,
-            (PathSeg::Index(i), Value::Array(items)) => items.get_mut(usize::try_from(*i).ok()?)?,
-            _ => return None,
-        };
-    }
-    Some(current)
+/// The sites of `sites` under `prefix`, with the prefix taken off.
+pub fn sites_under(sites: &[SecretSite], prefix: &[PathSeg]) -> Vec<SecretSite> {
+    sites
+        .iter()
+        .filter_map(|site| {
+            let rest = strip(&site.path, prefix)?;
+            Some(SecretSite {
+                path: rest.to_vec(),
+                parts: site.parts.clone(),
+            })
+        })
+        .collect()
+}
+
+/// `path` without `prefix`, a key and an index naming the same position.
+fn strip<'p>(path: &'p [PathSeg], prefix: &[PathSeg]) -> Option<&'p [PathSeg]> {
+    let same = |a: &PathSeg, b: &PathSeg| match (a, b) {
+        (PathSeg::Key(x), PathSeg::Key(y)) => x == y,
+        (PathSeg::Index(x), PathSeg::Index(y)) => x == y,
+        (PathSeg::Key(k), PathSeg::Index(i)) | (PathSeg::Index(i), PathSeg::Key(k)) => {
+            *k == i.to_string()
+        }
+    };
+    (path.len() >= prefix.len() && path.iter().zip(prefix).all(|(a, b)| same(a, b)))
+        .then(|| &path[prefix.len()..])
 }
 
 /// The built-in actions, ready to run.
@@ -416,8 +478,8 @@ impl Actions {
             .unwrap_or((call.action.as_str(), ""));
         match family {
             "http" => http::run(&self.http, name, call).await,
-            "fs" => fs::run(name, call, &self.base_dir, &self.isolation).await,
-            "shell" => shell::run(call, &self.base_dir, &self.isolation).await,
+            "fs" => fs::run(name, call, call.base(&self.base_dir), &self.isolation).await,
+            "shell" => shell::run(call, call.base(&self.base_dir), &self.isolation).await,
             "crypto" => crypto::run(name, call),
             "assert" => assert::run(name, call),
             "expr" => expr::run(call),

@@ -69,6 +69,7 @@ impl LocalRun {
         queue.push_back(Event::Started {
             inputs,
             meta: self.meta.clone(),
+            secrets: Vec::new(),
         });
         for (name, payload) in &self.signals {
             queue.push_back(Event::Signal {

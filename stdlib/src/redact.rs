@@ -17,20 +17,33 @@ impl std::fmt::Debug for Revealed {
 }
 
 impl Revealed {
-    /// Adds a value (and its JSON-escaped spelling, which raw JSON text
-    /// such as a shell's standard output would show).
+    /// Adds a value, and the spellings raw JSON text (a shell's standard
+    /// output, an HTTP body) would show it in: JSON-escaped, and
+    /// ASCII-escaped (`\u00f6`, in lower and upper case hex, as Python's
+    /// and other encoders write non-ASCII text).
     pub fn add(&mut self, value: &str) {
         if value.is_empty() {
             return;
         }
         let escaped = serde_json::to_string(value).unwrap_or_default();
-        let escaped = &escaped[1..escaped.len().saturating_sub(1).max(1)];
-        for form in [value, escaped] {
-            if !form.is_empty() && !self.0.iter().any(|v| v == form) {
-                self.0.push(form.to_owned());
+        let escaped = escaped[1..escaped.len().saturating_sub(1).max(1)].to_owned();
+        let ascii = ascii_escaped(&escaped);
+        for form in [value.to_owned(), escaped, upper_hex(&ascii), ascii] {
+            if !form.is_empty() && !self.0.contains(&form) {
+                self.0.push(form);
             }
         }
         // Longest first, so a value containing another is masked whole.
+        self.0.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    }
+
+    /// Adds every value `other` holds.
+    pub fn extend(&mut self, other: &Revealed) {
+        for form in &other.0 {
+            if !self.0.contains(form) {
+                self.0.push(form.clone());
+            }
+        }
         self.0.sort_by_key(|v| std::cmp::Reverse(v.len()));
     }
 
@@ -68,6 +81,38 @@ impl Revealed {
     }
 }
 
+/// JSON-escaped text with every non-ASCII character as `\uXXXX` (two
+/// escapes, a surrogate pair, beyond the first plane); lower-case hex.
+fn ascii_escaped(escaped: &str) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(escaped.len());
+    for c in escaped.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
+        }
+    }
+    out
+}
+
+/// `text` with the hex digits of its `\u` escapes in upper case.
+fn upper_hex(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("\\u") {
+        out.push_str(&rest[..at + 2]);
+        let digits = rest.get(at + 2..at + 6).unwrap_or_default();
+        out.push_str(&digits.to_ascii_uppercase());
+        rest = rest.get(at + 6..).unwrap_or_default();
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,6 +137,19 @@ mod tests {
             })
         );
         assert_eq!(format!("{revealed:?}"), "Revealed(3 values)");
+    }
+
+    #[test]
+    fn ascii_escaped_spellings_are_masked() {
+        let mut revealed = Revealed::default();
+        revealed.add("w\u{f6}rd \u{1F511}");
+        let python = r#"{"t": "w\u00f6rd \ud83d\udd11"}"#;
+        assert_eq!(revealed.text(python), r#"{"t": "[REDACTED]"}"#);
+        assert_eq!(
+            revealed.text(r"W\u00F6RD w\u00F6rd \uD83D\uDD11"),
+            "W\\u00F6RD [REDACTED]"
+        );
+        assert_eq!(revealed.text("w\u{f6}rd \u{1F511}"), "[REDACTED]");
     }
 
     #[test]

@@ -59,6 +59,7 @@ impl Sim {
                 run_id: "run-1".into(),
                 ..RunMeta::default()
             },
+            secrets: Vec::new(),
         })
         .expect("start");
         sim

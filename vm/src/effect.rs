@@ -43,6 +43,19 @@ pub enum SecretPart {
     Text(String),
     /// A vault secret by name.
     Secret(String),
+    /// A vault secret by name, written JSON-escaped (it sits inside JSON
+    /// text: an object holding a passed secret rendered into a string).
+    Escaped(String),
+}
+
+impl SecretPart {
+    /// The secret this part names, if any.
+    pub fn secret(&self) -> Option<&str> {
+        match self {
+            SecretPart::Text(_) => None,
+            SecretPart::Secret(name) | SecretPart::Escaped(name) => Some(name),
+        }
+    }
 }
 
 /// An action to run.

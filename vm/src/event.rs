@@ -14,6 +14,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::effect::SecretSite;
 use crate::error::ActionError;
 
 /// Schema version of [`Event`] records (bump when a variant changes shape,
@@ -46,6 +47,10 @@ pub struct RunMeta {
     /// The parent run, for sub-workflows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_id: Option<String>,
+    /// The directory the run works in (its actions' relative paths and
+    /// sandboxed processes), when the runtime gives it one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
 }
 
 /// How a decision was made.
@@ -74,6 +79,11 @@ pub enum Event {
         inputs: Value,
         /// Facts about the run.
         meta: RunMeta,
+        /// Where, in the inputs, a parent passed secrets: each such string
+        /// holds the secret's reference (`${{secrets.NAME}}`), and an
+        /// action parameter that reads it is resolved at dispatch.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        secrets: Vec<SecretSite>,
     },
     /// A dispatched action finished.
     ActionFinished {

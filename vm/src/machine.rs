@@ -37,7 +37,7 @@ use serde_json::{Map, Value};
 use self::state::{Frame, Inflight, Instance, PendingDecision, Phase, Timer};
 pub use self::state::{RunStatus, StepStatus, StepView};
 use crate::codes;
-use crate::effect::{Effect, InstRef, Record, TimerPurpose};
+use crate::effect::{Effect, InstRef, Record, SecretSite, TimerPurpose};
 use crate::error::{ActionError, Rejected, StepError};
 use crate::event::{EffectId, Event, RunMeta, TimerId};
 use crate::host::Host;
@@ -54,6 +54,8 @@ pub struct Vm {
     started_at: u64,
     meta: RunMeta,
     inputs: Value,
+    /// Where the inputs hold secrets a parent passed by reference.
+    input_secrets: Vec<SecretSite>,
     context: Value,
     /// The `workflow` namespace.
     workflow: Value,
@@ -90,6 +92,7 @@ impl Vm {
             started_at: 0,
             meta: RunMeta::default(),
             inputs: Value::Null,
+            input_secrets: Vec::new(),
             context: Value::Object(Map::new()),
             workflow: Value::Null,
             frames: Vec::new(),
@@ -143,7 +146,11 @@ impl Vm {
         std::mem::swap(&mut self.out, out);
         let before = self.status;
         match event {
-            Event::Started { inputs, meta } => self.start(inputs, meta, host),
+            Event::Started {
+                inputs,
+                meta,
+                secrets,
+            } => self.start(inputs, meta, secrets, host),
             Event::ActionFinished { effect, result } => self.action_finished(*effect, result, host),
             Event::DecisionResolved {
                 decision,
@@ -195,10 +202,11 @@ impl Vm {
         }
     }
 
-    fn start(&mut self, inputs: &Value, meta: &RunMeta, host: &dyn Host) {
+    fn start(&mut self, inputs: &Value, meta: &RunMeta, secrets: &[SecretSite], host: &dyn Host) {
         self.started_at = self.now;
         self.meta = meta.clone();
         self.inputs = inputs.clone();
+        self.input_secrets = secrets.to_vec();
         if let Some(c) = self.plan.program.run.context {
             self.context = self.plan.program.consts[c as usize].clone();
         }
@@ -230,6 +238,7 @@ impl Vm {
         map.insert("template_version".into(), opt(&meta.template_version));
         map.insert("agent_id".into(), opt(&meta.agent_id));
         map.insert("parent_id".into(), opt(&meta.parent_id));
+        map.insert("workspace".into(), opt(&meta.workspace));
         map.insert("started_at".into(), self.started_at.into());
         map.insert("error".into(), Value::Null);
         Value::Object(map)
@@ -368,9 +377,19 @@ impl Vm {
         self.error.as_ref()
     }
 
+    /// Facts about the run, fixed when it started.
+    pub fn meta(&self) -> &RunMeta {
+        &self.meta
+    }
+
     /// The run's inputs.
     pub fn inputs(&self) -> &Value {
         &self.inputs
+    }
+
+    /// Where the inputs hold secrets passed by reference.
+    pub fn input_secrets(&self) -> &[SecretSite] {
+        &self.input_secrets
     }
 
     /// The `context` namespace.

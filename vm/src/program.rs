@@ -437,6 +437,21 @@ impl Program {
         Ok(program)
     }
 
+    /// The vault secrets the program names (`${{secrets.NAME}}`), each once.
+    pub fn secret_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .slots
+            .iter()
+            .filter_map(|slot| match &slot.source {
+                SlotSource::Secret { name } => Some(name.as_str()),
+                _ => None,
+            })
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
     /// The step with this id.
     pub fn step_by_id(&self, id: &str) -> Option<StepId> {
         self.steps

@@ -28,6 +28,21 @@ pub fn follow<'v>(value: &'v Value, path: &[PathSeg]) -> Result<&'v Value, usize
     Ok(current)
 }
 
+/// [`follow`], for changing the value found.
+pub fn follow_mut<'v>(value: &'v mut Value, path: &[PathSeg]) -> Option<&'v mut Value> {
+    let mut current = value;
+    for segment in path {
+        current = match (segment, current) {
+            (PathSeg::Key(k), Value::Object(map)) => map.get_mut(k)?,
+            (PathSeg::Key(k), Value::Array(items)) => items.get_mut(k.parse::<usize>().ok()?)?,
+            (PathSeg::Index(n), Value::Array(items)) => items.get_mut(usize::try_from(*n).ok()?)?,
+            (PathSeg::Index(n), Value::Object(map)) => map.get_mut(&n.to_string())?,
+            _ => return None,
+        };
+    }
+    Some(current)
+}
+
 /// Writes a value as text: strings raw, everything else compact JSON.
 pub fn write_text(out: &mut String, value: &Value) {
     match value {

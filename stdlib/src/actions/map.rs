@@ -5,7 +5,10 @@ use futures::StreamExt;
 use opcode_vm::error::ActionError;
 use serde_json::{Map, Value, json};
 
-use crate::exec::{BoxFuture, Call, Child, Services};
+use opcode_vm::effect::SecretSite;
+use opcode_vm::program::PathSeg;
+
+use crate::exec::{BoxFuture, Call, Child, Services, sites_under};
 
 /// A child's position and its result.
 type Finished = (usize, Result<Value, ActionError>);
@@ -43,7 +46,8 @@ pub async fn run<'a>(call: &'a Call, services: &'a dyn Services) -> Result<Value
     };
     let item_param = call.str("item_param").unwrap_or("item");
     let index_param = call.str("index_param");
-    let inputs: Vec<Value> = items
+    let shared = sites_under(&call.passed, &[PathSeg::Key("params".into())]);
+    let inputs: Vec<(Value, Vec<SecretSite>)> = items
         .iter()
         .enumerate()
         .map(|(i, item)| {
@@ -52,21 +56,34 @@ pub async fn run<'a>(call: &'a Call, services: &'a dyn Services) -> Result<Value
             if let Some(name) = index_param {
                 params.insert(name.to_owned(), json!(i));
             }
-            Value::Object(params)
+            // The item's secrets become the item input's.
+            let mut secrets: Vec<SecretSite> = shared
+                .iter()
+                .filter(|s| !matches!(s.path.first(), Some(PathSeg::Key(k)) if k == item_param))
+                .cloned()
+                .collect();
+            let item_path = [PathSeg::Key("items".into()), PathSeg::Index(i as u64)];
+            for mut site in sites_under(&call.passed, &item_path) {
+                site.path.insert(0, PathSeg::Key(item_param.to_owned()));
+                secrets.push(site);
+            }
+            (Value::Object(params), secrets)
         })
         .collect();
     let version = call.str("version");
-    let start = |(index, params): (usize, Value)| -> BoxFuture<'a, Finished> {
-        Box::pin(async move {
-            let child = Child {
-                template,
-                version,
-                params: &params,
-                index: Some(index),
-            };
-            (index, services.run_child(call, child).await)
-        })
-    };
+    let start =
+        |(index, (params, secrets)): (usize, (Value, Vec<SecretSite>))| -> BoxFuture<'a, Finished> {
+            Box::pin(async move {
+                let child = Child {
+                    template,
+                    version,
+                    params: &params,
+                    secrets: &secrets,
+                    index: Some(index),
+                };
+                (index, services.run_child(call, child).await)
+            })
+        };
     let mut running = futures::stream::iter(inputs.into_iter().enumerate())
         .map(start)
         .buffered(limit);

@@ -77,10 +77,15 @@ pub async fn run(
                 .get("params")
                 .cloned()
                 .unwrap_or_else(|| json!({}));
+            let passed = crate::exec::sites_under(
+                &call.passed,
+                &[opcode_vm::program::PathSeg::Key("params".into())],
+            );
             let child = crate::exec::Child {
                 template,
                 version: call.str("version"),
                 params: &params,
+                secrets: &passed,
                 index: None,
             };
             services.run_child(call, child).await

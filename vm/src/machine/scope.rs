@@ -133,6 +133,16 @@ impl Vm {
                     }
                     Value::String(String::new())
                 } else {
+                    if let Some(sites) = secrets.as_deref_mut() {
+                        for (rest, parts) in self.passed_secrets(slot) {
+                            let mut at = path.clone();
+                            at.extend_from_slice(rest);
+                            sites.push(SecretSite {
+                                path: at,
+                                parts: parts.to_vec(),
+                            });
+                        }
+                    }
                     self.slot_value(slot, f, iters)?
                 }
             }
@@ -153,10 +163,21 @@ impl Vm {
                                 secret_parts.push(SecretPart::Secret(name.clone()));
                             } else {
                                 let value = self.slot_value(slot, f, iters)?;
-                                let mut piece = String::new();
-                                write_text(&mut piece, &value);
-                                text.push_str(&piece);
-                                secret_parts.push(SecretPart::Text(piece));
+                                let passed = self.passed_secrets(slot);
+                                if passed.is_empty() {
+                                    let mut piece = String::new();
+                                    write_text(&mut piece, &value);
+                                    text.push_str(&piece);
+                                    secret_parts.push(SecretPart::Text(piece));
+                                } else {
+                                    has_secret = true;
+                                    for part in text_with_passed_secrets(&value, &passed) {
+                                        if let SecretPart::Text(t) = &part {
+                                            text.push_str(t);
+                                        }
+                                        secret_parts.push(part);
+                                    }
+                                }
                             }
                         }
                     }
@@ -191,6 +212,21 @@ impl Vm {
                 Value::Object(out)
             }
         })
+    }
+
+    /// The secrets a parent passed in the inputs that `slot` reads: the path
+    /// of each below the slot's value, and its parts.
+    fn passed_secrets(&self, slot: &Slot) -> Vec<(&[PathSeg], &[SecretPart])> {
+        if self.input_secrets.is_empty() || !matches!(slot.source, SlotSource::Inputs) {
+            return Vec::new();
+        }
+        self.input_secrets
+            .iter()
+            .filter_map(|site| {
+                let rest = site.path.strip_prefix(slot.path.as_slice())?;
+                Some((rest, site.parts.as_slice()))
+            })
+            .collect()
     }
 
     /// Renders the run's `output` template (after the steps).
@@ -290,6 +326,57 @@ impl Vm {
         scope.insert("iter".into(), iter);
         Value::Object(scope)
     }
+}
+
+/// `value` as text inside a string template, where it holds secrets a
+/// parent passed at `passed`: the text in parts, the secrets named (a
+/// string value is the secret's own parts; inside JSON text, escaped).
+fn text_with_passed_secrets(
+    value: &Value,
+    passed: &[(&[PathSeg], &[SecretPart])],
+) -> Vec<SecretPart> {
+    if let Some((_, parts)) = passed.iter().find(|(rest, _)| rest.is_empty()) {
+        return parts.to_vec();
+    }
+    // Mark each secret's string, render the JSON, then split at the marks.
+    let mark = |i: usize| format!("\u{0}{i}\u{0}");
+    let mut marked = value.clone();
+    for (i, (rest, _)) in passed.iter().enumerate() {
+        if let Some(slot) = crate::value::follow_mut(&mut marked, rest) {
+            *slot = Value::String(mark(i));
+        }
+    }
+    let mut text = String::new();
+    write_text(&mut text, &marked);
+    let mut parts = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(start) = rest.find("\\u0000") {
+        let after = &rest[start + 6..];
+        let Some(end) = after.find("\\u0000") else {
+            break;
+        };
+        let Ok(i) = after[..end].parse::<usize>() else {
+            break;
+        };
+        parts.push(SecretPart::Text(rest[..start].to_owned()));
+        for part in passed.get(i).map_or(&[][..], |(_, p)| p) {
+            parts.push(match part {
+                SecretPart::Text(t) => SecretPart::Text(escaped(t)),
+                SecretPart::Secret(name) | SecretPart::Escaped(name) => {
+                    SecretPart::Escaped(name.clone())
+                }
+            });
+        }
+        rest = &after[end + 6..];
+    }
+    parts.push(SecretPart::Text(rest.to_owned()));
+    parts
+}
+
+/// `text` JSON-escaped, without the quotes.
+fn escaped(text: &str) -> String {
+    let quoted = Value::String(text.to_owned()).to_string();
+    quoted[1..quoted.len() - 1].to_owned()
 }
 
 fn render_segment(segment: &PathSeg) -> String {
