@@ -5,6 +5,7 @@ mod inspect;
 mod resume;
 mod run;
 mod schedule;
+mod scrub;
 mod secret;
 mod serve;
 mod signal;
@@ -12,6 +13,7 @@ mod signal;
 use clap::{Parser, Subcommand};
 
 pub use self::common::Exit;
+pub use self::scrub::secrets_out_of_sight;
 
 /// Run opcode workflows durably.
 #[derive(Debug, Parser)]

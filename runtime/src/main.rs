@@ -19,6 +19,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     // A sandbox helper started by `shell.exec` does its job and exits here.
     opcode_stdlib::isolation::sandbox::main_if_sandbox();
+    // The daemon's token and passphrase leave its environment (this may
+    // start the program again, as the same process).
+    if let Err(e) = cli::secrets_out_of_sight() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let args = match cli::Cli::try_parse() {
         Ok(args) => args,
         Err(e) => {

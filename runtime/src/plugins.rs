@@ -309,6 +309,9 @@ async fn connect(config: &PluginConfig) -> Result<(Service, Vec<rmcp::model::Too
     } else {
         let program = config.command.clone().unwrap_or_default();
         let mut command = tokio::process::Command::new(&program);
+        for name in opcode_stdlib::environment::not_inherited() {
+            command.env_remove(name);
+        }
         command.args(&config.args).envs(&config.env);
         let (transport, stderr) = TokioChildProcess::builder(command)
             .stderr(std::process::Stdio::piped())

@@ -163,9 +163,7 @@ pub fn passphrase(key_file: Option<&std::path::Path>) -> Result<Option<String>, 
         }
         return Ok(Some(line));
     }
-    Ok(std::env::var("OPCODE_VAULT_KEY")
-        .ok()
-        .filter(|k| !k.is_empty()))
+    Ok(opcode_stdlib::environment::var("OPCODE_VAULT_KEY").filter(|k| !k.is_empty()))
 }
 
 /// Opens the vault of `store` if a passphrase is configured (see

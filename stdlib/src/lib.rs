@@ -9,6 +9,8 @@ pub mod actions;
 #[cfg(feature = "runtime")]
 pub mod cel;
 #[cfg(feature = "runtime")]
+pub mod environment;
+#[cfg(feature = "runtime")]
 pub mod exec;
 #[cfg(feature = "runtime")]
 pub mod inputs;

@@ -124,7 +124,7 @@ pub async fn run(
 
     use crate::isolation::{Policy, sandbox, spawn};
 
-    let mut policy = Policy::of(isolation, call.isolation.as_ref(), base)?;
+    let mut policy = Policy::of(isolation, call, base)?;
     // An isolated process starts in its workspace (a relative `cwd` is in it).
     let start = match &policy.workspace {
         Some(ws) if policy.enabled => ws.clone(),
@@ -169,6 +169,9 @@ pub async fn run(
         (sandboxed.command, Some(sandboxed.cgroup))
     } else {
         let mut c = tokio::process::Command::new(&inv.program);
+        for name in crate::environment::not_inherited() {
+            c.env_remove(name);
+        }
         c.args(&inv.args)
             .current_dir(&inv.cwd)
             .envs(inv.env.iter().cloned());
