@@ -179,12 +179,16 @@ async def isolation(binary):
     with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as outside:
         work = os.path.join(home, "work")
         os.makedirs(work)
+        # The sandbox user (nobody) must reach and write the configured workspace.
+        os.chmod(home, 0o755)
+        os.chmod(work, 0o777)
         listener = socket.socket()
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         port = listener.getsockname()[1]
         settings = {"isolation": {"workspace": work,
-                                  "fs": {"write": [work], "deny": [os.path.join(work, "private")]}}}
+                                  "fs": {"write": [work], "deny": [os.path.join(work, "private")]},
+                                  "grants": [{"template": "iso", "network": True}]}}
         os.makedirs(f"{home}/.opcode")
         with open(f"{home}/.opcode/settings.json", "w") as f:
             json.dump(settings, f)

@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 
 
@@ -16,9 +17,9 @@ def free_port():
 
 
 class Daemon:
-    def __init__(self, binary, home, port, env=None, args=()):
+    def __init__(self, binary, home, port, env=None, args=(), cwd=None):
         self.binary, self.home, self.port = binary, home, port
-        self.env, self.args = env or {}, list(args)
+        self.env, self.args, self.cwd = env or {}, list(args), cwd
         self.process = None
 
     @property
@@ -29,12 +30,14 @@ class Daemon:
         env = dict(os.environ, HOME=self.home, **self.env)
         self.process = subprocess.Popen(
             [self.binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--db", f"{self.home}/opcode.db",
-             *self.args], env=env, stderr=subprocess.PIPE, text=True)
+             *self.args], env=env, stderr=subprocess.PIPE, text=True, cwd=self.cwd)
         deadline = time.time() + 30
         while True:
             try:
                 urllib.request.urlopen(f"{self.url}/livez", timeout=1)
                 return
+            except urllib.error.HTTPError:
+                return  # It answers (a token is required).
             except OSError:
                 if time.time() > deadline or self.process.poll() is not None:
                     raise AssertionError("the daemon did not start: " + self.process.stderr.read())
