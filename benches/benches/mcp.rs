@@ -8,12 +8,12 @@
 //! recorded in `benches/README.md`.
 #![allow(clippy::expect_used, clippy::unwrap_used)] // bench setup
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use opcode_runtime::api::Api;
 use opcode_runtime::executor::Config;
-use opcode_runtime::serve::{self, Guard};
+use opcode_runtime::serve::{self, Gate, Guard};
 use opcode_runtime::store::libsql::LibsqlStore;
 use opcode_runtime::{Durability, EventStore, Executor};
 use opcode_stdlib::exec::EnvSecrets;
@@ -97,7 +97,7 @@ async fn bench(runs: usize) {
         Arc::new(LibsqlStore::open(&dir.path().join("mcp.db"), Durability::Normal).expect("opens"));
     let exec = Executor::new(store, Arc::new(EnvSecrets), Config::default());
     let shutdown = CancellationToken::new();
-    let guard = Arc::new(RwLock::new(Guard::default()));
+    let guard = Gate::new(Guard::default());
     let api = Api::new(exec);
     let app = serve::router(api.clone(), None, guard, &shutdown, None);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -28,6 +28,7 @@ pub struct Metrics {
     workflows: IntGaugeVec,
     decisions_pending: IntGauge,
     plugin_up: IntGaugeVec,
+    sign_in: IntCounterVec,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -100,6 +101,11 @@ impl Metrics {
                 "1 when the plugin's MCP server answers, else 0.",
                 &["plugin"],
             ),
+            sign_in: counter(
+                "opcode_token_refusals_total",
+                "Requests refused for their token: a wrong one, or one sent too soon after wrong ones.",
+                &["reason"],
+            ),
         };
         let collectors: Vec<Box<dyn Collector>> = vec![
             Box::new(metrics.actions.clone()),
@@ -111,6 +117,7 @@ impl Metrics {
             Box::new(metrics.workflows.clone()),
             Box::new(metrics.decisions_pending.clone()),
             Box::new(metrics.plugin_up.clone()),
+            Box::new(metrics.sign_in.clone()),
             Box::new(prometheus::process_collector::ProcessCollector::for_self()),
         ];
         for collector in collectors {
@@ -150,6 +157,11 @@ impl Metrics {
 
     fn finish(&self, status: &str) {
         self.finished.with_label_values(&[status]).inc();
+    }
+
+    /// A request was refused for its token (`wrong_token`, `throttled`).
+    pub fn sign_in(&self, reason: &str) {
+        self.sign_in.with_label_values(&[reason]).inc();
     }
 
     /// The scheduler fired a job; `started` says whether its run started.

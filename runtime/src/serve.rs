@@ -3,18 +3,20 @@
 //! `/message`, the web panel, AG-UI run streams, `/metrics`, `/livez` and
 //! `/readyz` (spec/panel.md); every route behind the [`guard`].
 
+pub mod authority;
 pub mod guard;
 pub mod sse;
+pub mod throttle;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::serve::{Listener, ListenerExt};
+use axum::serve::{ListenerExt, TapIo};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::{TcpListener, TcpStream};
@@ -26,10 +28,7 @@ use crate::mcp::{AgentSessions, OpcodeServer};
 use crate::metrics::Metrics;
 use crate::panel::Panel;
 
-pub use guard::Guard;
-
-/// The guard's settings, replaceable while serving (SIGHUP).
-pub type SharedGuard = Arc<RwLock<Guard>>;
+pub use guard::{Gate, Guard, SharedGuard};
 
 /// The routes, over `api`; `shutdown` ends open MCP sessions; the panel's
 /// pages are served when `panel` is given.
@@ -40,6 +39,10 @@ pub fn router(
     shutdown: &CancellationToken,
     panel: Option<Panel>,
 ) -> Router {
+    let guard_state = guard::GuardState {
+        gate: guard,
+        metrics: api.executor().metrics().clone(),
+    };
     let agents = Arc::new(AgentSessions::default());
     api.executor().set_notifier(agents.clone());
     let mcp = {
@@ -74,7 +77,10 @@ pub fn router(
     if let Some(panel) = panel {
         router = router.merge(crate::panel::router(panel));
     }
-    router.layer(axum::middleware::from_fn_with_state(guard, guard::guard))
+    router.layer(axum::middleware::from_fn_with_state(
+        guard_state,
+        guard::guard,
+    ))
 }
 
 /// `GET /metrics`.
@@ -105,12 +111,14 @@ async fn ready(State(api): State<Api>) -> Response {
 /// `listener` with Nagle's algorithm off on each connection it accepts: an
 /// answer written in pieces (an SSE stream) would otherwise wait for the
 /// client's delayed ACK, 40 ms on Linux, on a kept-alive connection.
-pub fn without_delay(listener: TcpListener) -> impl Listener<Io = TcpStream, Addr = SocketAddr> {
-    listener.tap_io(|stream: &mut TcpStream| {
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
-        }
-    })
+pub fn without_delay(listener: TcpListener) -> TapIo<TcpListener, fn(&mut TcpStream)> {
+    listener.tap_io(no_delay as fn(&mut TcpStream))
+}
+
+fn no_delay(stream: &mut TcpStream) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
+    }
 }
 
 /// Is `addr` reachable only from this machine?
@@ -121,6 +129,8 @@ pub fn is_loopback(addr: &SocketAddr) -> bool {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+
+    use axum::serve::Listener;
 
     use super::*;
 

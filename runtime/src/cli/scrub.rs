@@ -17,6 +17,9 @@ use opcode_stdlib::environment;
 
 use opcode_stdlib::environment::ON_STDIN as HANDED_OVER;
 
+/// Under which name the `--token` flag's value is handed over.
+pub const TOKEN_FLAG: &str = "--token";
+
 /// The most the memory file may hold.
 const MOST: u64 = 16 << 20;
 
@@ -38,8 +41,7 @@ pub fn secrets_out_of_sight() -> Result<(), String> {
         .filter(|(k, _)| environment::is_secret(k))
         .collect();
     if let Some(token) = token {
-        // The flag beats the variable, as it would have.
-        secrets.insert("OPCODE_TOKEN".into(), token);
+        secrets.insert(TOKEN_FLAG.into(), token);
     }
     if secrets.is_empty() {
         return Ok(());

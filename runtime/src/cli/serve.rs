@@ -3,12 +3,13 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use opcode_runtime::api::Api;
 use opcode_runtime::panel::Panel;
 use opcode_runtime::plugins::Plugins;
-use opcode_runtime::serve::{self, Guard, SharedGuard};
+use opcode_runtime::serve::guard::valid_token;
+use opcode_runtime::serve::{self, Gate, Guard, SharedGuard};
 use opcode_runtime::settings::{OwnFiles, Settings};
 use opcode_runtime::store::Durability;
 use opcode_runtime::store::libsql::LibsqlStore;
@@ -55,7 +56,11 @@ impl Args {
             db: self.db.clone(),
             base_url: self.base_url.clone(),
             log_level: self.log_level.clone(),
-            token: self.token.clone(),
+            // Handed over when the program started itself again without it.
+            token: self
+                .token
+                .clone()
+                .or_else(|| opcode_stdlib::environment::var(super::scrub::TOKEN_FLAG)),
             vault_key_file: self.vault_key_file.clone(),
             ..Settings::default()
         }
@@ -137,6 +142,11 @@ pub async fn serve(args: Args) -> Exit {
         Ok(listen) => listen,
         Err(e) => return fail(e),
     };
+    if let Some(token) = &settings.token
+        && let Err(e) = valid_token(token)
+    {
+        return fail(e);
+    }
     if !serve::is_loopback(&listen) && settings.token.is_none() {
         return fail(format!(
             "listening on {listen} exposes the daemon to the network: set a token \
@@ -197,7 +207,7 @@ pub async fn serve(args: Args) -> Exit {
             Err(e) => return fail(e),
         }
     }
-    let guard: SharedGuard = Arc::new(RwLock::new(guard_of(&settings, &listen)));
+    let guard: SharedGuard = Gate::new(guard_of(&settings, &listen));
     tokio::spawn(opcode_runtime::scheduler::run(
         exec.clone(),
         shutdown.clone(),
@@ -206,7 +216,7 @@ pub async fn serve(args: Args) -> Exit {
     let panel = settings
         .panel
         .unwrap_or(true)
-        .then(|| Panel::new(api.clone(), vault, guard.clone()));
+        .then(|| Panel::new(api.clone(), vault, guard.clone(), secure_cookies(&settings)));
     let app = serve::router(
         api,
         settings.base_url.clone(),
@@ -226,6 +236,7 @@ pub async fn serve(args: Args) -> Exit {
         db.display()
     );
     let stop = shutdown.clone();
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
     let served = axum::serve(serve::without_delay(listener), app)
         .with_graceful_shutdown(async move {
             terminated().await;
@@ -239,6 +250,14 @@ pub async fn serve(args: Args) -> Exit {
         Ok(()) => Exit::Ok,
         Err(e) => fail(format!("the server stopped: {e}")),
     }
+}
+
+/// Are the panel's cookies `Secure`? When clients reach it over https.
+fn secure_cookies(settings: &Settings) -> bool {
+    settings
+        .base_url
+        .as_deref()
+        .is_some_and(|url| url.to_ascii_lowercase().starts_with("https://"))
 }
 
 /// SIGTERM or SIGINT.
@@ -264,10 +283,13 @@ async fn reload_on_hangup(
         return;
     };
     while hangups.recv().await.is_some() {
-        match args.settings() {
+        let checked = args.settings().and_then(|settings| {
+            settings.token.as_deref().map_or(Ok(()), valid_token)?;
+            Ok(settings)
+        });
+        match checked {
             Ok(settings) => {
-                *guard.write().unwrap_or_else(PoisonError::into_inner) =
-                    guard_of(&settings, &listen);
+                guard.replace(guard_of(&settings, &listen));
                 if let Some(logs) = &logs {
                     let _ = logs.reload(filter_of(settings.log_level.as_deref()));
                 }
@@ -295,6 +317,11 @@ pub fn install(args: &Args) -> Exit {
         .db
         .get_or_insert_with(|| home().join(".opcode").join("opcode.db"));
     if let Err(e) = settings.listen_addr() {
+        return fail(e);
+    }
+    if let Some(token) = &settings.token
+        && let Err(e) = valid_token(token)
+    {
         return fail(e);
     }
     let text = serde_json::to_string_pretty(&settings).unwrap_or_default();

@@ -1,18 +1,31 @@
-//! The checks every HTTP request passes first: `Host` (against DNS
-//! rebinding), `Origin` (a browser page of another site gets 403) and, when
-//! configured, a token: the bearer header, or the panel's sign-in cookie
-//! (401 without it; a browser asking for a page is sent to `/login`).
+//! The checks every HTTP request passes first (spec/security.md, "The
+//! guard"): exactly one `Host` and at most one `Origin`, each read
+//! strictly (400 otherwise); `Host` against DNS rebinding and `Origin`
+//! against other sites' pages (403); and, when configured, the token: the
+//! bearer header or the panel's sign-in cookie (401 without it; a browser
+//! asking for a page is sent to `/login`). Wrong tokens are counted per
+//! client and slowed down ([`Throttle`], 429), logged and counted in
+//! `/metrics`.
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 
+use super::authority::{Authority, Origin};
+use super::throttle::Throttle;
+use crate::metrics::Metrics;
+
 /// The cookie the panel's sign-in page sets to the token.
 pub const TOKEN_COOKIE: &str = "opcode_token";
+
+/// The shortest token the daemon accepts.
+pub const MIN_TOKEN_LEN: usize = 16;
 
 /// The one path a request without the token may reach: the sign-in page.
 const SIGN_IN: &str = "/login";
@@ -29,55 +42,96 @@ pub struct Guard {
     pub token: Option<String>,
 }
 
+/// Why a request's headers are refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Malformed or duplicated `Host`/`Origin` (400).
+    Malformed(&'static str),
+    /// A host or origin not allowed (403).
+    Forbidden(&'static str),
+    /// No token where one is needed (401).
+    Missing,
+    /// A wrong token (401, counted).
+    Wrong,
+}
+
+/// Checks that a token is long enough to guard a daemon.
+pub fn valid_token(token: &str) -> Result<(), String> {
+    if token.chars().count() < MIN_TOKEN_LEN {
+        return Err(format!(
+            "the token must be at least {MIN_TOKEN_LEN} characters (an empty or short one is \
+             guessed); make one with `openssl rand -hex 32`"
+        ));
+    }
+    Ok(())
+}
+
 impl Guard {
     /// Why `headers` are refused, if they are.
-    pub fn check(&self, headers: &HeaderMap) -> Option<(StatusCode, &'static str)> {
-        if let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok())
-            && !self.host_allowed(host)
-        {
-            return Some((StatusCode::FORBIDDEN, "forbidden host"));
-        }
-        if let Some(origin) = headers.get(header::ORIGIN) {
-            let allowed = origin.to_str().is_ok_and(|o| self.origin_allowed(o));
-            if !allowed {
-                return Some((StatusCode::FORBIDDEN, "forbidden origin"));
+    pub fn check(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        let single = |name: &HeaderName| -> Result<Option<&str>, Refusal> {
+            let mut values = headers.get_all(name).iter();
+            let first = values.next();
+            if values.next().is_some() {
+                return Err(Refusal::Malformed("duplicate Host or Origin header"));
             }
-        }
-        if let Some(token) = &self.token {
-            let bearer = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|h| h.to_str().ok())
-                .and_then(|h| h.strip_prefix("Bearer "));
-            let valid = |given: &str| same(given.as_bytes(), token.as_bytes());
-            if !bearer.is_some_and(valid) && !cookie(headers, TOKEN_COOKIE).is_some_and(valid) {
-                return Some((StatusCode::UNAUTHORIZED, "a bearer token is required"));
-            }
-        }
-        None
-    }
-
-    fn host_allowed(&self, host: &str) -> bool {
-        let name = host_name(host);
-        is_loopback_name(name)
-            || self
-                .hosts
-                .iter()
-                .any(|h| h == "*" || h.eq_ignore_ascii_case(host) || h.eq_ignore_ascii_case(name))
-    }
-
-    fn origin_allowed(&self, origin: &str) -> bool {
-        if self.origins.iter().any(|o| o.eq_ignore_ascii_case(origin)) {
-            return true;
-        }
-        let Some((scheme, rest)) = origin.split_once("://") else {
-            return false;
+            first
+                .map(|v| {
+                    v.to_str()
+                        .map_err(|_| Refusal::Malformed("unreadable Host or Origin header"))
+                })
+                .transpose()
         };
-        matches!(scheme, "http" | "https") && is_loopback_name(host_name(rest))
+        if let Some(host) = single(&header::HOST)? {
+            let authority =
+                Authority::parse(host).ok_or(Refusal::Malformed("malformed Host header"))?;
+            if !self.host_allowed(host, &authority) {
+                return Err(Refusal::Forbidden("forbidden host"));
+            }
+        }
+        if let Some(origin) = single(&header::ORIGIN)?
+            && !Origin::parse(origin).is_some_and(|o| self.origin_allowed(&o))
+        {
+            return Err(Refusal::Forbidden("forbidden origin"));
+        }
+        let Some(token) = &self.token else {
+            return Ok(());
+        };
+        let bearer = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| h.strip_prefix("Bearer "));
+        let cookie = cookie(headers, TOKEN_COOKIE);
+        if bearer.is_none() && cookie.is_none() {
+            return Err(Refusal::Missing);
+        }
+        let valid = |given: &str| same(given.as_bytes(), token.as_bytes());
+        if bearer.is_some_and(valid) || cookie.is_some_and(valid) {
+            Ok(())
+        } else {
+            Err(Refusal::Wrong)
+        }
+    }
+
+    fn host_allowed(&self, text: &str, host: &Authority) -> bool {
+        host.is_loopback()
+            || self.hosts.iter().any(|h| {
+                h == "*" || h.eq_ignore_ascii_case(text) || h.eq_ignore_ascii_case(&host.host)
+            })
+    }
+
+    fn origin_allowed(&self, origin: &Origin) -> bool {
+        origin.authority.is_loopback()
+            || self
+                .origins
+                .iter()
+                .filter_map(|o| Origin::parse(o.trim_end_matches('/')))
+                .any(|allowed| allowed.same(origin))
     }
 }
 
 /// The value of cookie `name`, if the request carries it.
-fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+pub fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -88,46 +142,168 @@ fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
         .map(|(_, value)| value)
 }
 
-/// `name` of `name:port`, `[v6]:port` or `name`.
-fn host_name(authority: &str) -> &str {
-    if let Some(rest) = authority.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    authority.split(':').next().unwrap_or(authority)
-}
-
-fn is_loopback_name(name: &str) -> bool {
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// Compares without stopping at the first difference.
+/// Compares two secrets in a time that depends on neither their contents
+/// nor their lengths: their SHA-256 digests are compared whole.
 pub fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use sha2::{Digest, Sha256};
+    let (a, b) = (Sha256::digest(a), Sha256::digest(b));
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
+/// The guard's settings (replaceable while serving, on SIGHUP) and the
+/// wrong-token throttle they share with the sign-in page.
+#[derive(Debug, Default)]
+pub struct Gate {
+    guard: RwLock<Guard>,
+    throttle: Throttle,
+}
+
+/// The gate, shared by the routes and the panel.
+pub type SharedGuard = Arc<Gate>;
+
+impl Gate {
+    /// A gate with `guard`.
+    pub fn new(guard: Guard) -> SharedGuard {
+        Arc::new(Gate {
+            guard: RwLock::new(guard),
+            throttle: Throttle::default(),
+        })
+    }
+
+    /// Replaces the guard's settings.
+    pub fn replace(&self, guard: Guard) {
+        *self.guard.write().unwrap_or_else(PoisonError::into_inner) = guard;
+    }
+
+    /// The token, if one is set.
+    pub fn token(&self) -> Option<String> {
+        self.guard
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .token
+            .clone()
+    }
+
+    /// How many seconds `client` must still wait before its token is
+    /// checked again (none: now).
+    pub fn throttled(&self, client: IpAddr) -> Option<u64> {
+        self.throttle
+            .wait(client, Instant::now())
+            .map(|d| d.as_secs_f64().ceil() as u64)
+    }
+
+    /// Notes a wrong token from `client` at `path`: logged and counted.
+    pub fn wrong_token(&self, client: IpAddr, path: &str, metrics: &Metrics) {
+        let failures = self.throttle.failed(client, Instant::now());
+        metrics.sign_in("wrong_token");
+        tracing::warn!(%client, path, failures, "a request with a wrong token");
+    }
+
+    /// Notes the right token from `client`.
+    pub fn right_token(&self, client: IpAddr) {
+        self.throttle.succeeded(client);
+    }
+}
+
+/// What the guard middleware needs.
+#[derive(Clone)]
+pub struct GuardState {
+    /// The gate.
+    pub gate: SharedGuard,
+    /// Where refusals are counted.
+    pub metrics: Arc<Metrics>,
+}
+
+/// The client's address (loopback when the server does not say).
+pub fn client_of(request: &Request<Body>) -> IpAddr {
+    address(request.extensions())
+}
+
+fn address(extensions: &axum::http::Extensions) -> IpAddr {
+    extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |c| c.0.ip())
+}
+
+/// The client's address, as an extractor.
+#[derive(Debug, Clone, Copy)]
+pub struct Client(pub IpAddr);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Client {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Client, Self::Rejection> {
+        Ok(Client(address(&parts.extensions)))
+    }
+}
+
+/// A 429 telling the client to come back in `seconds`.
+pub fn too_many(seconds: u64, metrics: &Metrics) -> Response {
+    metrics.sign_in("throttled");
+    let retry =
+        HeaderValue::from_str(&seconds.max(1).to_string()).unwrap_or(HeaderValue::from_static("1"));
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [(header::RETRY_AFTER, retry)],
+        "too many wrong tokens from this address: wait, then try again",
+    )
+        .into_response()
 }
 
 /// The axum middleware.
 pub async fn guard(
-    State(guard): State<Arc<RwLock<Guard>>>,
+    State(state): State<GuardState>,
     request: Request<Body>,
     next: Next,
 ) -> Response {
-    let refused = guard
+    let checked = state
+        .gate
+        .guard
         .read()
         .unwrap_or_else(PoisonError::into_inner)
         .check(request.headers());
-    match refused {
-        Some((StatusCode::UNAUTHORIZED, _)) if request.uri().path() == SIGN_IN => {
-            next.run(request).await
+    let signing_in = request.uri().path() == SIGN_IN;
+    match checked {
+        Err(Refusal::Malformed(message)) => (StatusCode::BAD_REQUEST, message).into_response(),
+        Err(Refusal::Forbidden(message)) => (StatusCode::FORBIDDEN, message).into_response(),
+        Err(Refusal::Missing) if signing_in => next.run(request).await,
+        Err(Refusal::Missing) => unauthorized(request.headers()),
+        Ok(()) if state.gate.token().is_none() => next.run(request).await,
+        // A token was presented: checked only when the client may try.
+        Ok(()) | Err(Refusal::Wrong) => {
+            let client = client_of(&request);
+            if let Some(wait) = state.gate.throttled(client) {
+                return too_many(wait, &state.metrics);
+            }
+            if checked.is_ok() {
+                state.gate.right_token(client);
+                return next.run(request).await;
+            }
+            state
+                .gate
+                .wrong_token(client, request.uri().path(), &state.metrics);
+            if signing_in {
+                next.run(request).await
+            } else {
+                unauthorized(request.headers())
+            }
         }
-        Some((StatusCode::UNAUTHORIZED, _)) if wants_page(request.headers()) => {
-            Redirect::to(SIGN_IN).into_response()
-        }
-        Some((status, message)) => (status, message).into_response(),
-        None => next.run(request).await,
     }
+}
+
+/// The answer to a request without the right token: a browser is sent to
+/// the sign-in page, anything else gets 401.
+fn unauthorized(headers: &HeaderMap) -> Response {
+    if wants_page(headers) {
+        return Redirect::to(SIGN_IN).into_response();
+    }
+    (StatusCode::UNAUTHORIZED, "a bearer token is required").into_response()
 }
 
 /// Is this a browser navigating to a page?
@@ -136,68 +312,4 @@ fn wants_page(headers: &HeaderMap) -> bool {
         .get(header::ACCEPT)
         .and_then(|h| h.to_str().ok())
         .is_some_and(|accept| accept.contains("text/html"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use axum::http::HeaderValue;
-
-    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.insert(name.clone(), HeaderValue::from_str(value).unwrap());
-        }
-        map
-    }
-
-    #[test]
-    fn loopback_passes_and_foreign_origins_do_not() {
-        let guard = Guard::default();
-        let local = headers(&[
-            (header::HOST, "127.0.0.1:4100"),
-            (header::ORIGIN, "http://localhost:3000"),
-        ]);
-        assert!(guard.check(&local).is_none());
-        assert!(
-            guard
-                .check(&headers(&[(header::HOST, "[::1]:4100")]))
-                .is_none()
-        );
-        let evil = headers(&[
-            (header::HOST, "127.0.0.1:4100"),
-            (header::ORIGIN, "https://evil.example"),
-        ]);
-        assert_eq!(guard.check(&evil).unwrap().0, StatusCode::FORBIDDEN);
-        let rebound = headers(&[(header::HOST, "evil.example:4100")]);
-        assert_eq!(guard.check(&rebound).unwrap().0, StatusCode::FORBIDDEN);
-        let sneaky = headers(&[(header::ORIGIN, "http://localhost.evil.example")]);
-        assert_eq!(guard.check(&sneaky).unwrap().0, StatusCode::FORBIDDEN);
-    }
-
-    #[test]
-    fn configured_hosts_origins_and_tokens() {
-        let guard = Guard {
-            hosts: vec!["opcode.lan".into()],
-            origins: vec!["https://panel.lan".into()],
-            token: Some("s3cret".into()),
-        };
-        let no_token = headers(&[(header::HOST, "opcode.lan:4100")]);
-        assert_eq!(guard.check(&no_token).unwrap().0, StatusCode::UNAUTHORIZED);
-        let good = headers(&[
-            (header::HOST, "opcode.lan:4100"),
-            (header::ORIGIN, "https://panel.lan"),
-            (header::AUTHORIZATION, "Bearer s3cret"),
-        ]);
-        assert!(guard.check(&good).is_none());
-        let wrong = headers(&[(header::AUTHORIZATION, "Bearer s3cre")]);
-        assert_eq!(guard.check(&wrong).unwrap().0, StatusCode::UNAUTHORIZED);
-        let signed_in = headers(&[(header::COOKIE, "theme=dark; opcode_token=s3cret")]);
-        assert!(guard.check(&signed_in).is_none());
-        let bad_cookie = headers(&[(header::COOKIE, "opcode_token=nope")]);
-        assert_eq!(
-            guard.check(&bad_cookie).unwrap().0,
-            StatusCode::UNAUTHORIZED
-        );
-    }
 }
