@@ -12,6 +12,7 @@ mod live;
 mod login;
 mod scheduler;
 mod secrets;
+pub mod session;
 mod templates;
 mod workflows;
 
@@ -19,13 +20,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
 use serde_json::Value;
 
+use self::session::{Session, Sessions};
 use crate::api::{Api, ToolError};
 use crate::serve::SharedGuard;
 use crate::store::EventStore;
@@ -34,11 +37,13 @@ use crate::vault::Vault;
 /// A submitted form's fields.
 pub(crate) type Fields = HashMap<String, String>;
 
-/// What the panel's pages share.
+/// What the panel's pages share. A handler's `Panel` also carries the
+/// CSRF token of the browser session it serves.
 #[derive(Clone)]
 pub struct Panel {
     api: Api,
-    csrf: Arc<str>,
+    csrf: String,
+    sessions: Arc<Sessions>,
     vault: Option<Arc<Vault>>,
     guard: SharedGuard,
 }
@@ -50,17 +55,14 @@ impl std::fmt::Debug for Panel {
 }
 
 impl Panel {
-    /// The panel over `api`; `vault` (when open) lets it set secrets, and
-    /// `guard` holds the token the sign-in page checks.
-    pub fn new(api: Api, vault: Option<Arc<Vault>>, guard: SharedGuard) -> Panel {
-        let csrf = format!(
-            "{}{}",
-            uuid::Uuid::new_v4().simple(),
-            uuid::Uuid::new_v4().simple()
-        );
+    /// The panel over `api`; `vault` (when open) lets it set secrets,
+    /// `guard` holds the token the sign-in page checks, and cookies are
+    /// `Secure` when `secure` (the public URL is https).
+    pub fn new(api: Api, vault: Option<Arc<Vault>>, guard: SharedGuard, secure: bool) -> Panel {
         Panel {
             api,
-            csrf: csrf.into(),
+            csrf: String::new(),
+            sessions: Arc::new(Sessions::new(secure)),
             vault,
             guard,
         }
@@ -82,11 +84,28 @@ impl Panel {
             .await
     }
 
-    /// Is the form's CSRF token this daemon's?
-    fn csrf_ok(&self, fields: &Fields) -> bool {
-        fields
-            .get("csrf")
-            .is_some_and(|given| crate::serve::guard::same(given.as_bytes(), self.csrf.as_bytes()))
+    /// Is `given` the CSRF token of the request's session?
+    fn csrf_ok(&self, given: Option<&str>) -> bool {
+        !self.csrf.is_empty()
+            && given.is_some_and(|given| {
+                crate::serve::guard::same(given.as_bytes(), self.csrf.as_bytes())
+            })
+    }
+}
+
+impl FromRequestParts<Panel> for Panel {
+    type Rejection = std::convert::Infallible;
+
+    /// The panel, with the CSRF token of the request's session.
+    async fn from_request_parts(
+        parts: &mut Parts,
+        panel: &Panel,
+    ) -> Result<Panel, Self::Rejection> {
+        let mut panel = panel.clone();
+        if let Some(Session(id)) = parts.extensions.get::<Session>() {
+            panel.csrf = panel.sessions.csrf(id);
+        }
+        Ok(panel)
     }
 }
 
@@ -112,6 +131,10 @@ pub fn router(panel: Panel) -> Router {
         .route("/login", get(login::page).post(login::submit))
         .route("/panel/live", get(live::stream))
         .route("/static/{file}", get(assets::serve))
+        .layer(axum::middleware::from_fn_with_state(
+            panel.clone(),
+            session::layer,
+        ))
         .with_state(panel)
 }
 
@@ -160,18 +183,28 @@ fn back(to: &str, error: Option<String>) -> Response {
     }
 }
 
-/// A posted form whose CSRF token is this daemon's: the only way the
-/// panel's actions read a form, so none can skip the check (403 otherwise).
+/// A posted form carrying its session's CSRF token (the field `csrf`, or
+/// the header `X-CSRF-Token`): the only way the panel's actions read a
+/// form, so none can skip the check (403 otherwise).
 pub(crate) struct Posted(pub(crate) Fields);
 
 impl FromRequest<Panel> for Posted {
     type Rejection = Response;
 
-    async fn from_request(request: Request, panel: &Panel) -> Result<Posted, Response> {
-        let Form(fields) = Form::<Fields>::from_request(request, panel)
+    async fn from_request(request: Request, state: &Panel) -> Result<Posted, Response> {
+        let (mut parts, body) = request.into_parts();
+        let Ok(panel) = Panel::from_request_parts(&mut parts, state).await;
+        let header = parts
+            .headers
+            .get("x-csrf-token")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let request = Request::from_parts(parts, body);
+        let Form(fields) = Form::<Fields>::from_request(request, state)
             .await
             .map_err(IntoResponse::into_response)?;
-        if panel.csrf_ok(&fields) {
+        let given = header.as_deref().or(fields.get("csrf").map(String::as_str));
+        if panel.csrf_ok(given) {
             Ok(Posted(fields))
         } else {
             Err((

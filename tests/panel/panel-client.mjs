@@ -1,18 +1,22 @@
 // Plain-HTTP use of the panel's forms, as a browser without JavaScript
 // would post them: shared by the AG-UI and browser tests.
 
-/** The CSRF token the panel prints into every page. */
-export async function csrfToken(base) {
-  const page = await (await fetch(`${base}/`)).text();
+/** A browser session: the cookie the panel sets, and the CSRF token it
+ * prints into that session's pages. */
+export async function session(base) {
+  const response = await fetch(`${base}/`);
+  const cookie = (response.headers.get("set-cookie") || "").split(";")[0];
+  const page = await response.text();
   const match = page.match(/name="csrf-token" content="([^"]+)"/);
-  if (!match) throw new Error("no CSRF token on the dashboard");
-  return match[1];
+  if (!cookie.startsWith("opcode_session=") || !match) throw new Error("no session on the dashboard");
+  return { cookie, csrf: match[1] };
 }
 
-/** Posts `fields` as a form; answers the status, redirect and body. */
+/** Posts `fields` as a form in a session; answers the status, redirect and body. */
 export async function postForm(base, path, fields) {
-  const body = new URLSearchParams({ csrf: await csrfToken(base), ...fields });
-  const response = await fetch(`${base}${path}`, { method: "POST", body, redirect: "manual" });
+  const { cookie, csrf } = await session(base);
+  const body = new URLSearchParams({ csrf, ...fields });
+  const response = await fetch(`${base}${path}`, { method: "POST", body, redirect: "manual", headers: { cookie } });
   return { status: response.status, location: response.headers.get("location"), text: await response.text() };
 }
 

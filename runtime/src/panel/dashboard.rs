@@ -1,6 +1,6 @@
 //! `GET /`: what is happening now.
 
-use axum::extract::{Query, State};
+use axum::extract::Query;
 use axum::response::{IntoResponse, Response};
 use maud::html;
 
@@ -19,7 +19,7 @@ pub(crate) const STATUSES: [&str; 6] = [
 ];
 
 /// The dashboard.
-pub async fn page(State(panel): State<Panel>, Query(query): Query<Fields>) -> Response {
+pub async fn page(panel: Panel, Query(query): Query<Fields>) -> Response {
     let store = panel.store();
     let loaded = async {
         let counts = store.workflow_counts().await?;

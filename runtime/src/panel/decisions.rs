@@ -2,7 +2,7 @@
 //! choice; the answer goes through `opcode.signal`, so it is validated,
 //! recorded and resumes the workflow as over MCP.
 
-use axum::extract::{Query, State};
+use axum::extract::Query;
 use axum::response::{IntoResponse, Response};
 use maud::html;
 use serde_json::{Value, json};
@@ -11,7 +11,7 @@ use super::layout::{self, csrf, empty, json_text, time, workflow_link};
 use super::{Fields, Panel, Posted, back, call, failure};
 
 /// `GET /decisions`.
-pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Response {
+pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
     let store = panel.store();
     let pending = match store.decisions(None, Some("pending")).await {
         Ok(rows) => rows,
@@ -80,7 +80,7 @@ pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Re
 }
 
 /// `POST /decisions/resolve`.
-pub async fn resolve(State(panel): State<Panel>, Posted(fields): Posted) -> Response {
+pub async fn resolve(panel: Panel, Posted(fields): Posted) -> Response {
     let get = |key: &str| fields.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
     let (Some(workflow), Some(decision)) = (get("workflow_id"), get("decision")) else {
         return back(

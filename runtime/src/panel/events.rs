@@ -1,6 +1,6 @@
 //! The event log across workflows, and the agents.
 
-use axum::extract::{Query, State};
+use axum::extract::Query;
 use axum::response::{IntoResponse, Response};
 use maud::html;
 
@@ -12,7 +12,7 @@ use crate::store::{EventFilter, FoundEntry};
 const SHOWN: u32 = 200;
 
 /// `GET /events?workflow=&type=`.
-pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Response {
+pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
     let pick = |key: &str| {
         query
             .get(key)
@@ -97,7 +97,7 @@ pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Re
 }
 
 /// `GET /agents`.
-pub async fn agents(State(panel): State<Panel>, Query(query): Query<Fields>) -> Response {
+pub async fn agents(panel: Panel, Query(query): Query<Fields>) -> Response {
     let agents = match panel.store().agents().await {
         Ok(rows) => rows,
         Err(e) => return failure(&e),

@@ -3,7 +3,6 @@
 
 use std::convert::Infallible;
 
-use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use serde_json::json;
@@ -12,9 +11,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::Panel;
 
 /// The stream.
-pub async fn stream(
-    State(panel): State<Panel>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+pub async fn stream(panel: Panel) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let feed = panel.api.executor().appended();
     let events = futures::stream::unfold(feed, |mut feed| async move {
         let data = match feed.recv().await {

@@ -1,7 +1,7 @@
 //! Scheduled jobs: list, create (validated like `opcode schedule add`, with
 //! a preview of the next fire times), enable, disable, delete.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
@@ -16,7 +16,7 @@ use crate::time::{now_ms, rfc3339};
 const PREVIEW: usize = 5;
 
 /// `GET /scheduler`.
-pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Response {
+pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
     render(&panel, &query, &Fields::new(), None).await
 }
 
@@ -141,7 +141,7 @@ fn preview_of(cron: &str, timezone: &str) -> Markup {
 /// `GET /scheduler/preview?cron=&timezone=`: the preview alone for the
 /// script, or the page with the form kept (no script).
 pub async fn preview(
-    State(panel): State<Panel>,
+    panel: Panel,
     headers: axum::http::HeaderMap,
     Query(query): Query<Fields>,
 ) -> Response {
@@ -157,7 +157,7 @@ pub async fn preview(
 }
 
 /// `POST /scheduler`.
-pub async fn create(State(panel): State<Panel>, Posted(fields): Posted) -> Response {
+pub async fn create(panel: Panel, Posted(fields): Posted) -> Response {
     let get = |key: &str| {
         fields
             .get(key)
@@ -222,11 +222,7 @@ pub async fn create(State(panel): State<Panel>, Posted(fields): Posted) -> Respo
 }
 
 /// `POST /scheduler/{id}/{enable|disable|delete}`.
-pub async fn act(
-    State(panel): State<Panel>,
-    Path((id, action)): Path<(String, String)>,
-    _: Posted,
-) -> Response {
+pub async fn act(panel: Panel, Path((id, action)): Path<(String, String)>, _: Posted) -> Response {
     let store = panel.store().as_ref();
     let done = match action.as_str() {
         "enable" => schedule::set_enabled(store, &id, true).await,

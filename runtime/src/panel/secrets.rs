@@ -1,6 +1,6 @@
 //! Vault secrets: names only; set and delete.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::response::{IntoResponse, Response};
 use maud::html;
 
@@ -8,7 +8,7 @@ use super::layout::{self, csrf, empty, encode, time};
 use super::{Fields, Panel, Posted, back, failure};
 
 /// `GET /secrets`.
-pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Response {
+pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
     let secrets = match crate::vault::list(panel.store().as_ref()).await {
         Ok(rows) => rows,
         Err(e) => return failure(&e),
@@ -59,7 +59,7 @@ pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Re
 }
 
 /// `POST /secrets`.
-pub async fn set(State(panel): State<Panel>, Posted(fields): Posted) -> Response {
+pub async fn set(panel: Panel, Posted(fields): Posted) -> Response {
     let Some(vault) = &panel.vault else {
         return back("/secrets", Some("the vault is locked".into()));
     };
@@ -72,7 +72,7 @@ pub async fn set(State(panel): State<Panel>, Posted(fields): Posted) -> Response
 }
 
 /// `POST /secrets/{name}/delete`.
-pub async fn delete(State(panel): State<Panel>, Path(name): Path<String>, _: Posted) -> Response {
+pub async fn delete(panel: Panel, Path(name): Path<String>, _: Posted) -> Response {
     let removed = match &panel.vault {
         Some(vault) => vault.remove(&name).await.map_err(|e| e.to_string()),
         None => panel

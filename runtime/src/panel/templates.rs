@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
@@ -14,7 +14,7 @@ use super::{Fields, Panel, Posted, back, call, failure};
 use crate::store::{TemplateFilter, TemplateRow};
 
 /// `GET /templates`.
-pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Response {
+pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
     render_list(&panel, &query, &Fields::new(), None).await
 }
 
@@ -173,11 +173,7 @@ fn define_args(panel: &Panel, fields: &Fields) -> Result<Value, Value> {
 }
 
 /// `POST /templates`: `opcode.define` of the pasted text.
-pub async fn create(
-    State(panel): State<Panel>,
-    Query(query): Query<Fields>,
-    Posted(fields): Posted,
-) -> Response {
+pub async fn create(panel: Panel, Query(query): Query<Fields>, Posted(fields): Posted) -> Response {
     let args = match define_args(&panel, &fields) {
         Ok(args) => args,
         Err(error) => return render_list(&panel, &query, &fields, Some(&error)).await,
@@ -197,7 +193,7 @@ pub async fn create(
 
 /// `GET /templates/{name}?version=`.
 pub async fn detail(
-    State(panel): State<Panel>,
+    panel: Panel,
     Path(name): Path<String>,
     Query(query): Query<Fields>,
 ) -> Response {
@@ -269,11 +265,7 @@ pub async fn detail(
 }
 
 /// `POST /templates/{name}/run`: `opcode.run` without waiting.
-pub async fn run(
-    State(panel): State<Panel>,
-    Path(name): Path<String>,
-    Posted(fields): Posted,
-) -> Response {
+pub async fn run(panel: Panel, Path(name): Path<String>, Posted(fields): Posted) -> Response {
     let here = format!("/templates/{}", encode(&name));
     let params = fields
         .get("params")

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
@@ -24,7 +24,7 @@ const TIMELINE: u64 = 500;
 const PAGE: u32 = 25;
 
 /// `GET /workflows`.
-pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Response {
+pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
     let pick = |key: &str| query.get(key).filter(|v| !v.is_empty()).cloned();
     let page: u32 = query
         .get("page")
@@ -116,11 +116,7 @@ pub async fn list(State(panel): State<Panel>, Query(query): Query<Fields>) -> Re
 }
 
 /// `GET /workflows/{id}`.
-pub async fn detail(
-    State(panel): State<Panel>,
-    Path(id): Path<String>,
-    Query(query): Query<Fields>,
-) -> Response {
+pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fields>) -> Response {
     let store = panel.store();
     let row = match store.workflow(&id).await {
         Ok(Some(row)) => row,
@@ -272,11 +268,7 @@ pub async fn detail(
 }
 
 /// `POST /workflows/{id}/{cancel|resume|rerun}`.
-pub async fn act(
-    State(panel): State<Panel>,
-    Path((id, action)): Path<(String, String)>,
-    _: Posted,
-) -> Response {
+pub async fn act(panel: Panel, Path((id, action)): Path<(String, String)>, _: Posted) -> Response {
     let here = format!("/workflows/{}", encode(&id));
     let result = match action.as_str() {
         "cancel" => {
