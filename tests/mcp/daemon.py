@@ -17,9 +17,11 @@ def free_port():
 
 
 class Daemon:
-    def __init__(self, binary, home, port, env=None, args=(), cwd=None):
+    def __init__(self, binary, home, port, env=None, args=(), cwd=None, log=None):
         self.binary, self.home, self.port = binary, home, port
         self.env, self.args, self.cwd = env or {}, list(args), cwd
+        # A daemon that logs much writes to a file: a pipe nobody reads fills up.
+        self.log = log
         self.process = None
 
     @property
@@ -30,7 +32,8 @@ class Daemon:
         env = dict(os.environ, HOME=self.home, **self.env)
         self.process = subprocess.Popen(
             [self.binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--db", f"{self.home}/opcode.db",
-             *self.args], env=env, stderr=subprocess.PIPE, text=True, cwd=self.cwd)
+             *self.args], env=env, stderr=open(self.log, "a") if self.log else subprocess.PIPE, text=True,
+            cwd=self.cwd)
         deadline = time.time() + 30
         while True:
             try:
@@ -40,7 +43,8 @@ class Daemon:
                 return  # It answers (a token is required).
             except OSError:
                 if time.time() > deadline or self.process.poll() is not None:
-                    raise AssertionError("the daemon did not start: " + self.process.stderr.read())
+                    said = open(self.log).read() if self.log else self.process.stderr.read()
+                    raise AssertionError("the daemon did not start: " + said)
                 time.sleep(0.05)
 
     def kill(self):

@@ -46,7 +46,7 @@ class Expectations:
             raise AssertionError("\n".join(self.failed))
 
 
-def operator_daemon(binary, home, settings=None, env=None, args=()):
+def operator_daemon(binary, home, settings=None, env=None, args=(), log=None):
     """`opcode serve` started from `home`, as the tester did: settings
     (with the token) and the vault key in `home/.opcode`, the token and the
     passphrase in the environment too."""
@@ -58,7 +58,7 @@ def operator_daemon(binary, home, settings=None, env=None, args=()):
         json.dump(config, f)
     environment = {"OPCODE_TOKEN": TOKEN, "OPCODE_VAULT_KEY": VAULT_KEY, **(env or {})}
     daemon = Daemon(os.path.abspath(binary), home, free_port(), env=environment, args=["--token", TOKEN, *args],
-                    cwd=home)
+                    cwd=home, log=log)
     daemon.start()
     return daemon
 

@@ -45,6 +45,9 @@ pub struct Block {
     pub optional: Vec<Protection>,
     /// Settings only: where each run's fresh workspace is made.
     pub workspace_root: Option<PathBuf>,
+    /// Settings only: the cgroup hierarchy (or delegated subtree) calls'
+    /// cgroups are made in (default `/sys/fs/cgroup`).
+    pub cgroup_root: Option<PathBuf>,
     /// Settings only: what steps of some templates or agents may widen.
     #[serde(default)]
     pub grants: Vec<Grant>,
@@ -57,6 +60,7 @@ pub const SETTINGS_ONLY: &[&str] = &[
     "gid",
     "optional",
     "workspace_root",
+    "cgroup_root",
     "grants",
 ];
 

@@ -4,8 +4,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Where cgroups are mounted.
-const ROOT: &str = "/sys/fs/cgroup";
+/// Where cgroups are mounted unless the settings say (`isolation.cgroup_root`).
+pub const ROOT: &str = "/sys/fs/cgroup";
 /// The parent of every cgroup this runtime makes.
 const PARENT: &str = "opcode";
 
@@ -29,13 +29,13 @@ pub enum Version {
     V1,
 }
 
-/// The cgroup version of this host, if any controller is usable.
-pub fn detect() -> Option<Version> {
-    if Path::new(ROOT).join("cgroup.controllers").is_file() {
+/// The cgroup version of the hierarchy at `root`, if any controller is usable.
+pub fn detect(root: &Path) -> Option<Version> {
+    if root.join("cgroup.controllers").is_file() {
         Some(Version::V2)
     } else if ["memory", "pids", "cpu"]
         .iter()
-        .any(|c| Path::new(ROOT).join(c).join("tasks").is_file())
+        .any(|c| root.join(c).join("tasks").is_file())
     {
         Some(Version::V1)
     } else {
@@ -60,19 +60,20 @@ pub struct Hits {
 }
 
 impl Cgroup {
-    /// Makes the cgroup `name` with `limits`; on failure, the list of what
-    /// could not be set up (nothing is left behind).
-    pub fn create(name: &str, limits: &Limits) -> Result<Cgroup, Vec<String>> {
-        let Some(version) = detect() else {
-            return Err(vec!["no cgroup filesystem at /sys/fs/cgroup".into()]);
+    /// Makes the cgroup `name` with `limits` in the hierarchy at `root`;
+    /// on failure, the list of what could not be set up (nothing is left
+    /// behind).
+    pub fn create(root: &Path, name: &str, limits: &Limits) -> Result<Cgroup, Vec<String>> {
+        let Some(version) = detect(root) else {
+            return Err(vec![format!("no cgroup filesystem at {}", root.display())]);
         };
         let mut group = Cgroup {
             version,
             dirs: Vec::new(),
         };
         let result = match version {
-            Version::V2 => group.setup_v2(name, limits),
-            Version::V1 => group.setup_v1(name, limits),
+            Version::V2 => group.setup_v2(root, name, limits),
+            Version::V1 => group.setup_v1(root, name, limits),
         };
         match result {
             Ok(()) => Ok(group),
@@ -83,12 +84,15 @@ impl Cgroup {
         }
     }
 
-    fn setup_v2(&mut self, name: &str, limits: &Limits) -> Result<(), Vec<String>> {
-        let parent = Path::new(ROOT).join(PARENT);
-        let wanted = "+memory +pids +cpu";
+    fn setup_v2(&mut self, root: &Path, name: &str, limits: &Limits) -> Result<(), Vec<String>> {
+        let parent = root.join(PARENT);
         let _ = fs::create_dir_all(&parent);
-        let _ = fs::write(Path::new(ROOT).join("cgroup.subtree_control"), wanted);
-        let _ = fs::write(parent.join("cgroup.subtree_control"), wanted);
+        // Each controller on its own: one the hierarchy lacks must not keep
+        // the others off (its limit is reported missing below).
+        for controller in ["+memory", "+pids", "+cpu"] {
+            let _ = fs::write(root.join("cgroup.subtree_control"), controller);
+            let _ = fs::write(parent.join("cgroup.subtree_control"), controller);
+        }
         let dir = parent.join(name);
         fs::create_dir(&dir)
             .map_err(|e| vec![format!("cannot create cgroup {}: {e}", dir.display())])?;
@@ -114,7 +118,7 @@ impl Cgroup {
         }
     }
 
-    fn setup_v1(&mut self, name: &str, limits: &Limits) -> Result<(), Vec<String>> {
+    fn setup_v1(&mut self, root: &Path, name: &str, limits: &Limits) -> Result<(), Vec<String>> {
         let mut missing = Vec::new();
         let mut wanted: Vec<(&'static str, Vec<(&str, String)>)> =
             vec![("pids", vec![("pids.max", limits.pids.to_string())])];
@@ -137,7 +141,7 @@ impl Cgroup {
             ));
         }
         for (controller, files) in wanted {
-            let dir = Path::new(ROOT).join(controller).join(PARENT).join(name);
+            let dir = root.join(controller).join(PARENT).join(name);
             if let Err(e) = fs::create_dir_all(&dir) {
                 missing.push(format!("{controller} cgroup ({}: {e})", dir.display()));
                 continue;

@@ -41,7 +41,7 @@ impl Host {
             user_namespaces: Path::new("/proc/self/ns/user").exists()
                 && max_user_namespaces.is_some_and(|n| n > 0),
             seccomp: Path::new("/proc/sys/kernel/seccomp/actions_avail").exists(),
-            cgroup: cgroup::detect(),
+            cgroup: cgroup::detect(Path::new(cgroup::ROOT)),
         }
     }
 

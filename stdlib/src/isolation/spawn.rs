@@ -94,7 +94,8 @@ pub fn sandboxed(
         pids: policy.pids,
         cpu: policy.cpu,
     };
-    let cgroup = Cgroup::create(&unique_name(), &limits).map_err(|m| unavailable(&m))?;
+    let cgroup = Cgroup::create(&policy.cgroup_root, &unique_name(), &limits)
+        .map_err(|m| unavailable(&m))?;
     let spec = Spec {
         program: program.to_owned(),
         args,
