@@ -87,6 +87,8 @@ pub struct Policy {
     /// What a sandbox must not show: the embedding's files and the other
     /// runs' workspaces.
     pub hidden: Vec<PathBuf>,
+    /// The cgroup hierarchy calls' cgroups are made in.
+    pub cgroup_root: PathBuf,
 }
 
 impl Policy {
@@ -158,6 +160,10 @@ impl Policy {
             gid: settings.gid.unwrap_or(DEFAULT_SANDBOX_ID),
             optional: settings.optional.clone(),
             hidden,
+            cgroup_root: settings
+                .cgroup_root
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(cgroup::ROOT)),
         })
     }
 }
