@@ -84,6 +84,8 @@ pub struct Policy {
     pub gid: u32,
     /// Protections the host may lack.
     pub optional: Vec<Protection>,
+    /// Use a user namespace where the host has them.
+    pub user_namespace: bool,
     /// What a sandbox must not show: the embedding's files and the other
     /// runs' workspaces.
     pub hidden: Vec<PathBuf>,
@@ -159,6 +161,7 @@ impl Policy {
             uid: settings.uid.unwrap_or(DEFAULT_SANDBOX_ID),
             gid: settings.gid.unwrap_or(DEFAULT_SANDBOX_ID),
             optional: settings.optional.clone(),
+            user_namespace: settings.user_namespace.unwrap_or(true),
             hidden,
             cgroup_root: settings
                 .cgroup_root

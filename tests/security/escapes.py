@@ -27,10 +27,10 @@ def probe_step(nonce, daemon, home):
                                        f"{home}/opcode.db"], "timeout": "60s"}}
 
 
-def sandbox_holds(binary):
+def sandbox_holds(binary, settings=None):
     nonce = secrets.token_hex(6)
     with tempfile.TemporaryDirectory() as home:
-        daemon = operator_daemon(binary, home)
+        daemon = operator_daemon(binary, home, settings=settings)
         try:
             call(daemon, "opcode.define", {"name": "probe", "definition": {"steps": [probe_step(nonce, daemon, home)]}})
             run = call(daemon, "opcode.run", {"template_name": "probe"})
@@ -156,7 +156,10 @@ def links_do_not_leave_the_tree(binary):
 
 
 def main(binary):
+    print("- the default sandbox, in a user namespace")
     sandbox_holds(binary)
+    print("- the sandbox of a host without user namespaces (isolation.user_namespace: false)")
+    sandbox_holds(binary, {"isolation": {"user_namespace": False}})
     widening_is_refused(binary)
     links_do_not_leave_the_tree(binary)
 

@@ -39,6 +39,9 @@ pub struct Block {
     pub uid: Option<u32>,
     /// Settings only: their group id (default 65534).
     pub gid: Option<u32>,
+    /// Settings only: `false` runs sandboxes without a user namespace even
+    /// where the host has them (the init then drops to the sandbox user).
+    pub user_namespace: Option<bool>,
     /// Settings only: protections this host may lack without failing the
     /// step (`user_namespace`, `seccomp`).
     #[serde(default)]
@@ -58,6 +61,7 @@ pub const SETTINGS_ONLY: &[&str] = &[
     "allow_unisolated",
     "uid",
     "gid",
+    "user_namespace",
     "optional",
     "workspace_root",
     "cgroup_root",

@@ -51,7 +51,8 @@ pub fn protections(host: &Host, policy: &Policy) -> Result<(bool, bool), Vec<Str
         missing.push("the kernel has no namespaces".to_owned());
     }
     let accepts = |p: Protection| policy.optional.contains(&p);
-    if !host.user_namespaces && !accepts(Protection::UserNamespace) {
+    let user_namespaces = host.user_namespaces && policy.user_namespace;
+    if !host.user_namespaces && policy.user_namespace && !accepts(Protection::UserNamespace) {
         missing.push(
             "user namespaces are disabled (/proc/sys/user/max_user_namespaces); accept it with \
              isolation.optional [\"user_namespace\"]"
@@ -65,7 +66,7 @@ pub fn protections(host: &Host, policy: &Policy) -> Result<(bool, bool), Vec<Str
         );
     }
     if missing.is_empty() {
-        Ok((host.user_namespaces, host.seccomp))
+        Ok((user_namespaces, host.seccomp))
     } else {
         Err(missing)
     }
@@ -133,4 +134,54 @@ fn unique_name() -> String {
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::isolation::Block;
+
+    fn policy(settings: &serde_json::Value) -> Policy {
+        let config = crate::isolation::IsolationConfig {
+            defaults: Block::parse(Some(settings)).unwrap(),
+            ..crate::isolation::IsolationConfig::default()
+        };
+        Policy::of(&config, &crate::exec::Call::default(), Path::new("/")).unwrap()
+    }
+
+    #[test]
+    fn a_missing_protection_fails_closed_unless_the_operator_accepts_it() {
+        let bare = Host {
+            root: true,
+            namespaces: true,
+            user_namespaces: false,
+            seccomp: false,
+            cgroup: None,
+        };
+        let missing = protections(&bare, &policy(&serde_json::json!({}))).unwrap_err();
+        assert!(
+            missing[0].contains("user namespaces") && missing[1].contains("seccomp"),
+            "{missing:?}"
+        );
+        let accepted = policy(&serde_json::json!({"optional": ["user_namespace", "seccomp"]}));
+        assert_eq!(protections(&bare, &accepted), Ok((false, false)));
+        let full = Host {
+            user_namespaces: true,
+            seccomp: true,
+            ..bare.clone()
+        };
+        assert_eq!(
+            protections(&full, &policy(&serde_json::json!({}))),
+            Ok((true, true))
+        );
+        let without = policy(&serde_json::json!({"user_namespace": false}));
+        assert_eq!(protections(&full, &without), Ok((false, true)));
+        let unprivileged = Host {
+            root: false,
+            ..full
+        };
+        assert!(
+            protections(&unprivileged, &without).unwrap_err()[0].contains("not running as root")
+        );
+    }
 }
