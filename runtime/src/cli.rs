@@ -1,6 +1,7 @@
 //! The `opcode` command line.
 
 mod common;
+mod doctor;
 mod inspect;
 mod resume;
 mod run;
@@ -45,6 +46,8 @@ enum Command {
     Schedule(schedule::Args),
     /// Keep secrets in the vault: set (value from stdin), list, rm.
     Secret(secret::Args),
+    /// Say which of the sandbox's protections this host gives.
+    Doctor(doctor::Args),
 }
 
 /// Runs the command; returns the exit code.
@@ -77,6 +80,7 @@ pub fn main(cli: Cli) -> u8 {
             Command::Cancel(args) => signal::cancel(args).await,
             Command::Schedule(args) => schedule::schedule(args).await,
             Command::Secret(args) => secret::secret(args).await,
+            Command::Doctor(args) => doctor::doctor(&args),
         }
     });
     // Do not wait for actions still running: they are recorded as in
