@@ -85,10 +85,12 @@ fn check_step(
     match &step.kind {
         StepKind::Action(action) => {
             if let Some(params) = &action.params {
+                // The context keeps what it is given: a secret would be stored.
+                let secrets_allowed = action.action.value != "workflow.context";
                 resolver.template(
                     params,
                     site,
-                    true,
+                    secrets_allowed,
                     &format!("{}/params", step.pointer),
                     sink,
                 );

@@ -254,10 +254,16 @@ pub fn did_you_mean<'k>(word: &str, known: &[&'k str]) -> Option<&'k str> {
         .map(|(_, k)| k)
 }
 
-/// The sink every phase reports into.
+/// Diagnostics of one code kept in one report; the rest are counted.
+pub const MAX_PER_CODE: usize = 100;
+
+/// The sink every phase reports into. Past [`MAX_PER_CODE`] diagnostics of
+/// one code, the rest are counted in one more that says how many.
 #[derive(Debug, Default, Clone)]
 pub struct Diagnostics {
     items: Vec<Diagnostic>,
+    /// Per code: how many were reported, and the index of its summary.
+    per_code: Vec<(&'static str, usize, Option<usize>)>,
 }
 
 impl Diagnostics {
@@ -268,7 +274,35 @@ impl Diagnostics {
 
     /// Records a diagnostic.
     pub fn push(&mut self, diagnostic: Diagnostic) {
-        self.items.push(diagnostic);
+        let id = diagnostic.code.id;
+        let at = self
+            .per_code
+            .iter()
+            .position(|(code, ..)| *code == id)
+            .unwrap_or_else(|| {
+                self.per_code.push((id, 0, None));
+                self.per_code.len() - 1
+            });
+        let (_, seen, summary) = &mut self.per_code[at];
+        *seen += 1;
+        if *seen <= MAX_PER_CODE {
+            self.items.push(diagnostic);
+            return;
+        }
+        let left_out = *seen - MAX_PER_CODE;
+        let message = format!(
+            "and {left_out} more {id} like the ones above (only the first {MAX_PER_CODE} are shown)"
+        );
+        if let Some(index) = summary {
+            self.items[*index].message = message;
+        } else {
+            let mut more = diagnostic;
+            more.message = message;
+            more.fix = None;
+            more.notes.clear();
+            *summary = Some(self.items.len());
+            self.items.push(more);
+        }
     }
 
     /// Are there any errors (warnings do not count)?

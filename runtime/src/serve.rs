@@ -4,6 +4,7 @@
 //! `/readyz` (spec/panel.md); every route behind the [`guard`].
 
 pub mod authority;
+pub mod depth;
 pub mod guard;
 pub mod sse;
 pub mod throttle;
@@ -73,7 +74,11 @@ pub fn router(
         .with_state(sessions)
         .route("/livez", get(|| async { "ok" }))
         .merge(observability)
-        .nest_service("/mcp", mcp);
+        .merge(
+            Router::new()
+                .nest_service("/mcp", mcp)
+                .layer(axum::middleware::from_fn(depth::guard)),
+        );
     if let Some(panel) = panel {
         router = router.merge(crate::panel::router(panel));
     }

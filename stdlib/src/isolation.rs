@@ -41,6 +41,8 @@ pub struct IsolationConfig {
 
 /// Processes in a sandbox at once unless the policy says.
 pub const DEFAULT_PIDS: u64 = 1024;
+/// The most processes a cgroup may be given (the kernel's `PID_MAX_LIMIT`).
+pub const MAX_PIDS: u64 = 4_194_304;
 /// Bytes kept of each output stream unless the policy says.
 pub const DEFAULT_MAX_OUTPUT: u64 = 10 * 1024 * 1024;
 /// Largest file a sandboxed process may write unless the policy says.
@@ -252,6 +254,12 @@ mod tests {
         let err = Policy::of(&config, &call(json!({"memroy": 1})), Path::new("/")).unwrap_err();
         assert!(err.message.contains("memroy"), "{}", err.message);
         assert!(Policy::of(&config, &call(json!({"cpu": -1})), Path::new("/")).is_err());
+        let absurd = Policy::of(&config, &call(json!({"pids": 0})), Path::new("/")).unwrap_err();
+        assert!(
+            absurd.message.contains("between 1 and"),
+            "{}",
+            absurd.message
+        );
         let wide =
             Policy::of(&config, &call(json!({"network": true})), Path::new("/")).unwrap_err();
         assert_eq!(wide.code, "R0129");

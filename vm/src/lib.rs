@@ -6,7 +6,8 @@
 //! - [`catalog`]: action signatures as pure data, produced by the stdlib and
 //!   read by the compiler;
 //! - [`Program`]: the compiled, versioned workflow ([`program`], [`instr`]);
-//! - [`Event`] and [`Effect`]: what goes into and comes out of the [`Vm`].
+//! - [`Event`] and [`Effect`]: what goes into and comes out of the [`Vm`];
+//! - [`limits`]: the size and nesting every expression is held to.
 //!
 //! The VM does no I/O and reads no clock: time, inputs and action results
 //! arrive inside events.
@@ -20,6 +21,7 @@ pub mod error;
 pub mod event;
 pub mod host;
 pub mod instr;
+pub mod limits;
 pub mod listing;
 pub mod machine;
 pub mod plan;

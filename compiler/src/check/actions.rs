@@ -93,7 +93,34 @@ pub fn check(
         "expr.eval" => check_expr_eval(&params, src, &params_pointer, sink),
         "json.jq" => check_jq_filter(&params, src, &params_pointer, sink),
         "assert.equals" => check_never_equal(&params, resolver, &params_pointer, sink),
+        "assert.matches" => check_pattern(&params, src, &params_pointer, sink),
         _ => {}
+    }
+}
+
+/// A literal `pattern` too large or nested too deep for the regex engine's
+/// bounds (E0053).
+fn check_pattern(params: &[Param<'_>], src: &str, pointer: &str, sink: &mut Diagnostics) {
+    let Some(given) = params.iter().find(|p| p.key == "pattern") else {
+        return;
+    };
+    let Some(pattern) = given.literal().and_then(serde_json::Value::as_str) else {
+        return;
+    };
+    if let Err(limit) = opcode_vm::limits::check_regex(pattern) {
+        let expr = Expr {
+            source: pattern.to_owned(),
+            span: given.value.span,
+            origin: TextOrigin::json_string(given.value.span, pattern),
+        };
+        let pointer = child_pointer(pointer, "pattern");
+        sink.push(cel::too_complex(
+            &expr,
+            src,
+            &pointer,
+            "regular expression",
+            &limit,
+        ));
     }
 }
 
@@ -278,8 +305,14 @@ fn check_expr_eval(params: &[Param<'_>], src: &str, pointer: &str, sink: &mut Di
         origin: TextOrigin::json_string(span, source),
     };
     let expression_pointer = child_pointer(pointer, "expression");
-    let Err(mut d) = cel::analyze(&expr, src, &expression_pointer) else {
-        return;
+    let mut d = match cel::analyze(&expr, src, &expression_pointer) {
+        Ok(refs) => {
+            if let Some(span) = refs.secrets {
+                sink.push(cel::secrets_refused(span, &expression_pointer));
+            }
+            return;
+        }
+        Err(d) => d,
     };
     if let Some(rewritten) = expr_to_cel(source) {
         d = Diagnostic::error(
@@ -353,6 +386,16 @@ fn check_jq_filter(params: &[Param<'_>], src: &str, pointer: &str, sink: &mut Di
     let Some(code) = given.literal().and_then(serde_json::Value::as_str) else {
         return;
     };
+    if let Err(limit) = opcode_vm::limits::check_jq(code) {
+        let expr = Expr {
+            source: code.to_owned(),
+            span: given.value.span,
+            origin: TextOrigin::json_string(given.value.span, code),
+        };
+        let pointer = child_pointer(pointer, "filter");
+        sink.push(cel::too_complex(&expr, src, &pointer, "jq filter", &limit));
+        return;
+    }
     if let Err((message, range)) = jq::check(code) {
         let span = TextOrigin::json_string(given.value.span, code).file_span(src, range);
         sink.push(

@@ -14,7 +14,7 @@ use cel::common::ast::operators::INDEX;
 use cel::common::ast::{Expr as CelExpr, IdedExpr, LiteralValue};
 
 use crate::ast::Expr;
-use crate::diagnostics::codes::E0030;
+use crate::diagnostics::codes::{E0030, E0037, E0053};
 use crate::diagnostics::{Diagnostic, Fix, PatchOp};
 use crate::source::Span;
 use crate::syntax::template::{self, Piece, Segment};
@@ -30,6 +30,8 @@ pub struct CelRefs {
     pub iter: Option<Span>,
     /// `inputs.x` / `inputs['x']`.
     pub inputs: Vec<(String, Span)>,
+    /// Where `secrets` is used, if anywhere (never allowed in CEL).
+    pub secrets: Option<Span>,
 }
 
 /// Parses `expr`; reports errors; returns its references when it parses.
@@ -39,6 +41,9 @@ pub struct CelRefs {
 /// 1,000-step workflow under 5 ms. It gives no node offsets, so references are
 /// located in the text (see [`locate`]).
 pub fn analyze(expr: &Expr, src: &str, pointer: &str) -> Result<CelRefs, Diagnostic> {
+    if let Err(limit) = opcode_vm::limits::check_cel(&expr.source) {
+        return Err(too_complex(expr, src, pointer, "CEL expression", &limit));
+    }
     match cel::parser::PrattParser::default().parse(&expr.source) {
         Ok(ast) => {
             let mut found = Vec::new();
@@ -66,6 +71,7 @@ enum Found {
     Step(String),
     Input(String),
     Iter,
+    Secrets,
     DynamicSteps,
 }
 
@@ -95,13 +101,22 @@ fn locate(expr: &Expr, src: &str, found: Vec<Found>) -> CelRefs {
                 let span = place("inputs", &name);
                 refs.inputs.push((name, span));
             }
-            Found::Iter => {
-                let range = occurrences(&expr.source, "iter", None)
+            Found::Iter | Found::Secrets => {
+                let name = if matches!(item, Found::Iter) {
+                    "iter"
+                } else {
+                    "secrets"
+                };
+                let range = occurrences(&expr.source, name, None)
                     .into_iter()
                     .next()
                     .unwrap_or_else(|| whole.clone());
-                refs.iter
-                    .get_or_insert_with(|| expr.origin.file_span(src, range));
+                let span = expr.origin.file_span(src, range);
+                if name == "iter" {
+                    refs.iter.get_or_insert(span);
+                } else {
+                    refs.secrets.get_or_insert(span);
+                }
             }
             Found::DynamicSteps => refs.dynamic_steps = true,
         }
@@ -165,6 +180,35 @@ fn occurrences(source: &str, root: &str, key: Option<&str>) -> Vec<std::ops::Ran
         }
     }
     out
+}
+
+/// E0037 for `secrets` in a CEL expression, at `span`.
+pub fn secrets_refused(span: Span, pointer: &str) -> Diagnostic {
+    Diagnostic::error(E0037, span, "secrets cannot be used in a CEL expression")
+        .with_help("a secret is resolved only into an action's params, as `${{secrets.NAME}}`; an expression never sees its value")
+        .with_pointer(pointer)
+}
+
+/// E0053 for an expression past a bound of [`opcode_vm::limits`], at the
+/// place it goes past it.
+pub fn too_complex(
+    expr: &Expr,
+    src: &str,
+    pointer: &str,
+    what: &str,
+    limit: &opcode_vm::limits::TooComplex,
+) -> Diagnostic {
+    let at = match limit {
+        opcode_vm::limits::TooComplex::Nesting { at, .. } => *at,
+        opcode_vm::limits::TooComplex::Size { .. } => 0,
+    };
+    let span = expr
+        .origin
+        .file_span(src, at..(at + 1).min(expr.source.len()).max(at));
+    Diagnostic::error(E0053, span, format!("the {what} {limit}"))
+        .with_secondary(expr.span, "in this expression")
+        .with_help("split it into smaller ones (steps of their own, or `expr.eval` results), and pass large data as inputs rather than writing it out")
+        .with_pointer(pointer)
 }
 
 fn parse_error(expr: &Expr, src: &str, span: Span, message: &str, pointer: &str) -> Diagnostic {
@@ -297,6 +341,7 @@ fn walk(e: &IdedExpr, found: &mut Vec<Found>) {
         CelExpr::Ident(name) => match name.as_str() {
             "steps" => found.push(Found::DynamicSteps),
             "iter" => found.push(Found::Iter),
+            "secrets" => found.push(Found::Secrets),
             _ => {}
         },
         CelExpr::Select(select) => {

@@ -198,8 +198,8 @@ impl<'m, 'a> Resolver<'m, 'a> {
                     );
                 } else if !secrets_allowed {
                     sink.push(
-                        Diagnostic::error(E0037, r.span, "secrets can only be used in action `params`")
-                            .with_help("secret values are resolved when an action is dispatched and are never stored; they cannot flow into outputs, decisions or expressions")
+                        Diagnostic::error(E0037, r.span, "secrets can only be used in the `params` of an action that uses them")
+                            .with_help("secret values are resolved when an action is dispatched and are never stored; they cannot flow into outputs, decisions, expressions or `workflow.context`, which keeps its data")
                             .with_pointer(pointer),
                     );
                 }
@@ -265,6 +265,9 @@ impl<'m, 'a> Resolver<'m, 'a> {
         }
         if let Some(span) = refs.iter {
             self.loop_access(site, span, "iter", pointer, sink);
+        }
+        if let Some(span) = refs.secrets {
+            sink.push(super::cel::secrets_refused(span, pointer));
         }
     }
 

@@ -88,6 +88,8 @@ code_registry! { ALL, "../../../spec/errors/";
     E0051 = "duplicate-option",
     /// A step's `isolation` block asks for more than the daemon's settings allow.
     E0052 = "isolation-widened",
+    /// An expression, filter or pattern is too large or nested too deep.
+    E0053 = "expression-too-complex",
     /// A field the language does not know is ignored.
     W0001 = "unknown-field",
     /// An action parameter the action does not know is ignored.

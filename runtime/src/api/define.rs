@@ -27,7 +27,7 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
     let name = args.str("name")?;
     let agent_id = args.opt_str("agent_id")?;
     let description = args.opt_str("description")?.unwrap_or_default();
-    let definition = definition_of(api, args)?;
+    let definition = definition_of(args)?;
     // Compile the arguments' own shape, so that diagnostics' pointers name
     // the argument (`/definition/steps/0/action`).
     let mut wrapper = Map::new();
@@ -150,20 +150,30 @@ fn with_template_fields(args: &Args, value: Value) -> Args {
 }
 
 /// The `definition` argument: an object, or JSON text of one.
-fn definition_of(api: &Api, args: &Args) -> Result<Value, ToolError> {
+fn definition_of(args: &Args) -> Result<Value, ToolError> {
     match args.get("definition") {
         Some(Value::Object(map)) => Ok(Value::Object(map.clone())),
-        Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
-            Ok(value) if value.is_object() => Ok(value),
-            Ok(_) => Err(ToolError::new(
-                codes::R0122,
-                "`definition` must be a workflow object (or JSON text of one)",
-            )),
-            // Not JSON: the compiler says where, in the text as given.
-            Err(_) => Err(check_text(api, text, "definition.json")
-                .err()
-                .unwrap_or_else(|| ToolError::new(codes::R0122, "`definition` is not valid JSON"))),
-        },
+        Some(Value::String(text)) => {
+            // Read as the compiler reads files, so that a duplicate key or
+            // a syntax error is refused where it is, under the same rule as
+            // `opcodec check`, before a lenient reader takes the last value.
+            let mut sink = opcode_compiler::diagnostics::Diagnostics::new();
+            if opcode_compiler::syntax::json::parse(text, &mut sink).is_none() || sink.has_errors()
+            {
+                return Err(checked(false, sink, "definition.json", text)
+                    .err()
+                    .unwrap_or_else(|| {
+                        ToolError::new(codes::R0122, "`definition` is not valid JSON")
+                    }));
+            }
+            match serde_json::from_str::<Value>(text) {
+                Ok(value) if value.is_object() => Ok(value),
+                _ => Err(ToolError::new(
+                    codes::R0122,
+                    "`definition` must be a workflow object (or JSON text of one)",
+                )),
+            }
+        }
         Some(other) => Err(ToolError::new(
             codes::R0122,
             format!(

@@ -180,6 +180,10 @@ pub async fn post(
     let Some(session) = sessions.open().get(&query.session_id).cloned() else {
         return (StatusCode::NOT_FOUND, "unknown or closed session").into_response();
     };
+    let found = super::depth::depth(&body);
+    if found > super::depth::MAX_DEPTH {
+        return super::depth::too_deep(found);
+    }
     let message: ClientJsonRpcMessage = match serde_json::from_slice(&body) {
         Ok(message) => message,
         Err(e) => {

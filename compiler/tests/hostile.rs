@@ -1,0 +1,93 @@
+//! Workflows built to crash the compiler (spec/limits.md): each gets its
+//! diagnostic, checked on a thread with the 2 MiB stack of a daemon's
+//! worker, where the parsers overflowed before the bounds existed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
+use opcode_compiler::Compiler;
+use opcode_compiler::diagnostics::MAX_PER_CODE;
+use serde_json::json;
+
+/// The codes `check` reports for `source`, on a 2 MiB stack.
+fn codes(source: String) -> Vec<&'static str> {
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
+            compiler
+                .check(&source)
+                .iter()
+                .map(|d| d.code.id)
+                .collect()
+        })
+        .unwrap()
+        .join()
+        .expect("the compiler did not crash")
+}
+
+fn step(action: &str, params: serde_json::Value) -> String {
+    json!({"steps": [{"id": "s", "action": action, "params": params}]}).to_string()
+}
+
+fn chain(term: &str, op: &str, n: usize) -> String {
+    vec![term; n].join(op)
+}
+
+#[test]
+fn deep_and_large_expressions_are_diagnostics() {
+    let jq = |filter: String| step("json.jq", json!({"filter": filter}));
+    let cel = |expression: String| step("expr.eval", json!({"expression": expression}));
+    let cases = [
+        ("jq (×1000", jq("(".repeat(1000) + "." + &")".repeat(1000))),
+        ("jq .|×2000", jq(chain(".", "|", 2000))),
+        ("jq array of 5000", jq(format!("[{}]", chain("1", ",", 5000)))),
+        ("jq nested ifs", jq("if . then ".repeat(500) + "." + &" else . end".repeat(500))),
+        ("jq 100 KB", jq(".a ".repeat(40_000))),
+        ("CEL 1+1+… 50k", cel(chain("1", "+", 50_000))),
+        ("CEL +×10k", cel(chain("1", "+", 10_000))),
+        ("CEL (×100k", cel("(".repeat(100_000) + "1" + &")".repeat(100_000))),
+        (
+            "CEL guard +×10k",
+            json!({"steps": [{"id": "s", "action": "workflow.log", "condition": chain("1", "+", 10_000) + " > 0",
+                               "params": {"message": "x"}}]})
+            .to_string(),
+        ),
+        (
+            "regex (×1000",
+            step("assert.matches", json!({"value": "x", "pattern": "(".repeat(1000) + &")".repeat(1000)})),
+        ),
+    ];
+    for (what, source) in cases {
+        let found = codes(source);
+        assert!(found.contains(&"E0053"), "{what}: {found:?}");
+    }
+    assert!(codes(format!("{{\"steps\": {}{}}}", "[".repeat(5000), "]".repeat(5000))).contains(&"E0003"));
+}
+
+#[test]
+fn secrets_never_reach_expressions_or_the_context() {
+    let found = codes(
+        json!({"steps": [
+            {"id": "a", "action": "expr.eval", "params": {"expression": "secrets.TOKEN + 'x'"}},
+            {"id": "b", "action": "workflow.log", "depends_on": ["a"], "condition": "secrets['TOKEN'] != ''",
+             "params": {"message": "x"}},
+            {"id": "c", "action": "workflow.context", "depends_on": ["b"],
+             "params": {"action": "update", "data": {"t": "${{secrets.TOKEN}}"}}}]})
+        .to_string(),
+    );
+    assert_eq!(found.iter().filter(|c| **c == "E0037").count(), 3, "{found:?}");
+}
+
+#[test]
+fn repeated_diagnostics_are_counted_not_listed() {
+    let members: Vec<String> = (0..200_000).map(|i| format!("\"k\": {i}")).collect();
+    let source = format!(
+        "{{\"steps\": [{{\"id\": \"s\", \"action\": \"workflow.log\", \"params\": {{\"message\": \"x\", \"data\": {{{}}}}}}}]}}",
+        members.join(", ")
+    );
+    let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
+    let diagnostics = compiler.check(&source);
+    let duplicates: Vec<_> = diagnostics.iter().filter(|d| d.code.id == "E0005").collect();
+    assert_eq!(duplicates.len(), MAX_PER_CODE + 1);
+    let last = duplicates.last().unwrap();
+    assert!(last.message.contains("199899 more E0005"), "{}", last.message);
+}
