@@ -12,7 +12,7 @@ mod values;
 use opcode_vm::instr::{BlockId, ExprId, Instr, StepId};
 use opcode_vm::program::{
     Block, BlockRole as VmRole, Bounds, BranchTable, DebugInfo, Decision, DecisionOption,
-    ErrorPolicy, Expr, FORMAT_VERSION, Header, Position, Program, RetryPolicy, RunSettings,
+    ErrorPolicy, Expr, FORMAT_VERSION, Header, Position, Program, Reads, RetryPolicy, RunSettings,
     StepInfo, StepKind as VmKind, StepRead,
 };
 use serde_json::{Map, Value};
@@ -164,7 +164,7 @@ impl Gen<'_, '_> {
     }
 
     fn expr(&mut self, e: &AstExpr) -> ExprId {
-        let (steps, all_steps) = match cel::analyze(e, self.src, "") {
+        let (steps, all_steps, reads) = match cel::analyze(e, self.src, "") {
             Ok(refs) => {
                 let mut reads: Vec<StepRead> = refs
                     .steps
@@ -178,14 +178,15 @@ impl Gen<'_, '_> {
                     .collect();
                 reads.sort_by(|a, b| (a.step, &a.name).cmp(&(b.step, &b.name)));
                 reads.dedup();
-                (reads, refs.dynamic_steps)
+                (reads, refs.dynamic_steps, refs.reads)
             }
-            Err(_) => (Vec::new(), true),
+            Err(_) => (Vec::new(), true, Reads::ALL),
         };
         self.exprs.push(Expr {
             source: e.source.clone(),
             steps,
             all_steps,
+            reads,
         });
         self.expr_spans.push(e.span);
         (self.exprs.len() - 1) as ExprId
@@ -370,18 +371,23 @@ impl Gen<'_, '_> {
                 source: String::new(),
                 steps: Vec::new(),
                 all_steps: true,
+                reads: Reads::ALL,
             });
             self.expr_spans.push(a.action.span);
             (self.exprs.len() - 1) as ExprId
         }
     }
 
-    /// A scope with no steps (inputs, workflow, context, iter only).
+    /// A scope with no steps, for an action that reads the context.
     fn empty_scope(&mut self, span: Span) -> ExprId {
         self.exprs.push(Expr {
             source: String::new(),
             steps: Vec::new(),
             all_steps: false,
+            reads: Reads {
+                context: true,
+                ..Reads::NONE
+            },
         });
         self.expr_spans.push(span);
         (self.exprs.len() - 1) as ExprId

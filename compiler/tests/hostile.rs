@@ -13,18 +13,14 @@ fn codes(source: String) -> Vec<&'static str> {
         .stack_size(2 << 20)
         .spawn(move || {
             let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
-            compiler
-                .check(&source)
-                .iter()
-                .map(|d| d.code.id)
-                .collect()
+            compiler.check(&source).iter().map(|d| d.code.id).collect()
         })
         .unwrap()
         .join()
         .expect("the compiler did not crash")
 }
 
-fn step(action: &str, params: serde_json::Value) -> String {
+fn step(action: &str, params: &serde_json::Value) -> String {
     json!({"steps": [{"id": "s", "action": action, "params": params}]}).to_string()
 }
 
@@ -34,8 +30,8 @@ fn chain(term: &str, op: &str, n: usize) -> String {
 
 #[test]
 fn deep_and_large_expressions_are_diagnostics() {
-    let jq = |filter: String| step("json.jq", json!({"filter": filter}));
-    let cel = |expression: String| step("expr.eval", json!({"expression": expression}));
+    let jq = |filter: String| step("json.jq", &json!({"filter": filter}));
+    let cel = |expression: String| step("expr.eval", &json!({"expression": expression}));
     let cases = [
         ("jq (×1000", jq("(".repeat(1000) + "." + &")".repeat(1000))),
         ("jq .|×2000", jq(chain(".", "|", 2000))),
@@ -53,14 +49,21 @@ fn deep_and_large_expressions_are_diagnostics() {
         ),
         (
             "regex (×1000",
-            step("assert.matches", json!({"value": "x", "pattern": "(".repeat(1000) + &")".repeat(1000)})),
+            step("assert.matches", &json!({"value": "x", "pattern": "(".repeat(1000) + &")".repeat(1000)})),
         ),
     ];
     for (what, source) in cases {
         let found = codes(source);
         assert!(found.contains(&"E0053"), "{what}: {found:?}");
     }
-    assert!(codes(format!("{{\"steps\": {}{}}}", "[".repeat(5000), "]".repeat(5000))).contains(&"E0003"));
+    assert!(
+        codes(format!(
+            "{{\"steps\": {}{}}}",
+            "[".repeat(5000),
+            "]".repeat(5000)
+        ))
+        .contains(&"E0003")
+    );
 }
 
 #[test]
@@ -74,7 +77,11 @@ fn secrets_never_reach_expressions_or_the_context() {
              "params": {"action": "update", "data": {"t": "${{secrets.TOKEN}}"}}}]})
         .to_string(),
     );
-    assert_eq!(found.iter().filter(|c| **c == "E0037").count(), 3, "{found:?}");
+    assert_eq!(
+        found.iter().filter(|c| **c == "E0037").count(),
+        3,
+        "{found:?}"
+    );
 }
 
 #[test]
@@ -86,8 +93,15 @@ fn repeated_diagnostics_are_counted_not_listed() {
     );
     let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
     let diagnostics = compiler.check(&source);
-    let duplicates: Vec<_> = diagnostics.iter().filter(|d| d.code.id == "E0005").collect();
+    let duplicates: Vec<_> = diagnostics
+        .iter()
+        .filter(|d| d.code.id == "E0005")
+        .collect();
     assert_eq!(duplicates.len(), MAX_PER_CODE + 1);
     let last = duplicates.last().unwrap();
-    assert!(last.message.contains("199899 more E0005"), "{}", last.message);
+    assert!(
+        last.message.contains("199899 more E0005"),
+        "{}",
+        last.message
+    );
 }

@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use opcode_stdlib::exec::{ExternalActions, Secrets};
 use opcode_stdlib::isolation::IsolationConfig;
+use opcode_stdlib::limits::Limits;
 use opcode_vm::catalog::ActionSpec;
 
 use crate::breaker::{BreakerConfig, Breakers};
@@ -89,6 +90,8 @@ pub struct Config {
     pub breakers: BreakerConfig,
     /// Where runs work (none: relative paths resolve against `base_dir`).
     pub workspaces: Option<Workspaces>,
+    /// The run-time bounds of spec/limits.md.
+    pub limits: Limits,
 }
 
 impl Default for Config {
@@ -103,6 +106,7 @@ impl Default for Config {
             isolation: IsolationConfig::default(),
             breakers: BreakerConfig::default(),
             workspaces: None,
+            limits: Limits::default(),
         }
     }
 }
@@ -285,6 +289,7 @@ pub trait Notifier: Send + Sync {
 impl Executor {
     /// An executor over `store`, taking secrets from `secrets`.
     pub fn new(store: Arc<dyn EventStore>, secrets: Arc<dyn Secrets>, config: Config) -> Executor {
+        let budget = config.limits.cel;
         let inner = Arc::new_cyclic(|weak| {
             let (changes, _) = broadcast::channel(1024);
             let (emitted, _) = broadcast::channel(1024);
@@ -294,7 +299,7 @@ impl Executor {
                 breakers: Arc::new(Breakers::new(config.breakers.clone())),
                 store,
                 config,
-                programs: Programs::new(),
+                programs: Programs::new(budget),
                 secrets,
                 services: Arc::new(RuntimeServices::new(weak.clone())),
                 runs: Mutex::new(HashMap::new()),
@@ -522,6 +527,7 @@ impl Inner {
             agent_id: request.agent_id.clone(),
             parent_id: request.parent_id.clone(),
             workspace: workspace.as_ref().map(|w| w.to_string_lossy().into_owned()),
+            max_loop_iterations: Some(self.config.limits.loop_iterations),
         };
         let who = RunFacts::of(&meta, &plan.program, &request.secrets);
         let base_dir = request

@@ -17,8 +17,8 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    // A sandbox helper started by `shell.exec` does its job and exits here.
-    opcode_stdlib::isolation::sandbox::main_if_sandbox();
+    // A helper (a sandbox stage, a jq evaluation) does its job and exits here.
+    opcode_stdlib::helpers::main_if_helper();
     // The daemon's token and passphrase leave its environment (this may
     // start the program again, as the same process).
     if let Err(e) = cli::secrets_out_of_sight() {

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use opcode_stdlib::isolation::{Block, IsolationConfig};
+use opcode_stdlib::limits::Limits;
 
 use serde::{Deserialize, Serialize};
 
@@ -101,6 +102,9 @@ pub struct Settings {
     /// (stdio) or `[{name, url}]` (Streamable HTTP) (file only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plugins: Option<serde_json::Value>,
+    /// The run-time bounds of spec/limits.md, raised (file only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<serde_json::Value>,
 }
 
 impl Settings {
@@ -144,6 +148,7 @@ impl Settings {
             isolation: None,
             breakers: None,
             plugins: None,
+            limits: None,
         }
     }
 
@@ -167,6 +172,7 @@ impl Settings {
             isolation: over.isolation.or(self.isolation),
             breakers: over.breakers.or(self.breakers),
             plugins: over.plugins.or(self.plugins),
+            limits: over.limits.or(self.limits),
         }
     }
 
@@ -218,6 +224,11 @@ impl Settings {
     /// The circuit breakers' settings.
     pub fn breakers(&self) -> Result<BreakerConfig, String> {
         BreakerConfig::parse(self.breakers.as_ref())
+    }
+
+    /// The run-time bounds (spec/limits.md).
+    pub fn limits(&self) -> Result<Limits, String> {
+        Limits::parse(self.limits.as_ref())
     }
 
     /// The configured plugins.

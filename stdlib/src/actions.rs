@@ -10,7 +10,7 @@ pub mod fs;
 pub mod http;
 pub mod json;
 #[cfg(feature = "runtime")]
-mod map;
+pub(crate) mod map;
 pub mod shell;
 mod spec;
 pub mod workflow;

@@ -2,14 +2,21 @@
 //!
 //! Every expression of a Program is compiled once, when the host is built;
 //! evaluation converts the variables the expression reads from JSON to CEL
-//! values directly (no serializer in between) and the result back.
+//! values directly (no serializer in between) and the result back. Before
+//! each evaluation its cost is bounded ([`budget`]), and a panic in the
+//! engine is the step's failure, never the process's.
+
+pub mod budget;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use cel::objects::{Key, Map as CelMap};
 use cel::{Context, Env, Value as Cel};
+use opcode_vm::error::ActionError;
 use opcode_vm::host::{Host, Vars};
+
+use self::budget::Budget;
 use opcode_vm::instr::ExprId;
 use opcode_vm::program::Program;
 use serde_json::{Map, Number, Value};
@@ -18,6 +25,7 @@ use serde_json::{Map, Number, Value};
 pub struct CelHost {
     root: Context<'static, 'static>,
     programs: Vec<Result<Compiled, String>>,
+    budget: Budget,
 }
 
 /// One compiled expression and the namespaces it reads.
@@ -48,8 +56,14 @@ pub fn env() -> Arc<Env> {
 }
 
 impl CelHost {
-    /// Compiles every expression of `program`.
+    /// Compiles every expression of `program`; each evaluation stays
+    /// within the default [`Budget`].
     pub fn new(program: &Program) -> CelHost {
+        CelHost::with_budget(program, Budget::default())
+    }
+
+    /// Compiles every expression of `program`; each evaluation stays within `budget`.
+    pub fn with_budget(program: &Program, budget: Budget) -> CelHost {
         let env = env();
         let programs = program
             .exprs
@@ -58,7 +72,11 @@ impl CelHost {
                 if e.source.is_empty() {
                     Err("no expression".to_owned())
                 } else {
-                    let program = env.compile(&e.source).map_err(|err| err.to_string())?;
+                    // A stored program may predate the compiler's bounds.
+                    opcode_vm::limits::check_cel(&e.source)
+                        .map_err(|limit| format!("the expression {limit}"))?;
+                    let program = guarded(|| env.compile(&e.source).map_err(|err| err.to_string()))
+                        .and_then(|compiled| compiled)?;
                     let refs = program.references();
                     let reads = NAMESPACES.map(|name| refs.has_variable(name));
                     Ok(Compiled { program, reads })
@@ -68,22 +86,65 @@ impl CelHost {
         CelHost {
             root: Context::with_env(env),
             programs,
+            budget,
         }
     }
 }
 
 impl Host for CelHost {
-    fn eval(&self, expr: ExprId, vars: &Vars<'_>) -> Result<Value, String> {
+    fn eval(&self, expr: ExprId, vars: &Vars<'_>) -> Result<Value, ActionError> {
         let compiled = match self.programs.get(expr as usize) {
             Some(Ok(c)) => c,
-            Some(Err(e)) => return Err(e.clone()),
-            None => return Err(format!("no expression {expr}")),
+            Some(Err(e)) => return Err(expression_error(e.clone())),
+            None => return Err(expression_error(format!("no expression {expr}"))),
         };
+        budget::check(
+            compiled.program.expression(),
+            &budget::roots(vars),
+            self.budget,
+        )
+        .map_err(over_budget)?;
         let mut ctx = self.root.new_inner_scope();
         bind(&mut ctx, vars, compiled.reads);
-        let value = compiled.program.execute(&ctx).map_err(|e| e.to_string())?;
-        to_json(&value)
+        guarded(|| {
+            let value = compiled.program.execute(&ctx).map_err(|e| e.to_string())?;
+            to_json(&value)
+        })
+        .and_then(|result| result)
+        .map_err(expression_error)
     }
+}
+
+/// R0103 for an evaluation that failed.
+fn expression_error(message: String) -> ActionError {
+    ActionError::new(opcode_vm::codes::R0103, "EXECUTION_ERROR", message, false)
+}
+
+/// R0130 for an evaluation past its budget.
+pub fn over_budget(over: budget::OverBudget) -> ActionError {
+    let limit = if over.limit == "memory" {
+        "cel_memory"
+    } else {
+        "cel_cost"
+    };
+    opcode_vm::limits::exceeded(
+        limit,
+        over.value,
+        over.max,
+        format!("{over}; it was not evaluated (limits.{limit})"),
+    )
+}
+
+/// Runs `work`; a panic in it is an error, not the process's end.
+pub fn guarded<T>(work: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).map_err(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown".to_owned());
+        format!("the expression engine failed ({what})")
+    })
 }
 
 /// Binds the workflow variables the expression reads into a CEL context.
@@ -123,24 +184,50 @@ fn namespace(name: &str, vars: &Vars<'_>) -> Cel {
     }
 }
 
-/// Evaluates a CEL source once with JSON variables (for `expr.eval`).
-pub fn eval_source(source: &str, scope: &Value, data: &Value) -> Result<Value, String> {
+/// Evaluates a CEL source once with JSON variables (for `expr.eval`),
+/// within `budget`.
+pub fn eval_source(
+    source: &str,
+    scope: &Value,
+    data: &Value,
+    budget: Budget,
+) -> Result<Value, ActionError> {
+    opcode_vm::limits::check_cel(source).map_err(|limit| {
+        opcode_vm::limits::exceeded(
+            "cel_nesting",
+            source.len() as u64,
+            opcode_vm::limits::CEL_NESTING as u64,
+            format!("the expression {limit}"),
+        )
+    })?;
     let env = env();
-    let program = env.compile(source).map_err(|e| e.to_string())?;
+    let program = guarded(|| env.compile(source).map_err(|e| e.to_string()))
+        .and_then(|compiled| compiled)
+        .map_err(expression_error)?;
+    let empty = Value::Object(Map::new());
+    let value_of = |name: &str| match scope.get(name) {
+        Some(Value::Null) | None if name == "iter" => &empty,
+        Some(value) => value,
+        None => &Value::Null,
+    };
+    let mut roots: HashMap<&str, budget::Root<'_>> = NAMESPACES
+        .iter()
+        .map(|name| (*name, budget::Root::Json(value_of(name))))
+        .collect();
+    roots.insert("data", budget::Root::Json(data));
+    budget::check(program.expression(), &roots, budget).map_err(over_budget)?;
     let root = Context::with_env(env);
     let mut ctx = root.new_inner_scope();
     for name in NAMESPACES {
-        let value = scope.get(name).unwrap_or(&Value::Null);
-        let value = if name == "iter" && value.is_null() {
-            &Value::Object(Map::new())
-        } else {
-            value
-        };
-        ctx.add_variable_from_value(name, to_cel(value));
+        ctx.add_variable_from_value(name, to_cel(value_of(name)));
     }
     ctx.add_variable_from_value("data", to_cel(data));
-    let value = program.execute(&ctx).map_err(|e| e.to_string())?;
-    to_json(&value)
+    guarded(|| {
+        let value = program.execute(&ctx).map_err(|e| e.to_string())?;
+        to_json(&value)
+    })
+    .and_then(|result| result)
+    .map_err(expression_error)
 }
 
 /// JSON → CEL. Integers stay integers; other numbers become doubles.
@@ -216,21 +303,56 @@ mod tests {
     fn evaluates_with_scope() {
         let scope = json!({"inputs": {"n": 2}, "steps": {"a": {"result": 3}}, "iter": null});
         assert_eq!(
-            eval_source("inputs.n * steps['a'].result", &scope, &Value::Null),
+            eval_source(
+                "inputs.n * steps['a'].result",
+                &scope,
+                &Value::Null,
+                Budget::default()
+            ),
             Ok(json!(6))
         );
         assert_eq!(
-            eval_source("data.filter(x, x > 1)", &scope, &json!([1, 2, 3])),
+            eval_source(
+                "data.filter(x, x > 1)",
+                &scope,
+                &json!([1, 2, 3]),
+                Budget::default()
+            ),
             Ok(json!([2, 3]))
         );
         assert_eq!(
-            eval_source("'abc'.upperAscii()", &scope, &Value::Null),
+            eval_source(
+                "'abc'.upperAscii()",
+                &scope,
+                &Value::Null,
+                Budget::default()
+            ),
             Ok(json!("ABC"))
         );
         assert_eq!(
-            eval_source("2.0 == 2 && 1 == 1.0", &scope, &Value::Null),
+            eval_source(
+                "2.0 == 2 && 1 == 1.0",
+                &scope,
+                &Value::Null,
+                Budget::default()
+            ),
             Ok(json!(true))
         );
-        assert!(eval_source("inputs.missing.x", &scope, &Value::Null).is_err());
+        assert!(eval_source("inputs.missing.x", &scope, &Value::Null, Budget::default()).is_err());
+        let big = json!((0..100_000).collect::<Vec<_>>());
+        let over = eval_source(
+            "data.map(a, data.map(b, a + b))",
+            &scope,
+            &big,
+            Budget::default(),
+        );
+        assert_eq!(over.unwrap_err().code, "R0130");
+        let deep = vec!["1"; 300].join("+");
+        assert_eq!(
+            eval_source(&deep, &scope, &Value::Null, Budget::default())
+                .unwrap_err()
+                .code,
+            "R0130"
+        );
     }
 }

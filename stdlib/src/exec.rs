@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::actions::{assert, crypto, expr, fs, http, json, shell, workflow};
 use crate::isolation::IsolationConfig;
+use crate::limits::Limits;
 use crate::redact::Revealed;
 
 /// A boxed future, for the object-safe [`Services`] trait.
@@ -374,6 +375,8 @@ pub struct Actions {
     base_dir: PathBuf,
     isolation: IsolationConfig,
     external: Option<Arc<dyn ExternalActions>>,
+    limits: Limits,
+    evaluator: Option<PathBuf>,
 }
 
 /// Actions the embedding provides besides the built-in ones (the daemon's
@@ -402,7 +405,25 @@ impl Actions {
             base_dir,
             isolation: IsolationConfig::default(),
             external: None,
+            limits: Limits::default(),
+            evaluator: None,
         }
+    }
+
+    /// These actions within `limits` (spec/limits.md).
+    #[must_use]
+    pub fn with_limits(mut self, limits: Limits) -> Actions {
+        self.limits = limits;
+        self
+    }
+
+    /// These actions with `helper`, a binary whose `main` calls
+    /// [`crate::helpers::main_if_helper`], running jq filters in processes
+    /// of their own (without one, in this process).
+    #[must_use]
+    pub fn with_evaluator(mut self, helper: Option<PathBuf>) -> Actions {
+        self.evaluator = helper;
+        self
     }
 
     /// These actions, with `external` ones besides.
@@ -452,9 +473,18 @@ impl Actions {
         }
     }
 
-    /// Runs one call; secret values it was given are masked in its result.
+    /// Runs one call; secret values it was given are masked in its result,
+    /// a result larger than the limit is the call's failure, and so is a
+    /// panic in the action.
     pub async fn run(&self, call: &Call) -> Result<Value, ActionError> {
-        let result = self.run_unmasked(call).await;
+        let run = std::panic::AssertUnwindSafe(self.run_unmasked(call));
+        let result = match futures::FutureExt::catch_unwind(run).await {
+            Ok(result) => result.and_then(|output| self.bounded(output)),
+            Err(_) => Err(ActionError::execution(format!(
+                "the action `{}` failed inside (a panic); the daemon carries on",
+                call.action
+            ))),
+        };
         if call.revealed.is_empty() {
             return result;
         }
@@ -466,6 +496,21 @@ impl Actions {
                 ..error
             }),
         }
+    }
+
+    /// `output`, unless it is larger than the output limit (R0130).
+    fn bounded(&self, output: Value) -> Result<Value, ActionError> {
+        let max = self.limits.output_bytes;
+        let bytes = crate::limits::json_bytes(&output, max);
+        if bytes > max {
+            return Err(opcode_vm::limits::exceeded(
+                "output_bytes",
+                bytes,
+                max,
+                format!("the action's output is larger than {max} bytes (limits.output_bytes)"),
+            ));
+        }
+        Ok(output)
     }
 
     async fn run_unmasked(&self, call: &Call) -> Result<Value, ActionError> {
@@ -482,10 +527,13 @@ impl Actions {
             "shell" => shell::run(call, call.base(&self.base_dir), &self.isolation).await,
             "crypto" => crypto::run(name, call),
             "assert" => assert::run(name, call),
-            "expr" => expr::run(call),
-            "json" => json::run(call),
+            "expr" => expr::run(call, self.limits.cel),
+            "json" => json::run(call, self.evaluator.as_deref(), &self.limits).await,
             "workflow" if matches!(name, "log" | "emit" | "notify") => {
                 workflow::run(name, &call.masked(), self.services.as_ref()).await
+            }
+            "workflow" if name == "map" => {
+                crate::actions::map::run(call, self.services.as_ref(), self.limits.map_items).await
             }
             "workflow" => workflow::run(name, call, self.services.as_ref()).await,
             _ => Err(ActionError::new(

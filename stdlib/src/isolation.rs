@@ -107,6 +107,15 @@ impl Policy {
         if let Some(widening) = ceiling.widenings(&step, &name).into_iter().next() {
             return Err(widened(&widening));
         }
+        if let Some(pids) = step
+            .pids
+            .or(settings.pids)
+            .filter(|p| !(1..=MAX_PIDS).contains(p))
+        {
+            return Err(ActionError::validation(format!(
+                "`isolation.pids` must be between 1 and {MAX_PIDS} (the kernel's most), not {pids}"
+            )));
+        }
         if let Some(cpu) = step
             .cpu
             .or(settings.cpu)

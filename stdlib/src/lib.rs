@@ -13,11 +13,15 @@ pub mod environment;
 #[cfg(feature = "runtime")]
 pub mod exec;
 #[cfg(feature = "runtime")]
+pub mod helpers;
+#[cfg(feature = "runtime")]
 pub mod inputs;
 #[cfg(feature = "runtime")]
 pub mod isolation;
 #[cfg(feature = "runtime")]
 pub mod jq;
+#[cfg(feature = "runtime")]
+pub mod limits;
 #[cfg(feature = "runtime")]
 pub mod local;
 #[cfg(feature = "runtime")]

@@ -108,6 +108,10 @@ code_registry! { RUNTIME, "../../spec/errors/";
     R0128 = "plugin-unavailable",
     /// A step's isolation block asks for more than the settings allow.
     R0129 = "isolation-refused",
+    /// A step reached one of the run-time bounds of spec/limits.md.
+    R0130 = "limit-exceeded",
+    /// The store refused or failed a write (a full disk, say).
+    R0131 = "storage-error",
 }
 
 /// Finds a run-time code by its id.

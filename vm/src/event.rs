@@ -51,6 +51,11 @@ pub struct RunMeta {
     /// sandboxed processes), when the runtime gives it one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
+    /// Iterations one loop instance may make (default
+    /// [`crate::limits::LOOP_ITERATIONS`]); fixed when the run starts, so
+    /// that its replay takes the same path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_loop_iterations: Option<u64>,
 }
 
 /// How a decision was made.

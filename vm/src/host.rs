@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use crate::error::ActionError;
 use crate::instr::ExprId;
 
 /// The CEL variables of one evaluation.
@@ -25,6 +26,7 @@ pub struct Vars<'a> {
 
 /// Evaluates a Program's expressions.
 pub trait Host {
-    /// Evaluates expression `expr` with `vars`; an error is a message.
-    fn eval(&self, expr: ExprId, vars: &Vars<'_>) -> Result<Value, String>;
+    /// Evaluates expression `expr` with `vars`; an error is the failure of
+    /// the step that asked (R0103, or R0130 past a bound).
+    fn eval(&self, expr: ExprId, vars: &Vars<'_>) -> Result<Value, ActionError>;
 }

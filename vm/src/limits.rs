@@ -24,6 +24,17 @@ pub const REGEX_BYTES: usize = 64 * 1024;
 /// Deepest regular expression nesting.
 pub const REGEX_NESTING: u32 = 128;
 
+/// Iterations one loop instance may make unless the run says
+/// ([`crate::event::RunMeta::max_loop_iterations`]).
+pub const LOOP_ITERATIONS: u64 = 100_000;
+
+/// R0130 for a run-time bound: `limit` names it, `value` is what was
+/// asked, `max` the bound.
+pub fn exceeded(limit: &str, value: u64, max: u64, message: String) -> crate::error::ActionError {
+    crate::error::ActionError::new(crate::codes::R0130, "LIMIT_EXCEEDED", message, false)
+        .with_details(serde_json::json!({"limit": limit, "value": value, "max": max}))
+}
+
 /// Why an expression is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TooComplex {

@@ -293,6 +293,51 @@ pub struct Expr {
     pub steps: Vec<StepRead>,
     /// Does it read `steps` as a whole (then every step is passed)?
     pub all_steps: bool,
+    /// Which other namespaces it reads (programs compiled before this field
+    /// existed read them all).
+    #[serde(default)]
+    pub reads: Reads,
+}
+
+/// The namespaces besides `steps` an expression reads: only these are
+/// passed to it, so that what it costs does not grow with data it ignores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "one independent flag per namespace"
+)]
+pub struct Reads {
+    /// `inputs`.
+    pub inputs: bool,
+    /// `workflow`.
+    pub workflow: bool,
+    /// `context`.
+    pub context: bool,
+    /// `iter`.
+    pub iter: bool,
+}
+
+impl Reads {
+    /// Every namespace.
+    pub const ALL: Reads = Reads {
+        inputs: true,
+        workflow: true,
+        context: true,
+        iter: true,
+    };
+    /// None of them.
+    pub const NONE: Reads = Reads {
+        inputs: false,
+        workflow: false,
+        context: false,
+        iter: false,
+    };
+}
+
+impl Default for Reads {
+    fn default() -> Reads {
+        Reads::ALL
+    }
 }
 
 /// One step an expression reads.

@@ -56,6 +56,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A jq evaluation started by `opcodec run` does its job and exits here.
+    opcode_stdlib::helpers::main_if_helper();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -162,7 +162,8 @@ fn run_file<'a>(
             quiet: options.json,
             decisions: options.decisions.clone(),
         });
-        let actions = Arc::new(Actions::new(services, base));
+        let actions =
+            Arc::new(Actions::new(services, base).with_evaluator(std::env::current_exe().ok()));
         let meta = RunMeta {
             run_id: uuid::Uuid::new_v4().to_string(),
             name: program.header.name.clone(),

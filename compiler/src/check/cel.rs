@@ -32,6 +32,8 @@ pub struct CelRefs {
     pub inputs: Vec<(String, Span)>,
     /// Where `secrets` is used, if anywhere (never allowed in CEL).
     pub secrets: Option<Span>,
+    /// The namespaces besides `steps` it reads.
+    pub reads: opcode_vm::program::Reads,
 }
 
 /// Parses `expr`; reports errors; returns its references when it parses.
@@ -73,13 +75,18 @@ enum Found {
     Iter,
     Secrets,
     DynamicSteps,
+    /// Another name read at the top (`inputs`, `workflow`, `context`…).
+    Name(String),
 }
 
 /// Gives each found reference the span of its occurrence in the source: the
 /// k-th reference to `steps['x']` gets the k-th place `steps['x']` or
 /// `steps.x` is written.
 fn locate(expr: &Expr, src: &str, found: Vec<Found>) -> CelRefs {
-    let mut refs = CelRefs::default();
+    let mut refs = CelRefs {
+        reads: opcode_vm::program::Reads::NONE,
+        ..CelRefs::default()
+    };
     let mut used: HashMap<(&str, String), usize> = HashMap::default();
     let whole = 0..expr.source.len();
     let mut place = |root: &'static str, key: &str| -> Span {
@@ -98,9 +105,16 @@ fn locate(expr: &Expr, src: &str, found: Vec<Found>) -> CelRefs {
                 refs.steps.push((id, span));
             }
             Found::Input(name) => {
+                refs.reads.inputs = true;
                 let span = place("inputs", &name);
                 refs.inputs.push((name, span));
             }
+            Found::Name(name) => match name.as_str() {
+                "inputs" => refs.reads.inputs = true,
+                "workflow" => refs.reads.workflow = true,
+                "context" => refs.reads.context = true,
+                _ => {}
+            },
             Found::Iter | Found::Secrets => {
                 let name = if matches!(item, Found::Iter) {
                     "iter"
@@ -113,6 +127,7 @@ fn locate(expr: &Expr, src: &str, found: Vec<Found>) -> CelRefs {
                     .unwrap_or_else(|| whole.clone());
                 let span = expr.origin.file_span(src, range);
                 if name == "iter" {
+                    refs.reads.iter = true;
                     refs.iter.get_or_insert(span);
                 } else {
                     refs.secrets.get_or_insert(span);
@@ -342,7 +357,7 @@ fn walk(e: &IdedExpr, found: &mut Vec<Found>) {
             "steps" => found.push(Found::DynamicSteps),
             "iter" => found.push(Found::Iter),
             "secrets" => found.push(Found::Secrets),
-            _ => {}
+            other => found.push(Found::Name(other.to_owned())),
         },
         CelExpr::Select(select) => {
             if let CelExpr::Ident(root) = &select.operand.expr {

@@ -137,6 +137,7 @@ pub async fn executor_and_vault(
         .isolation(files.hidden(&data_dir), &workspaces)
         .map_err(fail)?;
     let breakers = settings.breakers().map_err(fail)?;
+    let limits = settings.limits().map_err(fail)?;
     let from_env = std::env::var_os("OPCODE_VAULT_KEY_FILE").map(PathBuf::from);
     let key_file = files.vault_key.clone().or(from_env);
     let vault = open_configured(store.clone(), key_file.as_deref())
@@ -149,6 +150,7 @@ pub async fn executor_and_vault(
         isolation,
         breakers,
         workspaces: Some(workspaces),
+        limits,
         ..Config::default()
     };
     let exec = Executor::new(store, Arc::new(RuntimeSecrets::new(vault.clone())), config);

@@ -6,8 +6,10 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use opcode_compiler::Compiler;
 use opcode_stdlib::cel::CelHost;
+use opcode_stdlib::cel::budget::Budget;
 use opcode_stdlib::exec::{Actions, ExternalActions, Services};
 use opcode_stdlib::isolation::IsolationConfig;
+use opcode_stdlib::limits::Limits;
 use opcode_vm::catalog::ActionSpec;
 use opcode_vm::{Plan, Program};
 
@@ -30,12 +32,15 @@ pub struct Programs {
     external: Mutex<BTreeMap<String, Vec<ActionSpec>>>,
     by_definition: Mutex<HashMap<String, Arc<Loaded>>>,
     actions: Mutex<HashMap<PathBuf, Arc<Actions>>>,
+    /// What one CEL evaluation may cost.
+    budget: Budget,
 }
 
 impl Programs {
-    /// Empty caches.
-    pub fn new() -> Programs {
+    /// Empty caches; each CEL evaluation stays within `budget`.
+    pub fn new(budget: Budget) -> Programs {
         Programs {
+            budget,
             compiler: RwLock::new(Arc::new(
                 Compiler::new().with_actions(opcode_stdlib::catalog()),
             )),
@@ -97,7 +102,7 @@ impl Programs {
         }
         let bytes = program.to_bytes();
         let plan = Plan::new(program);
-        let host = CelHost::new(&plan.program);
+        let host = CelHost::with_budget(&plan.program, self.budget);
         let loaded = Arc::new(Loaded { plan, host, bytes });
         self.by_definition
             .lock()
@@ -120,6 +125,7 @@ impl Programs {
         base_dir: &Path,
         services: &Arc<dyn Services>,
         isolation: &IsolationConfig,
+        limits: &Limits,
         external: Option<&Arc<dyn ExternalActions>>,
     ) -> Arc<Actions> {
         self.actions
@@ -129,6 +135,8 @@ impl Programs {
             .or_insert_with(|| {
                 let actions = Actions::new(services.clone(), base_dir.to_path_buf())
                     .with_isolation(isolation.clone())
+                    .with_limits(*limits)
+                    .with_evaluator(isolation.helper.clone())
                     .with_external(external.cloned());
                 Arc::new(actions)
             })

@@ -196,6 +196,7 @@ impl RunTask {
             &setup.base_dir,
             &inner.services,
             &inner.config.isolation,
+            &inner.config.limits,
             inner.external.get(),
         );
         let caller = Arc::new(Caller::new(&inner, actions));

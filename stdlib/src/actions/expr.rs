@@ -16,19 +16,19 @@ pub fn specs() -> Vec<ActionSpec> {
 
 /// Runs `expr.eval`.
 #[cfg(feature = "runtime")]
-pub fn run(call: &crate::exec::Call) -> Result<serde_json::Value, opcode_vm::error::ActionError> {
+pub fn run(
+    call: &crate::exec::Call,
+    budget: crate::cel::budget::Budget,
+) -> Result<serde_json::Value, opcode_vm::error::ActionError> {
     use opcode_vm::error::ActionError;
     let expression = call.required("expression")?;
     let null = serde_json::Value::Null;
     let scope = call.scope.as_ref().unwrap_or(&null);
     let data = call.params.get("data").unwrap_or(&null);
-    let result = crate::cel::eval_source(expression, scope, data).map_err(|e| {
-        ActionError::new(
-            opcode_vm::codes::R0103,
-            "EXECUTION_ERROR",
-            format!("expr.eval: {e}"),
-            false,
-        )
-    })?;
+    let result =
+        crate::cel::eval_source(expression, scope, data, budget).map_err(|e| ActionError {
+            message: format!("expr.eval: {}", e.message),
+            ..e
+        })?;
     Ok(serde_json::json!({"result": result}))
 }

@@ -16,16 +16,15 @@ pub fn specs() -> Vec<ActionSpec> {
 
 /// Runs `json.jq`.
 #[cfg(feature = "runtime")]
-pub fn run(call: &crate::exec::Call) -> Result<serde_json::Value, opcode_vm::error::ActionError> {
-    use opcode_vm::error::ActionError;
+pub async fn run(
+    call: &crate::exec::Call,
+    helper: Option<&std::path::Path>,
+    limits: &crate::limits::Limits,
+) -> Result<serde_json::Value, opcode_vm::error::ActionError> {
     let filter = call.required("filter")?;
-    let data = call
-        .params
-        .get("data")
-        .cloned()
-        .unwrap_or(serde_json::Value::Null);
-    let results = crate::jq::run(filter, &data)
-        .map_err(|e| ActionError::new(opcode_vm::codes::R0100, "EXECUTION_ERROR", e, false))?;
+    let null = serde_json::Value::Null;
+    let data = call.params.get("data").unwrap_or(&null);
+    let results = crate::jq::process::evaluate(filter, data, helper, limits).await?;
     let first = results.first().cloned().unwrap_or(serde_json::Value::Null);
     Ok(serde_json::json!({"result": first, "results": results}))
 }

@@ -16,12 +16,27 @@ type Finished = (usize, Result<Value, ActionError>);
 /// Children running at once when the call does not say.
 const DEFAULT_CONCURRENCY: usize = 8;
 
-/// Runs `workflow.map`.
-pub async fn run<'a>(call: &'a Call, services: &'a dyn Services) -> Result<Value, ActionError> {
+/// Runs `workflow.map`, with at most `max_items` children.
+pub async fn run<'a>(
+    call: &'a Call,
+    services: &'a dyn Services,
+    max_items: u64,
+) -> Result<Value, ActionError> {
     let template = call.required("template_name")?;
     let Some(Value::Array(items)) = call.params.get("items") else {
         return Err(ActionError::validation("`items` must be a list"));
     };
+    if items.len() as u64 > max_items {
+        return Err(opcode_vm::limits::exceeded(
+            "map_items",
+            items.len() as u64,
+            max_items,
+            format!(
+                "`items` has {} entries; workflow.map runs at most {max_items} children (limits.map_items)",
+                items.len()
+            ),
+        ));
+    }
     let limit = match call.params.get("max_concurrency") {
         None | Some(Value::Null) => DEFAULT_CONCURRENCY,
         Some(v) => v

@@ -90,7 +90,6 @@ pub async fn run(
             };
             services.run_child(call, child).await
         }
-        "map" => super::map::run(call, services).await,
         "emit" => {
             let event_type = call
                 .str("event_type")

@@ -7,7 +7,7 @@ use super::Vm;
 use super::state::{Flow, ForkState, LoopState, Owner, StepStatus, Wait};
 use super::steps::{expression_error, kind_of};
 use crate::effect::{InstRef, Record};
-use crate::error::StepError;
+use crate::error::{ActionError, StepError};
 use crate::host::Host;
 use crate::instr::{ExprId, Instr};
 use crate::policy::{LoopMode, ParallelMode};
@@ -24,7 +24,7 @@ impl Vm {
     pub(super) fn branch(&mut self, key: &InstRef, expr: ExprId, table: u32, host: &dyn Host) {
         let value = match self.eval(expr, key, None, host) {
             Ok(v) => v,
-            Err(message) => return self.fail_attempt(key, expression_error(message), host),
+            Err(error) => return self.fail_attempt(key, error, host),
         };
         let plan = self.plan.clone();
         let t = &plan.program.branch_tables[table as usize];
@@ -81,7 +81,7 @@ impl Vm {
                 let message = format!("`over` must give a list, not {}", kind_of(&other));
                 return self.fail_attempt(key, expression_error(message), host);
             }
-            Err(message) => return self.fail_attempt(key, expression_error(message), host),
+            Err(error) => return self.fail_attempt(key, error, host),
         };
         let mut items = items;
         let mut truncated = false;
@@ -90,6 +90,16 @@ impl Vm {
         {
             items.truncate(max);
             truncated = true;
+        }
+        let limit = self.loop_limit();
+        if items.len() as u64 > limit {
+            let message = format!(
+                "the loop has {} items; a loop may make at most {limit} iterations (limits.loop_iterations)",
+                items.len()
+            );
+            let error =
+                crate::limits::exceeded("loop_iterations", items.len() as u64, limit, message);
+            return self.fail_attempt(key, error, host);
         }
         if let Some(inst) = self.inst_mut(key) {
             inst.flow = Some(Box::new(Flow::Loop(LoopState {
@@ -145,11 +155,20 @@ impl Vm {
         if max_iter.is_some_and(|m| u64::from(index) >= m) {
             return self.finish_loop(key, host);
         }
+        let limit = self.loop_limit();
+        if u64::from(index) >= limit {
+            let message = format!(
+                "the loop reached {limit} iterations, the most a loop may make (limits.loop_iterations)"
+            );
+            let error =
+                crate::limits::exceeded("loop_iterations", u64::from(index) + 1, limit, message);
+            return self.fail_attempt(key, error, host);
+        }
         if mode == LoopMode::While {
             match self.loop_condition(key, index, host) {
                 Ok(true) => {}
                 Ok(false) => return self.finish_loop(key, host),
-                Err(message) => return self.fail_attempt(key, expression_error(message), host),
+                Err(error) => return self.fail_attempt(key, error, host),
             }
         }
         let mut iters = key.iters.clone();
@@ -177,17 +196,29 @@ impl Vm {
         self.start_frame(f, host);
     }
 
+    /// Iterations one loop instance of this run may make.
+    fn loop_limit(&self) -> u64 {
+        self.meta
+            .max_loop_iterations
+            .unwrap_or(crate::limits::LOOP_ITERATIONS)
+    }
+
     /// Evaluates a `while`/`until` condition for iteration `index`.
-    fn loop_condition(&self, key: &InstRef, index: u32, host: &dyn Host) -> Result<bool, String> {
+    fn loop_condition(
+        &self,
+        key: &InstRef,
+        index: u32,
+        host: &dyn Host,
+    ) -> Result<bool, ActionError> {
         let Some(Instr::Repeat { cond, .. }) = self.body_instr(key) else {
             return Ok(false);
         };
         match self.eval(cond, key, Some(index), host)? {
             Value::Bool(b) => Ok(b),
-            other => Err(format!(
+            other => Err(expression_error(format!(
                 "the loop condition must give true or false, not {}",
                 kind_of(&other)
-            )),
+            ))),
         }
     }
 
@@ -280,19 +311,26 @@ impl Vm {
         if inst.wait != Wait::Children || inst.status != StepStatus::Running {
             return;
         }
-        let flow = inst.flow.as_deref().cloned();
-        match (flow, result) {
-            (Some(Flow::Branch { key: name, .. }), Ok(output)) => {
+        // Which flow, not the flow itself: a loop's state holds every item
+        // and result, and copying it at each iteration made loops quadratic.
+        let branch = match inst.flow.as_deref() {
+            Some(Flow::Branch { key: name, .. }) => Some(Some(name.clone())),
+            Some(Flow::Loop(_)) => Some(None),
+            _ => None,
+        };
+        let fork = matches!(inst.flow.as_deref(), Some(Flow::Fork(_)));
+        match (branch, fork, result) {
+            (Some(Some(name)), _, Ok(output)) => {
                 let mut out = Map::new();
                 out.insert("branch".into(), name.into());
                 out.insert("output".into(), output);
                 self.complete(key, Value::Object(out), host);
             }
-            (Some(Flow::Loop(_)), Ok(output)) => self.iteration_done(key, slot, output, host),
-            (Some(Flow::Fork(_)), Ok(output)) => self.branch_done(key, slot, output, host),
-            (Some(Flow::Fork(_)), Err(error)) => self.branch_failed(key, error, host),
-            (_, Err(error)) => self.fail_attempt(key, error.error, host),
-            (None, Ok(_)) => {}
+            (Some(None), _, Ok(output)) => self.iteration_done(key, slot, output, host),
+            (None, true, Ok(output)) => self.branch_done(key, slot, output, host),
+            (None, true, Err(error)) => self.branch_failed(key, error, host),
+            (_, _, Err(error)) => self.fail_attempt(key, error.error, host),
+            (None, false, Ok(_)) => {}
         }
     }
 
@@ -312,7 +350,7 @@ impl Vm {
             match self.loop_condition(key, index, host) {
                 Ok(true) => return self.finish_loop(key, host),
                 Ok(false) => {}
-                Err(message) => return self.fail_attempt(key, expression_error(message), host),
+                Err(error) => return self.fail_attempt(key, error, host),
             }
         }
         self.loop_next(key, host);

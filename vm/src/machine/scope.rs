@@ -244,7 +244,7 @@ impl Vm {
         key: &InstRef,
         loop_index: Option<u32>,
         host: &dyn Host,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, ActionError> {
         let f = self.inst(key).map_or(0, |i| i.frame);
         let mut iters = key.iters.clone();
         let mut iter = self.loop_var(f);
@@ -312,18 +312,28 @@ impl Vm {
                 steps.insert(r.name.clone(), self.step_value(r.step, iters).clone());
             }
         }
+        // Only what the expression reads: the rest would be copied for nothing.
+        let reads = e.reads;
         let mut scope = Map::new();
-        scope.insert("inputs".into(), self.inputs.clone());
+        if reads.inputs {
+            scope.insert("inputs".into(), self.inputs.clone());
+        }
         scope.insert("steps".into(), Value::Object(steps));
-        scope.insert("workflow".into(), self.workflow.clone());
-        scope.insert("context".into(), self.context.clone());
-        let iter = self.loop_var(f).map_or(Value::Null, |(item, index)| {
-            let mut m = Map::new();
-            m.insert("item".into(), item.clone());
-            m.insert("index".into(), index.into());
-            Value::Object(m)
-        });
-        scope.insert("iter".into(), iter);
+        if reads.workflow {
+            scope.insert("workflow".into(), self.workflow.clone());
+        }
+        if reads.context {
+            scope.insert("context".into(), self.context.clone());
+        }
+        if reads.iter {
+            let iter = self.loop_var(f).map_or(Value::Null, |(item, index)| {
+                let mut m = Map::new();
+                m.insert("item".into(), item.clone());
+                m.insert("index".into(), index.into());
+                Value::Object(m)
+            });
+            scope.insert("iter".into(), iter);
+        }
         Value::Object(scope)
     }
 }

@@ -105,7 +105,7 @@ impl Vm {
                             format!("the guard must give true or false, not {}", kind_of(&other));
                         return self.fail_attempt(key, expression_error(message), host);
                     }
-                    Err(message) => return self.fail_attempt(key, expression_error(message), host),
+                    Err(error) => return self.fail_attempt(key, error, host),
                 },
                 Instr::Call {
                     action,

@@ -1,0 +1,156 @@
+//! The run-time bounds of spec/limits.md, as the settings' `limits` block
+//! may raise them.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::cel::budget::Budget;
+use crate::isolation::Size;
+
+/// The settings' `limits` block; every field optional.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Block {
+    /// Units of work one CEL evaluation may take.
+    pub cel_cost: Option<u64>,
+    /// Bytes of any value one CEL evaluation may build.
+    pub cel_memory: Option<Size>,
+    /// Memory of one jq evaluation.
+    pub jq_memory: Option<Size>,
+    /// Outputs of one jq evaluation.
+    pub jq_outputs: Option<u64>,
+    /// Iterations of one loop instance.
+    pub loop_iterations: Option<u64>,
+    /// Children of one `workflow.map`.
+    pub map_items: Option<u64>,
+    /// Bytes of one action's output (as JSON).
+    pub output_bytes: Option<Size>,
+    /// Recoveries a run may end the daemon in before it is quarantined.
+    pub recoveries: Option<u32>,
+    /// Open Streamable HTTP sessions.
+    pub sessions: Option<usize>,
+    /// How long a Streamable HTTP session may stay idle (`30m`).
+    pub session_idle: Option<String>,
+}
+
+/// The bounds in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// One CEL evaluation.
+    pub cel: Budget,
+    /// Bytes of memory one jq evaluation may use.
+    pub jq_memory: u64,
+    /// Outputs one jq evaluation may give.
+    pub jq_outputs: u64,
+    /// Iterations of one loop instance.
+    pub loop_iterations: u64,
+    /// Children of one `workflow.map`.
+    pub map_items: u64,
+    /// Bytes of one action's output.
+    pub output_bytes: u64,
+    /// Recoveries before a run is quarantined.
+    pub recoveries: u32,
+    /// Open Streamable HTTP sessions.
+    pub sessions: usize,
+    /// How long a Streamable HTTP session may stay idle.
+    pub session_idle: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            cel: Budget::default(),
+            jq_memory: 1 << 30,
+            jq_outputs: 100_000,
+            loop_iterations: opcode_vm::limits::LOOP_ITERATIONS,
+            map_items: 10_000,
+            output_bytes: 64 << 20,
+            recoveries: 3,
+            sessions: 1000,
+            session_idle: Duration::from_mins(30),
+        }
+    }
+}
+
+impl Limits {
+    /// The bounds the settings' `limits` block gives (`null`: the defaults).
+    pub fn parse(value: Option<&Value>) -> Result<Limits, String> {
+        let block = match value {
+            None | Some(Value::Null) => Block::default(),
+            Some(v) => Block::deserialize(v).map_err(|e| format!("`limits`: {e}"))?,
+        };
+        let base = Limits::default();
+        let session_idle = match &block.session_idle {
+            Some(text) => crate::exec::parse_duration(text)
+                .map_err(|e| format!("`limits.session_idle`: {e}"))?,
+            None => base.session_idle,
+        };
+        Ok(Limits {
+            cel: Budget {
+                cost: block.cel_cost.unwrap_or(base.cel.cost),
+                memory: block.cel_memory.map_or(base.cel.memory, |s| s.0),
+            },
+            jq_memory: block.jq_memory.map_or(base.jq_memory, |s| s.0),
+            jq_outputs: block.jq_outputs.unwrap_or(base.jq_outputs),
+            loop_iterations: block.loop_iterations.unwrap_or(base.loop_iterations),
+            map_items: block.map_items.unwrap_or(base.map_items),
+            output_bytes: block.output_bytes.map_or(base.output_bytes, |s| s.0),
+            recoveries: block.recoveries.unwrap_or(base.recoveries).max(1),
+            sessions: block.sessions.unwrap_or(base.sessions).max(1),
+            session_idle,
+        })
+    }
+}
+
+/// About how many bytes `value` takes as JSON (strings unescaped), without
+/// writing it out; stops counting past `stop`.
+pub fn json_bytes(value: &Value, stop: u64) -> u64 {
+    let mut total = 0u64;
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        total = total.saturating_add(match value {
+            Value::String(s) => s.len() as u64 + 2,
+            Value::Array(items) => {
+                stack.extend(items);
+                2 + items.len() as u64
+            }
+            Value::Object(map) => {
+                for (key, item) in map {
+                    total = total.saturating_add(key.len() as u64 + 4);
+                    stack.push(item);
+                }
+                2
+            }
+            Value::Number(_) => 8,
+            Value::Bool(_) | Value::Null => 5,
+        });
+        if total > stop {
+            break;
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn settings_raise_the_bounds_and_typos_are_errors() {
+        let limits = Limits::parse(Some(
+            &json!({"jq_memory": "2GiB", "loop_iterations": 7, "session_idle": "2h"}),
+        ))
+        .unwrap();
+        assert_eq!((limits.jq_memory, limits.loop_iterations), (2 << 30, 7));
+        assert_eq!(limits.session_idle, Duration::from_hours(2));
+        assert_eq!(limits.map_items, Limits::default().map_items);
+        assert!(
+            Limits::parse(Some(&json!({"loop_iteration": 7})))
+                .unwrap_err()
+                .contains("loop_iteration")
+        );
+    }
+}
