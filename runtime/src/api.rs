@@ -75,6 +75,12 @@ impl From<StoreError> for ToolError {
             StoreError::NotFound(id) => {
                 ToolError::new(codes::R0121, format!("workflow `{id}` not found"))
             }
+            StoreError::Backend(_) | StoreError::Closed | StoreError::Schema { .. } => {
+                ToolError::new(
+                    codes::R0131,
+                    format!("{e}; runs carry on by themselves once the store takes writes again"),
+                )
+            }
             other => ToolError::new(codes::R0109, format!("the store failed: {other}")),
         }
     }
@@ -84,13 +90,14 @@ impl From<ExecError> for ToolError {
     fn from(e: ExecError) -> ToolError {
         let code = match &e {
             ExecError::NotFound(_) => codes::R0121,
-            ExecError::Ended { .. } | ExecError::Refused(_) | ExecError::Held { .. } => {
-                codes::R0114
+            ExecError::Ended { .. }
+            | ExecError::Refused(_)
+            | ExecError::Held { .. }
+            | ExecError::Quarantined(_) => codes::R0114,
+            ExecError::Store(store) => return ToolError::from(store.clone()),
+            ExecError::Program(_) | ExecError::Replay { .. } | ExecError::Stopped(_) => {
+                codes::R0109
             }
-            ExecError::Program(_)
-            | ExecError::Replay { .. }
-            | ExecError::Store(_)
-            | ExecError::Stopped(_) => codes::R0109,
         };
         ToolError::new(code, e.to_string())
     }

@@ -20,9 +20,11 @@ mod background;
 mod caller;
 mod ceiling;
 mod programs;
+mod quarantine;
 mod round;
 mod run;
 mod services;
+mod writes;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -44,9 +46,12 @@ use tokio::sync::{Notify, Semaphore, broadcast, mpsc, oneshot};
 pub use self::background::Background;
 pub use self::ceiling::CeilingCheck;
 use self::programs::Programs;
+pub use self::quarantine::QUARANTINED;
 use self::run::{Incoming, Msg, RunFacts, RunTask, Setup};
 pub use self::services::Emitted;
 use self::services::RuntimeServices;
+pub use self::writes::WriteFailure;
+use self::writes::Writes;
 use crate::log::{self, stamp};
 use crate::metrics::Metrics;
 use crate::owner;
@@ -153,6 +158,11 @@ pub enum ExecError {
     /// The run stopped before answering.
     #[error("workflow `{0}` stopped before answering")]
     Stopped(String),
+    /// The run is quarantined: only resuming or cancelling it loads it.
+    #[error(
+        "workflow `{0}` is quarantined (each recovery ended the process): resume or cancel it by hand"
+    )]
+    Quarantined(String),
 }
 
 /// What became of a delivered event.
@@ -212,6 +222,8 @@ pub struct Change {
     pub loaded: bool,
     /// Its state as its last commit left it, when that commit read it.
     pub state: Option<Arc<WorkflowState>>,
+    /// Why it left before settling (a write the store refused).
+    pub error: Option<ExecError>,
 }
 
 /// How a waited-for run settled.
@@ -275,6 +287,7 @@ pub(crate) struct Inner {
     appended: broadcast::Sender<Arc<Appended>>,
     metrics: Arc<Metrics>,
     wake: Notify,
+    writes: Writes,
     notifier: std::sync::OnceLock<Arc<dyn Notifier>>,
     external: std::sync::OnceLock<Arc<dyn ExternalActions>>,
 }
@@ -308,6 +321,7 @@ impl Executor {
                 appended,
                 metrics: Arc::new(Metrics::new()),
                 wake: Notify::new(),
+                writes: Writes::default(),
                 notifier: std::sync::OnceLock::new(),
                 external: std::sync::OnceLock::new(),
             }
@@ -366,6 +380,12 @@ impl Executor {
     /// actions and the external ones known now).
     pub fn compiler(&self) -> Arc<opcode_compiler::Compiler> {
         self.inner.programs.compiler()
+    }
+
+    /// Writes have been failing since when, and why (none: the last write
+    /// succeeded).
+    pub fn write_failure(&self) -> Option<WriteFailure> {
+        self.inner.writes.failure()
     }
 
     /// Status changes, as they are committed.
@@ -427,9 +447,27 @@ impl Executor {
     }
 
     /// Deals with the workflows a dead process left running, as
-    /// [`Config::recovery`] says; returns their ids.
+    /// [`Config::recovery`] says; returns the ids of those it resumed or
+    /// parked (not of those it quarantined, see `spec/limits.md`).
     pub async fn recover(&self) -> Result<Vec<String>, ExecError> {
         self.inner.recover().await
+    }
+
+    /// Lets every loaded run go before the process exits: each notes the
+    /// shutdown in its log and gives its lease up, so another process may
+    /// take it at once and the next start does not count it as a crash.
+    /// Waits at most `wait` (a run in the middle of a round finishes the
+    /// round first).
+    pub async fn shutdown(&self, wait: Duration) {
+        let runs: Vec<_> = self.inner.runs().values().cloned().collect();
+        let mut answers = Vec::with_capacity(runs.len());
+        for tx in runs {
+            let (done, answer) = oneshot::channel();
+            if tx.send(Msg::Shutdown(done)).is_ok() {
+                answers.push(answer);
+            }
+        }
+        let _ = tokio::time::timeout(wait, futures::future::join_all(answers)).await;
     }
 
     /// Starts the background loop (lease renewal, due timers, inboxes); it
@@ -482,12 +520,13 @@ impl Inner {
                     })
                     .collect(),
             });
-        let state = if read_back {
-            self.store.commit_and_state(commit).await?
+        let written = if read_back {
+            self.store.commit_and_state(commit).await
         } else {
-            self.store.commit(commit).await?;
-            None
+            self.store.commit(commit).await.map(|()| None)
         };
+        self.writes.record(&written);
+        let state = written?;
         self.metrics.appended(kinds);
         if let Some(feed) = feed {
             let _ = self.appended.send(Arc::new(feed));
@@ -501,6 +540,18 @@ impl Inner {
             status: status.to_owned(),
             loaded,
             state,
+            error: None,
+        });
+    }
+
+    /// Tells waiters `id` left this process before settling, and why.
+    fn publish_failure(&self, id: &str, error: &ExecError) {
+        let _ = self.changes.send(Change {
+            id: id.to_owned(),
+            status: "unknown".to_owned(),
+            loaded: false,
+            state: None,
+            error: Some(error.clone()),
         });
     }
 
@@ -615,6 +666,9 @@ impl Inner {
         first: Vec<Incoming>,
         resume: bool,
     ) -> Result<(), ExecError> {
+        // A quarantined run loads only to be resumed or cancelled; a
+        // cancel does not perform again what it was doing.
+        let cancelling = first.iter().any(Incoming::cancels);
         // Registering before loading makes concurrent loads of one id queue
         // behind the first instead of replaying twice.
         let (tx, rx) = {
@@ -632,10 +686,14 @@ impl Inner {
             runs.insert(id.to_owned(), tx.clone());
             (tx, rx)
         };
-        match self.replay(id, tx, rx).await {
-            Ok(task) => {
+        match self.replay(id, tx, rx, resume || cancelling).await {
+            Ok((task, quarantined)) => {
                 let task = if resume { task.resuming() } else { task };
-                let pending = task.pending();
+                let pending = if quarantined && !resume {
+                    Vec::new()
+                } else {
+                    task.pending()
+                };
                 tokio::spawn(task.run(pending));
                 Ok(())
             }
@@ -646,13 +704,15 @@ impl Inner {
         }
     }
 
-    /// Claims `id` and rebuilds its VM from the log.
+    /// Claims `id` and rebuilds its VM from the log; also says whether it
+    /// was quarantined (loaded only if `quarantine_ok`).
     async fn replay(
         self: &Arc<Self>,
         id: &str,
         tx: mpsc::UnboundedSender<Msg>,
         rx: mpsc::UnboundedReceiver<Msg>,
-    ) -> Result<RunTask, ExecError> {
+        quarantine_ok: bool,
+    ) -> Result<(RunTask, bool), ExecError> {
         let row = self
             .store
             .workflow(id)
@@ -664,12 +724,16 @@ impl Inner {
                 status: row.status,
             });
         }
+        let quarantined = row.status == QUARANTINED;
+        if quarantined && !quarantine_ok {
+            return Err(ExecError::Quarantined(id.to_owned()));
+        }
         self.claim(id).await?;
         let result = self.rebuild(&row, tx, rx).await;
         if result.is_err() {
             let _ = self.store.release(id, owner::current()).await;
         }
-        result
+        result.map(|task| (task, quarantined))
     }
 
     async fn rebuild(
@@ -732,14 +796,17 @@ impl Inner {
             stamp(now + self.config.lease_ttl.as_millis() as u64),
         );
         let me = owner::current();
-        match self.store.claim(id, me, None, &now_text, &until).await? {
+        let claimed = self.store.claim(id, me, None, &now_text, &until).await;
+        self.writes.record(&claimed);
+        match claimed? {
             Claim::Granted => Ok(()),
             Claim::Held { owner, .. } if owner::is_dead(&owner) => {
-                match self
+                let taken = self
                     .store
                     .claim(id, me, Some(&owner), &now_text, &until)
-                    .await?
-                {
+                    .await;
+                self.writes.record(&taken);
+                match taken? {
                     Claim::Granted => Ok(()),
                     Claim::Held { owner, .. } => Err(ExecError::Held {
                         id: id.to_owned(),
@@ -800,6 +867,9 @@ impl Inner {
             })
             .await;
             match left {
+                Ok(Some(Change {
+                    error: Some(error), ..
+                })) => return Err(error),
                 Ok(Some(change)) if settled(&change.status) => {
                     return Ok(Settled {
                         status: change.status,
@@ -825,13 +895,13 @@ impl Inner {
                 continue;
             }
             let outcome = match self.config.recovery {
-                Recovery::Resume => self.resume(&row.id).await,
-                Recovery::LeaveSuspended => self.park(&row).await,
+                Recovery::Resume => self.recover_one(&row).await,
+                Recovery::LeaveSuspended => self.park(&row).await.map(|()| true),
             };
             match outcome {
-                Ok(()) => recovered.push(row.id),
-                // Someone alive runs it, or it ended meanwhile.
-                Err(ExecError::Held { .. } | ExecError::Ended { .. }) => {}
+                Ok(true) => recovered.push(row.id),
+                // Quarantined; or someone alive runs it, or it ended meanwhile.
+                Ok(false) | Err(ExecError::Held { .. } | ExecError::Ended { .. }) => {}
                 Err(e) => return Err(e),
             }
         }

@@ -184,6 +184,7 @@ impl Metrics {
             "pending",
             "active",
             "suspended",
+            "quarantined",
             "completed",
             "failed",
             "cancelled",

@@ -101,8 +101,19 @@ async fn metrics(State(api): State<Api>) -> Response {
     }
 }
 
-/// `GET /readyz`: ok when the database answers.
+/// `GET /readyz`: ok when the database answers and takes writes.
 async fn ready(State(api): State<Api>) -> Response {
+    if let Some(failure) = api.executor().write_failure() {
+        let since = crate::log::stamp(failure.since_ms);
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the database refuses writes since {since}: {}",
+                failure.error
+            ),
+        )
+            .into_response();
+    }
     match api.executor().store().workflow_counts().await {
         Ok(_) => "ok".into_response(),
         Err(e) => (

@@ -473,3 +473,165 @@ fn an_action_cancelled_in_the_round_that_asked_for_it_never_starts() {
         assert!(!dir.path().join("out.txt").exists());
     });
 }
+
+/// A step that stays in flight long enough to "crash" under it.
+fn slow_step() -> Value {
+    json!({"steps": [
+        {"id": "slow", "action": "shell.exec", "params": {"command": "sleep 0.5; echo done >> trace", "shell": true}}
+    ]})
+}
+
+/// Waits until `id`'s log has `count` entries of `event_type`.
+async fn await_entries(store: &MemoryStore, id: &str, event_type: &str, count: usize) {
+    for _ in 0..500 {
+        let log = entries(store, id).await;
+        if log.iter().filter(|e| e.event_type == event_type).count() >= count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{id} never logged {count} {event_type}");
+}
+
+#[test]
+fn a_run_whose_recoveries_keep_ending_the_process_is_quarantined_until_resumed() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    let limits = opcode_stdlib::limits::Limits {
+        recoveries: 2,
+        ..opcode_stdlib::limits::Limits::default()
+    };
+    let config = || Config {
+        limits,
+        ..config(dir.path())
+    };
+    let first = runtime();
+    let id = first.block_on(async {
+        let exec = executor(&store, config());
+        let id = exec.start(request(&slow_step(), &json!({}))).await.unwrap();
+        await_entries(&store, &id, "step_started", 1).await;
+        id
+    });
+    first.shutdown_timeout(Duration::from_millis(10));
+    // Each recovery re-dispatches the step, and the process "dies" again.
+    for recovery in 1..=2 {
+        let again = runtime();
+        again.block_on(async {
+            let exec = executor(&store, config());
+            assert_eq!(exec.recover().await.unwrap(), std::slice::from_ref(&id));
+            await_entries(&store, &id, "action_redispatched", recovery).await;
+        });
+        again.shutdown_timeout(Duration::from_millis(10));
+    }
+    runtime().block_on(async {
+        let exec = executor(&store, config());
+        assert!(
+            exec.recover().await.unwrap().is_empty(),
+            "quarantined, not resumed"
+        );
+        let row = store.workflow(&id).await.unwrap().unwrap();
+        assert_eq!(row.status, "quarantined");
+        let log = entries(&store, &id).await;
+        let note = log.last().unwrap();
+        assert_eq!(note.event_type, "workflow_quarantined");
+        assert!(
+            note.payload.contains("\"recoveries\":2"),
+            "{}",
+            note.payload
+        );
+        // Nothing loads it by itself, not even a signal...
+        let signal = Event::Signal {
+            name: "go".into(),
+            payload: Value::Null,
+        };
+        assert!(matches!(
+            exec.deliver(&id, signal).await,
+            Err(ExecError::Quarantined(_))
+        ));
+        assert!(exec.recover().await.unwrap().is_empty());
+        // ...but a hand resumes it, and it finishes.
+        exec.resume(&id).await.unwrap();
+        let row = settle(&exec, &id, Until::Ended).await;
+        assert_eq!(row.status, "completed");
+    });
+    let trace = std::fs::read_to_string(dir.path().join("trace")).unwrap();
+    assert_eq!(trace.lines().count(), 1, "{trace}");
+}
+
+#[test]
+fn a_quarantined_run_can_be_cancelled_without_running_its_step_again() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    let config = || Config {
+        limits: opcode_stdlib::limits::Limits {
+            recoveries: 1,
+            ..opcode_stdlib::limits::Limits::default()
+        },
+        ..config(dir.path())
+    };
+    let first = runtime();
+    let id = first.block_on(async {
+        let exec = executor(&store, config());
+        let id = exec.start(request(&slow_step(), &json!({}))).await.unwrap();
+        await_entries(&store, &id, "step_started", 1).await;
+        id
+    });
+    first.shutdown_timeout(Duration::from_millis(10));
+    let again = runtime();
+    again.block_on(async {
+        let exec = executor(&store, config());
+        exec.recover().await.unwrap();
+        await_entries(&store, &id, "action_redispatched", 1).await;
+    });
+    again.shutdown_timeout(Duration::from_millis(10));
+    runtime().block_on(async {
+        let exec = executor(&store, config());
+        exec.recover().await.unwrap();
+        let cancel = Event::Cancel {
+            reason: "enough".into(),
+        };
+        exec.deliver(&id, cancel).await.unwrap();
+        let row = settle(&exec, &id, Until::Ended).await;
+        assert_eq!(row.status, "cancelled");
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    });
+    assert!(
+        !dir.path().join("trace").exists(),
+        "the step never ran to its end"
+    );
+}
+
+#[test]
+fn a_graceful_shutdown_lets_runs_go_and_is_not_counted_as_a_crash() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    let config = || Config {
+        limits: opcode_stdlib::limits::Limits {
+            recoveries: 1,
+            ..opcode_stdlib::limits::Limits::default()
+        },
+        ..config(dir.path())
+    };
+    let mut id = String::new();
+    for round in 0..3 {
+        let rt = runtime();
+        rt.block_on(async {
+            let exec = executor(&store, config());
+            if round == 0 {
+                id = exec.start(request(&slow_step(), &json!({}))).await.unwrap();
+            } else {
+                assert_eq!(exec.recover().await.unwrap(), std::slice::from_ref(&id));
+            }
+            await_entries(&store, &id, "step_started", 1).await;
+            exec.shutdown(Duration::from_secs(5)).await;
+            assert!(exec.loaded().is_empty());
+            await_entries(&store, &id, "workflow_interrupted", round + 1).await;
+        });
+    }
+    runtime().block_on(async {
+        let exec = executor(&store, config());
+        assert_eq!(exec.recover().await.unwrap(), std::slice::from_ref(&id));
+        let row = settle(&exec, &id, Until::Ended).await;
+        assert_eq!(row.status, "completed");
+    });
+}

@@ -1,18 +1,20 @@
 //! The helper processes a runtime starts from its own binary: the sandbox
-//! stages of `shell.exec` and one jq evaluation. A binary that embeds the
+//! stages of `shell.exec`, an unsandboxed command tied to the runtime, and
+//! one jq evaluation. A binary that embeds the
 //! runtime calls [`main_if_helper`] first thing in `main`.
 
-use crate::isolation::sandbox;
+use crate::isolation::{sandbox, tether};
 use crate::jq::process;
 
 /// Does the helper's job and exits if this process was started as one;
 /// returns otherwise. Call it before any thread starts.
 pub fn main_if_helper() {
     sandbox::main_if_sandbox();
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| a == process::ARG)
-    {
+    let first = std::env::args_os().nth(1);
+    if first.as_deref().is_some_and(|a| a == process::ARG) {
         std::process::exit(process::main());
+    }
+    if first.as_deref().is_some_and(|a| a == tether::ARG) {
+        std::process::exit(tether::main());
     }
 }

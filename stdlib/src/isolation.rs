@@ -15,6 +15,7 @@ pub mod host;
 pub mod paths;
 pub mod sandbox;
 pub mod spawn;
+pub mod tether;
 
 use std::path::{Path, PathBuf};
 
@@ -37,6 +38,16 @@ pub struct IsolationConfig {
     /// The embedding's own files (its database, settings, vault key):
     /// hidden from sandboxes and denied to `fs.*`.
     pub hidden: Vec<PathBuf>,
+}
+
+impl IsolationConfig {
+    /// The cgroup hierarchy sandboxes go in.
+    pub fn cgroup_root(&self) -> PathBuf {
+        self.defaults
+            .cgroup_root
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(cgroup::ROOT))
+    }
 }
 
 /// Processes in a sandbox at once unless the policy says.
@@ -174,10 +185,7 @@ impl Policy {
             optional: settings.optional.clone(),
             user_namespace: settings.user_namespace.unwrap_or(true),
             hidden,
-            cgroup_root: settings
-                .cgroup_root
-                .clone()
-                .unwrap_or_else(|| PathBuf::from(cgroup::ROOT)),
+            cgroup_root: config.cgroup_root(),
         })
     }
 }

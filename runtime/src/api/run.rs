@@ -46,7 +46,12 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
         let status = row.map_or_else(|| "pending".to_owned(), |r| r.status);
         return Ok(json!({ "workflow_id": id, "status": status }));
     }
-    let settled = api.exec.wait_from(&id, Until::Settled, changes).await?;
+    // A run stopped by a refused write carries on later: name it.
+    let settled = api
+        .exec
+        .wait_from(&id, Until::Settled, changes)
+        .await
+        .map_err(|e| ToolError::from(e).with_details(json!({ "workflow_id": id })))?;
     match settled.state {
         Some(state) => Ok(summary::of_state(&state)),
         None => super::status::summary_of(api, &id).await,

@@ -19,7 +19,8 @@ pub enum Exit {
     Failed = 1,
     /// Bad arguments, a workflow that does not compile, bad inputs, a store error.
     Usage = 2,
-    /// The workflow waits for a decision or a signal.
+    /// The workflow waits for a decision or a signal (or, quarantined,
+    /// for a hand to resume it).
     Suspended = 3,
 }
 
@@ -28,7 +29,7 @@ impl Exit {
     pub fn of_status(status: &str) -> Exit {
         match status {
             "completed" => Exit::Ok,
-            "suspended" | "active" | "pending" => Exit::Suspended,
+            "suspended" | "active" | "pending" | "quarantined" => Exit::Suspended,
             _ => Exit::Failed,
         }
     }
@@ -136,6 +137,15 @@ pub async fn executor_and_vault(
     let isolation = settings
         .isolation(files.hidden(&data_dir), &workspaces)
         .map_err(fail)?;
+    // What a killed process left running must not overlap the steps
+    // this executor dispatches again.
+    let swept = opcode_stdlib::isolation::cgroup::sweep(&isolation.cgroup_root());
+    if swept > 0 {
+        tracing::info!(
+            count = swept,
+            "killed what dead processes left running in their sandboxes"
+        );
+    }
     let breakers = settings.breakers().map_err(fail)?;
     let limits = settings.limits().map_err(fail)?;
     let from_env = std::env::var_os("OPCODE_VAULT_KEY_FILE").map(PathBuf::from);

@@ -22,6 +22,8 @@ use super::common::{Exit, executor_and_vault, fail, home};
 
 /// How long the daemon waits for its plugins to come up before serving.
 const PLUGIN_START_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+/// How long the runs get, at shutdown, to note it and give their leases up.
+const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Flags of `serve` and `install` (each overrides settings and environment).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -212,7 +214,7 @@ pub async fn serve(args: Args) -> Exit {
         exec.clone(),
         shutdown.clone(),
     ));
-    let api = Api::new(exec).with_plugins(plugins);
+    let api = Api::new(exec.clone()).with_plugins(plugins);
     let panel = settings
         .panel
         .unwrap_or(true)
@@ -246,6 +248,7 @@ pub async fn serve(args: Args) -> Exit {
             stop.cancel();
         })
         .await;
+    exec.shutdown(SHUTDOWN_WAIT).await;
     match served {
         Ok(()) => Exit::Ok,
         Err(e) => fail(format!("the server stopped: {e}")),

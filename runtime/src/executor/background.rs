@@ -1,6 +1,6 @@
 //! The background loop: renews this process's leases, hands inbox messages
-//! to loaded runs, and (when adopting) loads workflows whose timers are due
-//! or whose inbox has mail.
+//! to loaded runs, loads again the runs a refused write unloaded, and (when
+//! adopting) loads workflows whose timers are due or whose inbox has mail.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
 use super::run::Msg;
-use super::{ExecError, Inner};
+use super::{ExecError, Inner, writes};
 use crate::log::stamp;
 use crate::owner;
 use crate::store::Commit;
@@ -53,6 +53,7 @@ async fn serve(inner: Arc<Inner>) {
             let _ = inner.store.renew(owner::current(), &until).await;
             renewed = Instant::now();
         }
+        reload_stranded(&inner).await;
         failed.retain(|_, at| at.elapsed() < BACKOFF);
         let mut wanted: BTreeSet<String> = BTreeSet::new();
         let mut mail: HashMap<String, Vec<i64>> = HashMap::new();
@@ -88,7 +89,8 @@ async fn serve(inner: Arc<Inner>) {
                 continue;
             }
             match inner.load(&id, Vec::new(), false).await {
-                Ok(()) | Err(ExecError::Held { .. }) => {}
+                // A quarantined run waits for a hand to resume it.
+                Ok(()) | Err(ExecError::Held { .. } | ExecError::Quarantined(_)) => {}
                 Err(ExecError::Ended { .. }) => {
                     // Mail for a run that has ended: nobody will read it.
                     let commit = Commit {
@@ -102,6 +104,26 @@ async fn serve(inner: Arc<Inner>) {
                     tracing::warn!(workflow = %id, error = %e, "cannot load workflow; retrying later");
                     failed.insert(id, Instant::now());
                 }
+            }
+        }
+    }
+}
+
+/// Loads again the runs a write the store refused unloaded; those it
+/// refuses again wait for the next try.
+async fn reload_stranded(inner: &Arc<Inner>) {
+    for id in inner.writes.due() {
+        match inner.load(&id, Vec::new(), false).await {
+            Err(ExecError::Store(e)) if writes::refused(&e) => {
+                tracing::debug!(workflow = %id, error = %e, "the store still refuses writes");
+            }
+            Ok(()) => {
+                tracing::info!(workflow = %id, "the store takes writes again: run reloaded");
+                inner.writes.settle(&id);
+            }
+            Err(e) => {
+                tracing::debug!(workflow = %id, error = %e, "stranded run not reloaded");
+                inner.writes.settle(&id);
             }
         }
     }

@@ -9,13 +9,14 @@ use opcode_vm::effect::{Effect, SecretSite};
 use opcode_vm::event::{EffectId, Event, RunMeta, TimerId};
 use opcode_vm::{Plan, RunStatus, Vm};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
 use super::caller::{Caller, Finished, Who};
 use super::programs::Loaded;
 use super::round::{Reply, Round, workflow_update};
 use super::{ExecError, Inner};
+use super::{quarantine, writes};
 use crate::breaker::Transition;
 use crate::log;
 use crate::owner;
@@ -34,6 +35,8 @@ pub enum Msg {
     Deliver(Box<Incoming>),
     /// Look for messages in the run's inbox.
     Inbox,
+    /// The process shuts down: note it, let the run go, then answer.
+    Shutdown(oneshot::Sender<()>),
 }
 
 /// An event on its way into a run.
@@ -58,6 +61,11 @@ impl Incoming {
             external: true,
             breaker_changes: Vec::new(),
         }
+    }
+
+    /// Does it cancel the run?
+    pub fn cancels(&self) -> bool {
+        matches!(self.event, Event::Cancel { .. })
     }
 
     /// A timer that fired.
@@ -112,6 +120,8 @@ pub struct RunTask {
     taken: HashSet<i64>,
     scratch: Vec<Effect>,
     resume_halted: bool,
+    /// Answered once a shutdown has let the run go.
+    shutting_down: Option<oneshot::Sender<()>>,
 }
 
 /// What a run starts from.
@@ -224,6 +234,7 @@ impl RunTask {
             taken: HashSet::new(),
             scratch: Vec::new(),
             resume_halted: false,
+            shutting_down: None,
         }
     }
 
@@ -275,6 +286,9 @@ impl RunTask {
             };
             if let Err(e) = self.round(batch).await {
                 return self.stop(&e).await;
+            }
+            if let Some(done) = self.shutting_down.take() {
+                return self.interrupt(done).await;
             }
         }
     }
@@ -333,6 +347,7 @@ impl RunTask {
     async fn take(&mut self, msg: Msg, batch: &mut Vec<Incoming>) {
         match msg {
             Msg::Deliver(incoming) => batch.push(*incoming),
+            Msg::Shutdown(done) => self.shutting_down = Some(done),
             Msg::Inbox => {
                 let Ok(messages) = self.inner.store.inbox(Some(&self.id)).await else {
                     return;
@@ -643,15 +658,57 @@ impl RunTask {
     }
 
     /// A commit failed: the log is the truth, so drop this copy of the run.
-    /// It is replayed when next loaded.
+    /// It is replayed when next loaded; after a write the store refused,
+    /// the background loop loads it again until the store takes writes.
     async fn stop(mut self, error: &ExecError) {
         tracing::warn!(workflow = %self.id, %error, "workflow unloaded after an error; it replays when next loaded");
         self.inner.runs().remove(&self.id);
+        if matches!(error, ExecError::Store(e) if writes::refused(e)) {
+            self.inner.writes.strand(&self.id);
+        }
         self.refuse_queued(error);
         for (_, (handle, _)) in self.inflight.drain() {
             handle.abort();
         }
-        self.release("unknown").await;
+        self.let_go().await;
+        self.inner.publish_failure(&self.id, error);
+        self.inner.wake.notify_one();
+    }
+
+    /// The process shuts down: notes it in the log (so that the recovery
+    /// at the next start does not count it as a crash, see
+    /// [`super::quarantine`]) and lets the run go; its actions in flight
+    /// run again at the next start.
+    async fn interrupt(mut self, done: oneshot::Sender<()>) {
+        self.inner.runs().remove(&self.id);
+        for (_, (handle, _)) in self.inflight.drain() {
+            handle.abort();
+        }
+        if self.create.is_none() {
+            let at = log::stamp(self.now());
+            let note = log::note(
+                &at,
+                quarantine::INTERRUPTED,
+                None,
+                &json!({"reason": "shutdown"}),
+            );
+            let commit = Commit {
+                workflow_id: self.id.clone(),
+                after_seq: self.last_seq,
+                entries: vec![note],
+                lease: (!self.released).then(|| LeaseChange::Release {
+                    owner: owner::current().to_owned(),
+                }),
+                ..Commit::default()
+            };
+            if self.inner.commit(commit, false).await.is_ok() {
+                self.last_seq += 1;
+                self.released = true;
+            }
+        }
+        self.refuse_queued(&ExecError::Stopped(self.id.clone()));
+        self.release(self.vm.status().as_str()).await;
+        let _ = done.send(());
     }
 
     /// Answers the events sent before the run left the runs map.
@@ -665,20 +722,25 @@ impl RunTask {
         }
     }
 
-    /// Stops the local timers (the durable ones stay in the store), gives
-    /// the lease up and tells waiters.
+    /// Lets the run go and tells waiters how it left.
     async fn release(&mut self, status: &str) {
-        for (_, (handle, _, _)) in self.timers.drain() {
-            handle.abort();
-        }
-        if !self.released {
-            let _ = self.inner.store.release(&self.id, owner::current()).await;
-        }
+        self.let_go().await;
         let state = self
             .settled_state
             .take()
             .filter(|s| s.workflow.status == status);
         self.inner.publish(&self.id, status, false, state);
         self.inner.wake.notify_one();
+    }
+
+    /// Stops the local timers (the durable ones stay in the store) and
+    /// gives the lease up.
+    async fn let_go(&mut self) {
+        for (_, (handle, _, _)) in self.timers.drain() {
+            handle.abort();
+        }
+        if !self.released {
+            let _ = self.inner.store.release(&self.id, owner::current()).await;
+        }
     }
 }

@@ -9,10 +9,11 @@ use super::{Fields, Panel};
 use crate::store::EventFilter;
 
 /// The statuses in the order the dashboard shows them.
-pub(crate) const STATUSES: [&str; 6] = [
+pub(crate) const STATUSES: [&str; 7] = [
     "active",
     "suspended",
     "pending",
+    "quarantined",
     "completed",
     "failed",
     "cancelled",

@@ -160,7 +160,10 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
             inputs.insert(step, payload);
         }
     }
-    let running = matches!(row.status.as_str(), "active" | "pending" | "suspended");
+    let running = matches!(
+        row.status.as_str(),
+        "active" | "pending" | "suspended" | "quarantined"
+    );
     let action = |name: &str, label: &str, class: &str| -> Markup {
         html! {
             form.inline method="post" action={"/workflows/" (encode(&id)) "/" (name)} {
@@ -185,7 +188,7 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
             }
             div.actions {
                 @if running { (action("cancel", "Cancel", "danger")) }
-                @if row.status == "suspended" { (action("resume", "Resume", "")) }
+                @if matches!(row.status.as_str(), "suspended" | "quarantined") { (action("resume", "Resume", "")) }
                 (action("rerun", "Re-run", ""))
                 a href={"/events?workflow=" (encode(&id))} { "Events" }
                 a href={"/api/runs/" (encode(&id)) "/ag-ui"} { "AG-UI stream" }

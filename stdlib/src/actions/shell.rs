@@ -122,7 +122,7 @@ pub async fn run(
     use serde_json::{Value, json};
     use tokio::io::AsyncWriteExt;
 
-    use crate::isolation::{Policy, sandbox, spawn};
+    use crate::isolation::{Policy, sandbox, spawn, tether};
 
     let mut policy = Policy::of(isolation, call, base)?;
     // An isolated process starts in its workspace (a relative `cwd` is in it).
@@ -168,13 +168,11 @@ pub async fn run(
     let (mut cmd, cgroup) = if let Some(sandboxed) = sandbox {
         (sandboxed.command, Some(sandboxed.cgroup))
     } else {
-        let mut c = tokio::process::Command::new(&inv.program);
+        let mut c = tether::command(isolation.helper.as_deref(), &inv.program, &inv.args);
         for name in crate::environment::not_inherited() {
             c.env_remove(name);
         }
-        c.args(&inv.args)
-            .current_dir(&inv.cwd)
-            .envs(inv.env.iter().cloned());
+        c.current_dir(&inv.cwd).envs(inv.env.iter().cloned());
         (c, None)
     };
     // Its own process group, so a timeout kills the whole tree.
@@ -254,6 +252,13 @@ pub async fn run(
             .find_map(|l| l.strip_prefix(sandbox::PREFIX))
     {
         return Err(crate::isolation::unavailable(&[line.to_owned()]));
+    }
+    if !isolated
+        && matches!(exit_code, 126 | 127)
+        && let Some(line) = stderr_text.strip_prefix(tether::PREFIX)
+    {
+        let line = line.lines().next().unwrap_or_default();
+        return Err(ActionError::execution(line.to_owned()));
     }
     let stdout_raw = String::from_utf8_lossy(&out).into_owned();
     let parsed = serde_json::from_str::<Value>(stdout_raw.trim())

@@ -202,7 +202,7 @@ impl Cgroup {
     /// Kills every process left in the cgroup.
     pub fn kill_all(&self) {
         for (_, dir) in &self.dirs {
-            if self.version == Version::V2 && fs::write(dir.join("cgroup.kill"), "1").is_ok() {
+            if self.version == Version::V2 && write_existing(&dir.join("cgroup.kill"), "1") {
                 continue;
             }
             for _ in 0..50 {
@@ -245,7 +245,95 @@ impl Drop for Cgroup {
     }
 }
 
+/// Kills what is left in the cgroups of processes that have died (a daemon
+/// killed before it could remove its own) and removes them; how many.
+/// Call it at start, before interrupted steps are dispatched again.
+pub fn sweep(root: &Path) -> usize {
+    let Some(version) = detect(root) else {
+        return 0;
+    };
+    let parents = match version {
+        Version::V2 => vec![root.join(PARENT)],
+        Version::V1 => ["memory", "pids", "cpu"]
+            .iter()
+            .map(|c| root.join(c).join(PARENT))
+            .collect(),
+    };
+    let mut swept = 0;
+    for parent in parents {
+        let Ok(children) = fs::read_dir(&parent) else {
+            continue;
+        };
+        for child in children.flatten() {
+            let name = child.file_name();
+            let Some(owner) = name.to_str().and_then(owner_of) else {
+                continue;
+            };
+            if owner != std::process::id() && Path::new("/proc").join(owner.to_string()).exists() {
+                continue;
+            }
+            let mut stale = Cgroup {
+                version,
+                dirs: vec![("stale", child.path())],
+            };
+            stale.remove();
+            swept += 1;
+        }
+    }
+    swept
+}
+
+/// The process that made cgroup `name` (named `PID-N-NANOS`).
+fn owner_of(name: &str) -> Option<u32> {
+    let (pid, rest) = name.split_once('-')?;
+    rest.contains('-').then_some(())?;
+    pid.parse().ok()
+}
+
+/// Writes `text` to `file` if it exists (never creates one).
+fn write_existing(file: &Path, text: &str) -> bool {
+    use std::io::Write;
+    fs::OpenOptions::new()
+        .write(true)
+        .open(file)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .is_ok()
+}
+
 /// CPU quota in microseconds per 100 ms period.
 fn quota(cores: f64) -> u64 {
     ((cores * 100_000.0).round() as u64).max(1000)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_cgroups_of_dead_processes_are_swept_and_the_living_ones_kept() {
+        let root = tempfile::tempdir().unwrap();
+        fs::write(root.path().join("cgroup.controllers"), "pids\n").unwrap();
+        let parent = root.path().join(PARENT);
+        // No process has pid 4194304 (the kernel's limit is below it).
+        let dead = parent.join("4194304-0-1");
+        let alive = parent.join("1-0-1");
+        let mine = parent.join(format!("{}-3-4", std::process::id()));
+        let other = parent.join("not-ours");
+        for dir in [&dead, &alive, &mine, &other] {
+            fs::create_dir_all(dir).unwrap();
+        }
+        assert_eq!(sweep(root.path()), 2);
+        assert!(!dead.exists() && !mine.exists());
+        assert!(alive.exists() && other.exists());
+    }
+
+    #[test]
+    fn only_names_this_runtime_gives_have_an_owner() {
+        assert_eq!(owner_of("123-4-5678"), Some(123));
+        assert_eq!(owner_of("123-4"), None);
+        assert_eq!(owner_of("user.slice"), None);
+        assert_eq!(owner_of("x-4-5"), None);
+    }
 }

@@ -81,6 +81,9 @@ pub struct Spec {
     pub user_namespace: bool,
     /// Install the seccomp filter.
     pub seccomp: bool,
+    /// The process that started the helper (the daemon): each stage dies
+    /// with its parent, so nothing outlives the daemon.
+    pub parent: u32,
     /// Paths the command must not see (the daemon's own files, other
     /// runs' workspaces): covered by an empty file system, or by an empty
     /// file for a file.

@@ -113,6 +113,7 @@ pub fn sandboxed(
         gid: policy.gid,
         user_namespace: *user_namespace,
         seccomp: *seccomp,
+        parent: std::process::id(),
         hidden: policy.hidden.clone(),
     };
     let mut command = tokio::process::Command::new(helper);

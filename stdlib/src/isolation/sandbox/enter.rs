@@ -1,5 +1,5 @@
-//! Stage 1, on the host: join the cgroup, start stage 2, map its user
-//! namespace's ids, relay its exit code.
+//! Stage 1, on the host: tie itself to the daemon, join the cgroup, start
+//! stage 2, map its user namespace's ids, relay its exit code.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -8,12 +8,16 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::{NAMESPACES_ARG, Spec, fail, next_stage, wait_for};
+use crate::isolation::tether::die_with;
 
 /// How long stage 2 may take to enter its namespaces.
 const UNSHARE_WAIT: Duration = Duration::from_secs(10);
 
 /// Stage 1.
 pub(super) fn enter(spec: &Spec) -> i32 {
+    if let Err(e) = die_with(spec.parent) {
+        return fail(&e);
+    }
     for procs in &spec.cgroups {
         if let Err(e) = std::fs::write(procs, "0") {
             return fail(&format!("cannot join {}: {e}", procs.display()));

@@ -109,6 +109,9 @@ pub(super) fn apply(spec: &Spec) -> Result<(), String> {
     nix::sys::prctl::set_dumpable(false)
         .map_err(|e| format!("cannot make the init undumpable: {e}"))?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| format!("cannot set no_new_privs: {e}"))?;
+    // Set again: dropping the capabilities (and the user) cleared it.
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+        .map_err(|e| format!("cannot tie the init to its parent: {e}"))?;
     if spec.seccomp {
         for filter in filters()? {
             seccompiler::apply_filter(&filter)

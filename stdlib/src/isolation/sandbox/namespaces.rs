@@ -8,12 +8,14 @@ use nix::sched::CloneFlags;
 use nix::unistd::{Gid, Uid, setgroups, setresgid, setresuid};
 
 use super::{INIT_ARG, Spec, fail, filesystem, next_stage, wait_for};
+use crate::isolation::tether::die_with;
 
 /// How long stage 1 may take to write the id maps.
 const MAP_WAIT: Duration = Duration::from_secs(10);
 
 /// Stage 2.
 pub(super) fn namespaces(spec: &Spec) -> i32 {
+    let stage1 = std::os::unix::process::parent_id();
     // Root's supplementary groups would follow it into the sandbox.
     if let Err(e) = setgroups(&[]) {
         return fail(&format!("cannot leave the supplementary groups: {e}"));
@@ -43,6 +45,10 @@ pub(super) fn namespaces(spec: &Spec) -> i32 {
         return fail(&e);
     }
     if let Err(e) = filesystem::build(spec) {
+        return fail(&e);
+    }
+    // After the last change of credentials, which would clear it.
+    if let Err(e) = die_with(stage1) {
         return fail(&e);
     }
     match next_stage(INIT_ARG) {
