@@ -18,9 +18,9 @@ use opcode_stdlib::exec::EnvSecrets;
 use opcode_vm::{Plan, Program, Vm};
 use serde_json::{Value, json};
 
-/// The allocator the shipped binaries use.
+/// The allocator the daemon uses.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn compile(workflow: &Value) -> (String, Program) {
     let text = workflow.to_string();

@@ -382,6 +382,11 @@ impl Executor {
         self.inner.programs.compiler()
     }
 
+    /// The run-time bounds in force (spec/limits.md).
+    pub fn limits(&self) -> &Limits {
+        &self.inner.config.limits
+    }
+
     /// Writes have been failing since when, and why (none: the last write
     /// succeeded).
     pub fn write_failure(&self) -> Option<WriteFailure> {

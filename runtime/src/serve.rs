@@ -6,6 +6,7 @@
 pub mod authority;
 pub mod depth;
 pub mod guard;
+pub mod sessions;
 pub mod sse;
 pub mod throttle;
 
@@ -18,7 +19,6 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::{ListenerExt, TapIo};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -49,9 +49,10 @@ pub fn router(
     let mcp = {
         // Built once: a stateless call gets a fresh handler per request.
         let server = OpcodeServer::new(api.clone(), agents.clone());
+        let limits = api.executor().limits();
         StreamableHttpService::new(
             move || Ok(server.for_session()),
-            LocalSessionManager::default().into(),
+            sessions::BoundedSessions::new(limits.sessions, limits.session_idle),
             // Host and Origin are checked by our guard, for every route alike.
             // Stateless (2026-07-28) calls get a plain JSON answer when the
             // tool sends nothing before it (an SSE stream otherwise): the

@@ -1,7 +1,9 @@
 //! `opcode.define`: compile a workflow and store it as the next version of
 //! a template, or reject it with its diagnostics as data.
 
+use opcode_compiler::diagnostics::Diagnostics;
 use opcode_compiler::diagnostics::render::json::to_json_array;
+use opcode_vm::Program;
 use opcode_vm::codes;
 use serde_json::{Map, Value, json};
 
@@ -43,11 +45,7 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
     wrapper.insert("definition".into(), definition);
     let wrapper = Value::Object(wrapper);
     let text = serde_json::to_string_pretty(&wrapper).unwrap_or_default();
-    let ceiling = api.exec.ceiling(agent_id);
-    let (program, diagnostics) = api
-        .exec
-        .compiler()
-        .compile_with(&text, FILE, Some(&ceiling));
+    let (program, diagnostics) = compile(api, &text, agent_id).await?;
     let rendered = checked(program.is_some(), diagnostics, FILE, &text)?;
     let trigger = trigger_of(args, name, agent_id)?;
     api.seen(agent_id).await?;
@@ -84,10 +82,27 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
     }))
 }
 
+/// Compiles `text` under the isolation ceiling of `agent`'s workflows, on
+/// a thread of its own: a large definition takes a while, and the async
+/// threads keep answering meanwhile.
+async fn compile(
+    api: &Api,
+    text: &str,
+    agent: Option<&str>,
+) -> Result<(Option<Program>, Diagnostics), ToolError> {
+    let (exec, text, agent) = (api.exec.clone(), text.to_owned(), agent.map(str::to_owned));
+    tokio::task::spawn_blocking(move || {
+        let ceiling = exec.ceiling(agent.as_deref());
+        exec.compiler().compile_with(&text, FILE, Some(&ceiling))
+    })
+    .await
+    .map_err(|e| ToolError::new(codes::R0123, format!("the compiler stopped: {e}")))
+}
+
 /// The diagnostics as data, or R0123 with them when one is an error.
 fn checked(
     compiled: bool,
-    diagnostics: opcode_compiler::diagnostics::Diagnostics,
+    diagnostics: Diagnostics,
     file: &str,
     text: &str,
 ) -> Result<Value, ToolError> {
@@ -157,7 +172,7 @@ fn definition_of(args: &Args) -> Result<Value, ToolError> {
             // Read as the compiler reads files, so that a duplicate key or
             // a syntax error is refused where it is, under the same rule as
             // `opcodec check`, before a lenient reader takes the last value.
-            let mut sink = opcode_compiler::diagnostics::Diagnostics::new();
+            let mut sink = Diagnostics::new();
             if opcode_compiler::syntax::json::parse(text, &mut sink).is_none() || sink.has_errors()
             {
                 return Err(checked(false, sink, "definition.json", text)
