@@ -66,7 +66,9 @@ impl BoundedSessions {
         if used.len() < self.most {
             return None;
         }
-        used.iter().min_by_key(|(_, at)| **at).map(|(id, _)| id.clone())
+        used.iter()
+            .min_by_key(|(_, at)| **at)
+            .map(|(id, _)| id.clone())
     }
 
     /// The sessions without a request for longer than `idle`.
@@ -187,12 +189,18 @@ mod tests {
         let (c, _tc) = sessions.create_session().await.unwrap();
         assert_eq!(sessions.open(), 2);
         assert!(sessions.has_session(&a).await.unwrap());
-        assert!(!sessions.has_session(&b).await.unwrap(), "b was used least recently");
+        assert!(
+            !sessions.has_session(&b).await.unwrap(),
+            "b was used least recently"
+        );
         assert!(sessions.has_session(&c).await.unwrap());
         assert!(sessions.idle_ones().is_empty());
-        sessions
-            .used()
-            .insert(a.clone(), Instant::now().checked_sub(Duration::from_secs(7200)).unwrap());
+        sessions.used().insert(
+            a.clone(),
+            Instant::now()
+                .checked_sub(Duration::from_secs(7200))
+                .unwrap(),
+        );
         assert_eq!(sessions.idle_ones(), [a]);
     }
 }
