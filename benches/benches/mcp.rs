@@ -213,6 +213,7 @@ async fn over_http(uri: &str, runs: usize) {
 }
 
 fn main() {
+    opcode_runtime::allocator::return_freed_memory();
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         return;

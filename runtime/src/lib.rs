@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod agui;
+pub mod allocator;
 pub mod api;
 pub mod breaker;
 pub mod executor;

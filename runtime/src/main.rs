@@ -12,8 +12,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// jemalloc, with its background thread: as fast as mimalloc here, and a
-/// long-running daemon gives memory freed after a burst back to the system
+/// jemalloc: as fast as mimalloc here, and with its background thread
+/// (started below, once past the helpers) a long-running daemon gives
+/// memory freed after a burst back to the system
 /// (spec/decisions/0024-the-daemon-allocator.md).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -21,6 +22,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 fn main() -> ExitCode {
     // A helper (a sandbox stage, a jq evaluation) does its job and exits here.
     opcode_stdlib::helpers::main_if_helper();
+    opcode_runtime::allocator::return_freed_memory();
     // The daemon's token and passphrase leave its environment (this may
     // start the program again, as the same process).
     if let Err(e) = cli::secrets_out_of_sight() {

@@ -84,7 +84,7 @@ impl BoundedSessions {
 /// Closes idle sessions now and then, while the manager lives.
 async fn sweep(sessions: Weak<BoundedSessions>) {
     let every = match sessions.upgrade() {
-        Some(s) => (s.idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60)),
+        Some(s) => (s.idle / 4).clamp(Duration::from_secs(1), Duration::from_mins(1)),
         None => return,
     };
     loop {
@@ -182,7 +182,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_least_recently_used_session_makes_room_and_idle_ones_are_found() {
-        let sessions = BoundedSessions::new(2, Duration::from_secs(3600));
+        let sessions = BoundedSessions::new(2, Duration::from_hours(1));
         let (a, _ta) = sessions.create_session().await.unwrap();
         let (b, _tb) = sessions.create_session().await.unwrap();
         sessions.touch(&a);
@@ -197,9 +197,7 @@ mod tests {
         assert!(sessions.idle_ones().is_empty());
         sessions.used().insert(
             a.clone(),
-            Instant::now()
-                .checked_sub(Duration::from_secs(7200))
-                .unwrap(),
+            Instant::now().checked_sub(Duration::from_hours(2)).unwrap(),
         );
         assert_eq!(sessions.idle_ones(), [a]);
     }
