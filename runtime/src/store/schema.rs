@@ -9,10 +9,11 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (2, "schedules", V2),
     (3, "vault", V3),
     (4, "leaner writes", V4),
+    (5, "quarantined runs", V5),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 4;
+pub const LATEST: i64 = 5;
 
 const V1: &str = "
 CREATE TABLE agents (
@@ -216,4 +217,46 @@ CREATE INDEX workflows_by_agent ON workflows (agent_id, created_at DESC)
 DROP INDEX workflows_by_parent;
 CREATE INDEX workflows_by_parent ON workflows (parent_workflow_id)
     WHERE parent_workflow_id IS NOT NULL;
+";
+
+/// A run may be `quarantined` (spec/limits.md): SQLite cannot change a
+/// CHECK constraint in place, so the table is made again with every row.
+const V5: &str = "
+CREATE TABLE workflows_v5 (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    template_name TEXT,
+    template_version INTEGER,
+    source_hash TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending'
+        CHECK (status IN ('pending', 'active', 'suspended', 'quarantined', 'completed', 'failed', 'cancelled')),
+    agent_id TEXT,
+    parent_workflow_id TEXT,
+    input_params TEXT NOT NULL DEFAULT '{}',
+    output TEXT,
+    error TEXT,
+    context TEXT,
+    base_dir TEXT,
+    last_seq INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    started_at TEXT,
+    completed_at TEXT,
+    updated_at TEXT NOT NULL,
+    lease_owner TEXT,
+    lease_expires_at TEXT
+);
+INSERT INTO workflows_v5 (id, name, template_name, template_version, source_hash, status, agent_id,
+    parent_workflow_id, input_params, output, error, context, base_dir, last_seq, created_at, started_at,
+    completed_at, updated_at, lease_owner, lease_expires_at)
+SELECT id, name, template_name, template_version, source_hash, status, agent_id,
+    parent_workflow_id, input_params, output, error, context, base_dir, last_seq, created_at, started_at,
+    completed_at, updated_at, lease_owner, lease_expires_at FROM workflows;
+DROP TABLE workflows;
+ALTER TABLE workflows_v5 RENAME TO workflows;
+CREATE INDEX workflows_by_status ON workflows (status, created_at DESC);
+CREATE INDEX workflows_by_agent ON workflows (agent_id, created_at DESC)
+    WHERE agent_id IS NOT NULL;
+CREATE INDEX workflows_by_parent ON workflows (parent_workflow_id)
+    WHERE parent_workflow_id IS NOT NULL;
+CREATE INDEX workflows_by_created ON workflows (created_at DESC);
 ";

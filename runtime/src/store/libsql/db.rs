@@ -1097,16 +1097,13 @@ mod tests {
 
     use super::*;
 
-    /// A database left by schema 3 keeps its leases when migrated.
-    #[test]
-    fn leases_move_into_the_workflow_rows() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("v3.db");
+    /// Makes the database at `path` as schema `version` left it, then runs `sql`.
+    fn left_by_schema(path: &Path, version: usize, sql: &str) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
         rt.block_on(async {
-            let conn = libsql::Builder::new_local(&path)
+            let conn = libsql::Builder::new_local(path)
                 .build()
                 .await
                 .unwrap()
@@ -1119,19 +1116,26 @@ mod tests {
             )
             .await
             .unwrap();
-            for &(version, name, sql) in &MIGRATIONS[..3] {
+            for &(version, name, sql) in &MIGRATIONS[..version] {
                 migrate_one(&conn, version, name, sql).await.unwrap();
             }
-            conn.execute_batch(
-                "INSERT INTO workflows (id, name, source_hash, status, created_at, updated_at) \
-                 VALUES ('w', 'wf', 'h', 'active', 'a', 'a'), ('v', 'wf', 'h', 'active', 'a', 'a'); \
-                 INSERT INTO leases (workflow_id, owner, expires_at) \
-                 VALUES ('w', 'me', '2999-01-01T00:00:00.000Z');",
-            )
-            .await
-            .unwrap();
+            conn.execute_batch(sql).await.unwrap();
         });
-        drop(rt);
+    }
+
+    /// A database left by schema 3 keeps its leases when migrated.
+    #[test]
+    fn leases_move_into_the_workflow_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v3.db");
+        left_by_schema(
+            &path,
+            3,
+            "INSERT INTO workflows (id, name, source_hash, status, created_at, updated_at) \
+             VALUES ('w', 'wf', 'h', 'active', 'a', 'a'), ('v', 'wf', 'h', 'active', 'a', 'a'); \
+             INSERT INTO leases (workflow_id, owner, expires_at) \
+             VALUES ('w', 'me', '2999-01-01T00:00:00.000Z');",
+        );
         let db = Db::open(&path, Durability::Normal).unwrap();
         let now = "2026-01-01T00:00:00.000Z";
         let until = "2026-01-01T00:00:30.000Z";
@@ -1150,5 +1154,51 @@ mod tests {
             db.claim("v", "me", None, now, until).unwrap(),
             Claim::Held { owner, .. } if owner == "you"
         ));
+    }
+
+    /// A database left by schema 4 keeps its runs, leases and indexes, and
+    /// takes the `quarantined` status.
+    #[test]
+    fn runs_may_be_quarantined_after_the_migration() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v4.db");
+        left_by_schema(
+            &path,
+            4,
+            "INSERT INTO workflows (id, name, source_hash, status, created_at, updated_at, \
+             lease_owner, lease_expires_at) \
+             VALUES ('w', 'wf', 'h', 'active', 'a', 'a', 'me', '2999-01-01T00:00:00.000Z');",
+        );
+        let db = Db::open(&path, Durability::Normal).unwrap();
+        let now = "2026-01-01T00:00:00.000Z";
+        assert!(matches!(
+            db.claim("w", "you", None, now, now).unwrap(),
+            Claim::Held { owner, .. } if owner == "me"
+        ));
+        let count = |sql: &str| -> i64 {
+            db.block(async {
+                let mut rows = db.conn.query(sql, ()).await.unwrap();
+                get(&rows.next().await.unwrap().unwrap(), 0).unwrap()
+            })
+        };
+        db.block(db.conn.execute(
+            "UPDATE workflows SET status = 'quarantined' WHERE id = 'w'",
+            (),
+        ))
+        .unwrap();
+        assert_eq!(
+            count("SELECT COUNT(*) FROM workflows WHERE status = 'quarantined'"),
+            1
+        );
+        assert_eq!(
+            count(
+                "SELECT COUNT(*) FROM sqlite_schema WHERE tbl_name = 'workflows' AND type = 'index' AND sql IS NOT NULL"
+            ),
+            4
+        );
+        assert!(
+            db.block(db.conn.execute("UPDATE workflows SET status = 'lost'", ()))
+                .is_err()
+        );
     }
 }
