@@ -17,8 +17,9 @@ def free_port():
 
 
 class Daemon:
-    def __init__(self, binary, home, port, env=None, args=(), cwd=None, log=None):
+    def __init__(self, binary, home, port, env=None, args=(), cwd=None, log=None, db=None):
         self.binary, self.home, self.port = binary, home, port
+        self.db = db or f"{home}/opcode.db"
         self.env, self.args, self.cwd = env or {}, list(args), cwd
         # A daemon that logs much writes to a file: a pipe nobody reads fills up.
         self.log = log
@@ -31,7 +32,7 @@ class Daemon:
     def start(self):
         env = dict(os.environ, HOME=self.home, **self.env)
         self.process = subprocess.Popen(
-            [self.binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--db", f"{self.home}/opcode.db",
+            [self.binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--db", self.db,
              *self.args], env=env, stderr=open(self.log, "a") if self.log else subprocess.PIPE, text=True,
             cwd=self.cwd)
         deadline = time.time() + 30
