@@ -245,7 +245,7 @@ async fn bench(durability: Durability, quick: bool, only: Option<&str>) {
 }
 
 fn main() {
-    opcode_runtime::allocator::return_freed_memory();
+    opcode_daemon::allocator::return_freed_memory();
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "quick");
     // `only=NAME` runs one scenario (seq10, fan10, fan100, concurrent,

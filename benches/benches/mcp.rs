@@ -11,9 +11,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use opcode_runtime::api::Api;
+use opcode_daemon::api::Api;
+use opcode_daemon::serve::{self, Gate, Guard};
 use opcode_runtime::executor::Config;
-use opcode_runtime::serve::{self, Gate, Guard};
 use opcode_runtime::store::libsql::LibsqlStore;
 use opcode_runtime::{Durability, EventStore, Executor};
 use opcode_stdlib::exec::EnvSecrets;
@@ -213,7 +213,7 @@ async fn over_http(uri: &str, runs: usize) {
 }
 
 fn main() {
-    opcode_runtime::allocator::return_freed_memory();
+    opcode_daemon::allocator::return_freed_memory();
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         return;

@@ -19,6 +19,7 @@
 mod background;
 mod caller;
 mod ceiling;
+mod observer;
 mod programs;
 mod quarantine;
 mod round;
@@ -45,6 +46,7 @@ use tokio::sync::{Notify, Semaphore, broadcast, mpsc, oneshot};
 
 pub use self::background::Background;
 pub use self::ceiling::CeilingCheck;
+pub use self::observer::Observer;
 use self::programs::Programs;
 pub use self::quarantine::QUARANTINED;
 use self::run::{Incoming, Msg, RunFacts, RunTask, Setup};
@@ -53,7 +55,6 @@ use self::services::RuntimeServices;
 pub use self::writes::WriteFailure;
 use self::writes::Writes;
 use crate::log::{self, stamp};
-use crate::metrics::Metrics;
 use crate::owner;
 use crate::store::{
     Claim, Commit, EntryKind, EventStore, LogEntry, NewWorkflow, Source, StoreError,
@@ -285,7 +286,7 @@ pub(crate) struct Inner {
     changes: broadcast::Sender<Change>,
     emitted: broadcast::Sender<Emitted>,
     appended: broadcast::Sender<Arc<Appended>>,
-    metrics: Arc<Metrics>,
+    observer: std::sync::OnceLock<Arc<dyn Observer>>,
     wake: Notify,
     writes: Writes,
     notifier: std::sync::OnceLock<Arc<dyn Notifier>>,
@@ -319,7 +320,7 @@ impl Executor {
                 changes,
                 emitted,
                 appended,
-                metrics: Arc::new(Metrics::new()),
+                observer: std::sync::OnceLock::new(),
                 wake: Notify::new(),
                 writes: Writes::default(),
                 notifier: std::sync::OnceLock::new(),
@@ -408,9 +409,10 @@ impl Executor {
         self.inner.appended.subscribe()
     }
 
-    /// The metrics the executor keeps.
-    pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.inner.metrics
+    /// Sets who watches the executor (the daemon's metrics; once, later
+    /// calls are ignored).
+    pub fn set_observer(&self, observer: Arc<dyn Observer>) {
+        let _ = self.inner.observer.set(observer);
     }
 
     /// Starts a run and returns its id once its creation is committed.
@@ -494,6 +496,13 @@ impl Inner {
         self.runs.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Who watches this executor.
+    fn observer(&self) -> &dyn Observer {
+        self.observer
+            .get()
+            .map_or(&observer::Unobserved as &dyn Observer, |o| o.as_ref())
+    }
+
     /// Writes `commit`, then counts and broadcasts what it appended; with
     /// `read_back`, also reads the workflow's state as it left it.
     async fn commit(
@@ -532,7 +541,7 @@ impl Inner {
         };
         self.writes.record(&written);
         let state = written?;
-        self.metrics.appended(kinds);
+        self.observer().appended(&kinds);
         if let Some(feed) = feed {
             let _ = self.appended.send(Arc::new(feed));
         }

@@ -1,4 +1,4 @@
-//! The opcode runtime: runs compiled workflows durably.
+//! The opcode engine: runs compiled workflows durably.
 //!
 //! - [`store`]: the event store contract and its libSQL and in-memory
 //!   implementations (schema in `spec/events.md`);
@@ -6,27 +6,19 @@
 //!   recovers interrupted runs, fires durable timers;
 //! - [`log`]: how VM events and records become log entries;
 //! - [`owner`]: which process owns a workflow (leases);
+//! - [`vault`]: secrets, encrypted in the store;
+//! - [`schedule`]: cron schedules and when they fire next;
 //! - [`time`]: the clock and the one timestamp encoding.
 //!
-//! The `opcode` binary (`src/main.rs`, `src/cli/`) is a thin shell over these.
+//! It knows no HTTP, MCP, HTML or telemetry library: the `opcode` daemon
+//! and CLI (`runtime/daemon`, crate `opcode-daemon`) are shells over it.
 #![warn(missing_docs)]
 
-pub mod agui;
-pub mod allocator;
-pub mod api;
 pub mod breaker;
 pub mod executor;
 pub mod log;
-pub mod mcp;
-pub mod metrics;
-pub mod otel;
 pub mod owner;
-pub mod panel;
-pub mod plugins;
 pub mod schedule;
-pub mod scheduler;
-pub mod serve;
-pub mod settings;
 pub mod store;
 pub mod summary;
 pub mod time;

@@ -2,7 +2,7 @@
 Python SDK: p50 and p99 (a benchmark, not part of the test command).
 
 Usage: python bench_run.py PATH_TO_OPCODE [RUNS]
-Build the daemon with `cargo build --release -p opcode-runtime --bin opcode`
+Build the daemon with `cargo build --release -p opcode-daemon --bin opcode`
 and pass target/release/opcode; results go in benches/README.md.
 """
 

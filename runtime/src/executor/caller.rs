@@ -1,6 +1,6 @@
 //! One action call of a run: its secrets resolved, its circuit breaker
-//! asked, a worker slot held while it runs, and the call counted and timed
-//! in the metrics. Spawned for most actions; awaited in place, inside the
+//! asked, a worker slot held while it runs, and the call's end and time told
+//! to the executor's observer. Spawned for most actions; awaited in place, inside the
 //! round, for immediate ones (spec/events.md, "Immediate actions").
 
 use std::sync::Arc;
@@ -12,9 +12,8 @@ use opcode_vm::error::ActionError;
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::Inner;
+use super::{Inner, Observer};
 use crate::breaker::{Breakers, Outcome, Transition};
-use crate::metrics::Metrics;
 use crate::time::now_ms;
 use crate::workspace::Workspaces;
 
@@ -24,7 +23,7 @@ pub struct Caller {
     permits: Arc<Semaphore>,
     secrets: Arc<dyn Secrets>,
     breakers: Arc<Breakers>,
-    metrics: Arc<Metrics>,
+    observer: Option<Arc<dyn Observer>>,
     workspaces: Option<Workspaces>,
     /// The values of the run's secrets, read at its first call that needs them.
     run_secrets: tokio::sync::OnceCell<Revealed>,
@@ -62,7 +61,7 @@ impl Caller {
             permits: inner.permits.clone(),
             secrets: inner.secrets.clone(),
             breakers: inner.breakers.clone(),
-            metrics: inner.metrics.clone(),
+            observer: inner.observer.get().cloned(),
             workspaces: inner.config.workspaces.clone(),
             run_secrets: tokio::sync::OnceCell::new(),
         }
@@ -159,15 +158,17 @@ impl Caller {
         })
     }
 
-    /// Runs `call`, counting it and timing it in the metrics.
+    /// Runs `call`, telling the observer how it ended and how long it took.
     async fn timed(&self, call: &Call) -> Result<Value, ActionError> {
         let started = std::time::Instant::now();
         let result = self.actions.run(call).await;
-        self.metrics.action(
-            &call.action,
-            result.is_ok(),
-            started.elapsed().as_secs_f64(),
-        );
+        if let Some(observer) = &self.observer {
+            observer.action_ended(
+                &call.action,
+                result.is_ok(),
+                started.elapsed().as_secs_f64(),
+            );
+        }
         result
     }
 }

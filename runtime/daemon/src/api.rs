@@ -1,0 +1,193 @@
+//! The six tools of the MCP interface (`opcode.define`, `opcode.run`,
+//! `opcode.status`, `opcode.signal`, `opcode.query`, `opcode.diagram`),
+//! independent of any transport: JSON arguments in, a JSON result or a
+//! coded [`ToolError`] out. The contract is `spec/mcp.md`.
+
+mod args;
+mod define;
+mod diagram;
+mod query;
+mod run;
+mod schemas;
+mod signal;
+mod status;
+mod templates;
+
+use std::sync::Arc;
+
+use opcode_vm::Code;
+use opcode_vm::codes;
+use serde_json::{Value, json};
+
+use crate::metrics::Metrics;
+use crate::plugins::Plugins;
+use opcode_runtime::executor::{ExecError, Executor};
+use opcode_runtime::store::{EventStore, StoreError};
+
+pub use define::check_text;
+pub use query::schedule_json;
+pub use run::start_template;
+pub use schemas::{INSTRUCTIONS, ToolSpec, tools};
+
+/// A tool's failure: a stable code, a message, and data an agent can act on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolError {
+    /// The code (`R0122`…).
+    pub code: Code,
+    /// What went wrong.
+    pub message: String,
+    /// Details (diagnostics, the problems with the inputs…).
+    pub details: Option<Value>,
+}
+
+impl ToolError {
+    /// An error without details.
+    pub fn new(code: Code, message: impl Into<String>) -> ToolError {
+        ToolError {
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// Attaches details.
+    pub fn with_details(mut self, details: Value) -> ToolError {
+        self.details = Some(details);
+        self
+    }
+
+    /// The error as the JSON a tool result carries.
+    pub fn to_json(&self) -> Value {
+        let mut error = json!({
+            "code": self.code.id,
+            "name": self.code.name,
+            "message": self.message,
+        });
+        if let Some(details) = &self.details {
+            error["details"] = details.clone();
+        }
+        json!({ "error": error })
+    }
+}
+
+impl From<StoreError> for ToolError {
+    fn from(e: StoreError) -> ToolError {
+        match e {
+            StoreError::NotFound(id) => {
+                ToolError::new(codes::R0121, format!("workflow `{id}` not found"))
+            }
+            StoreError::Backend(_) | StoreError::Closed | StoreError::Schema { .. } => {
+                ToolError::new(
+                    codes::R0131,
+                    format!("{e}; runs carry on by themselves once the store takes writes again"),
+                )
+            }
+            other => ToolError::new(codes::R0109, format!("the store failed: {other}")),
+        }
+    }
+}
+
+impl From<ExecError> for ToolError {
+    fn from(e: ExecError) -> ToolError {
+        let code = match &e {
+            ExecError::NotFound(_) => codes::R0121,
+            ExecError::Ended { .. }
+            | ExecError::Refused(_)
+            | ExecError::Held { .. }
+            | ExecError::Quarantined(_) => codes::R0114,
+            ExecError::Store(store) => return ToolError::from(store.clone()),
+            ExecError::Program(_) | ExecError::Replay { .. } | ExecError::Stopped(_) => {
+                codes::R0109
+            }
+        };
+        ToolError::new(code, e.to_string())
+    }
+}
+
+/// A tool's outcome.
+pub type ToolResult = Result<Value, ToolError>;
+
+/// The tools, over one executor and its store.
+#[derive(Clone)]
+pub struct Api {
+    exec: Executor,
+    metrics: Arc<Metrics>,
+    plugins: Option<Arc<Plugins>>,
+    templates: Arc<templates::TemplateCache>,
+}
+
+impl std::fmt::Debug for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api").finish_non_exhaustive()
+    }
+}
+
+impl Api {
+    /// The tools over `exec`, counting what it does in metrics of their
+    /// own (the first `Api` over an executor is its observer).
+    pub fn new(exec: Executor) -> Api {
+        let metrics = Arc::new(Metrics::new());
+        exec.set_observer(metrics.clone());
+        Api {
+            exec,
+            metrics,
+            plugins: None,
+            templates: Arc::default(),
+        }
+    }
+
+    /// The tools, reporting on `plugins` too (`opcode.query` of `plugins`).
+    #[must_use]
+    pub fn with_plugins(mut self, plugins: Arc<Plugins>) -> Api {
+        self.plugins = Some(plugins);
+        self
+    }
+
+    /// The daemon's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The executor the tools drive.
+    pub fn executor(&self) -> &Executor {
+        &self.exec
+    }
+
+    /// Each plugin's state (`Plugins::report`); empty without plugins.
+    pub fn plugins_report(&self) -> Vec<Value> {
+        self.plugins
+            .as_ref()
+            .map(|p| p.report())
+            .unwrap_or_default()
+    }
+
+    fn store(&self) -> &Arc<dyn EventStore> {
+        self.exec.store()
+    }
+
+    /// Calls the tool `name` with `args` (a JSON object).
+    pub async fn call(&self, name: &str, args: Value) -> ToolResult {
+        let args = args::Args::new(args)?;
+        match name {
+            "opcode.define" => define::define(self, &args).await,
+            "opcode.run" => run::run(self, &args).await,
+            "opcode.status" => status::status(self, &args).await,
+            "opcode.signal" => signal::signal(self, &args).await,
+            "opcode.query" => query::query(self, &args).await,
+            "opcode.diagram" => diagram::diagram(self, &args).await,
+            other => Err(ToolError::new(
+                codes::R0122,
+                format!("there is no tool `{other}`"),
+            )),
+        }
+    }
+
+    /// Registers or refreshes the calling agent.
+    async fn seen(&self, agent_id: Option<&str>) -> Result<(), ToolError> {
+        if let Some(agent) = agent_id {
+            let at = opcode_runtime::time::rfc3339(opcode_runtime::time::now_ms());
+            self.store().touch_agent(agent, &at).await?;
+        }
+        Ok(())
+    }
+}

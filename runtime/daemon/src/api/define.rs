@@ -1,0 +1,274 @@
+//! `opcode.define`: compile a workflow and store it as the next version of
+//! a template, or reject it with its diagnostics as data.
+
+use opcode_compiler::diagnostics::Diagnostics;
+use opcode_compiler::diagnostics::render::json::to_json_array;
+use opcode_vm::Program;
+use opcode_vm::codes;
+use serde_json::{Map, Value, json};
+
+use super::args::Args;
+use super::{Api, ToolError, ToolResult};
+use opcode_runtime::schedule::{Missed, Schedule};
+use opcode_runtime::store::{ScheduleRow, TemplateDraft};
+use opcode_runtime::time::{now_ms, rfc3339};
+
+/// The file name diagnostics are reported against.
+const FILE: &str = "opcode.define";
+
+/// Handles `opcode.define`.
+pub async fn define(api: &Api, args: &Args) -> ToolResult {
+    let from_opc;
+    let args = match args.get("definition") {
+        Some(Value::String(text)) if !text.trim_start().starts_with('{') => {
+            from_opc = with_template_fields(args, opc_definition(api, text)?);
+            &from_opc
+        }
+        _ => args,
+    };
+    let name = args.str("name")?;
+    let agent_id = args.opt_str("agent_id")?;
+    let description = args.opt_str("description")?.unwrap_or_default();
+    let definition = definition_of(args)?;
+    // Compile the arguments' own shape, so that diagnostics' pointers name
+    // the argument (`/definition/steps/0/action`).
+    let mut wrapper = Map::new();
+    wrapper.insert("name".into(), name.into());
+    if !description.is_empty() {
+        wrapper.insert("description".into(), description.into());
+    }
+    for key in ["input_schema", "output_schema", "triggers"] {
+        if let Some(value) = args.get(key) {
+            wrapper.insert(key.into(), value.clone());
+        }
+    }
+    wrapper.insert("definition".into(), definition);
+    let wrapper = Value::Object(wrapper);
+    let text = serde_json::to_string_pretty(&wrapper).unwrap_or_default();
+    let (program, diagnostics) = compile(api, &text, agent_id).await?;
+    let rendered = checked(program.is_some(), diagnostics, FILE, &text)?;
+    let trigger = trigger_of(args, name, agent_id)?;
+    api.seen(agent_id).await?;
+    let text_of = |key: &str| wrapper.get(key).map(Value::to_string);
+    let row = api
+        .store()
+        .define_template(TemplateDraft {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            definition: text.clone(),
+            input_schema: text_of("input_schema"),
+            output_schema: text_of("output_schema"),
+            triggers: text_of("triggers").unwrap_or_else(|| "{}".into()),
+            agent_id: agent_id.map(str::to_owned),
+            at: rfc3339(now_ms()),
+        })
+        .await?;
+    let row = api.templates.keep(row, true);
+    let trigger_id = trigger_id(name);
+    let schedule = if let Some(job) = trigger {
+        let summary = json!({"id": job.id, "cron": job.cron, "timezone": job.timezone});
+        api.store().save_schedule(job).await?;
+        summary
+    } else {
+        api.store().delete_schedule(&trigger_id).await?;
+        Value::Null
+    };
+    Ok(json!({
+        "name": row.name,
+        "schedule": schedule,
+        "version": format!("v{}", row.version),
+        "version_number": row.version,
+        "warnings": rendered,
+    }))
+}
+
+/// Compiles `text` under the isolation ceiling of `agent`'s workflows, on
+/// a thread of its own: a large definition takes a while, and the async
+/// threads keep answering meanwhile.
+async fn compile(
+    api: &Api,
+    text: &str,
+    agent: Option<&str>,
+) -> Result<(Option<Program>, Diagnostics), ToolError> {
+    let (exec, text, agent) = (api.exec.clone(), text.to_owned(), agent.map(str::to_owned));
+    tokio::task::spawn_blocking(move || {
+        let ceiling = exec.ceiling(agent.as_deref());
+        exec.compiler().compile_with(&text, FILE, Some(&ceiling))
+    })
+    .await
+    .map_err(|e| ToolError::new(codes::R0123, format!("the compiler stopped: {e}")))
+}
+
+/// The diagnostics as data, or R0123 with them when one is an error.
+fn checked(
+    compiled: bool,
+    diagnostics: Diagnostics,
+    file: &str,
+    text: &str,
+) -> Result<Value, ToolError> {
+    let sorted = diagnostics.into_sorted();
+    let rendered = to_json_array(&sorted, file, text);
+    let count = rendered
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["severity"] == "error")
+        .count();
+    if compiled && count == 0 {
+        return Ok(rendered);
+    }
+    Err(ToolError::new(
+        codes::R0123,
+        format!(
+            "the workflow does not compile ({count} error{}); nothing was stored",
+            if count == 1 { "" } else { "s" }
+        ),
+    )
+    .with_details(json!({ "diagnostics": rendered })))
+}
+
+/// Compiles `text` as the file `file` (JSON or `.opc` by its extension):
+/// its diagnostics as data, or R0123 with them when one is an error.
+pub fn check_text(api: &Api, text: &str, file: &str) -> Result<Value, ToolError> {
+    let (program, diagnostics) = api.exec.compiler().compile(text, file);
+    checked(program.is_some(), diagnostics, file, text)
+}
+
+/// A `definition` in `.opc` text: checked as written (so diagnostics point
+/// into it), then converted to the workflow object.
+fn opc_definition(api: &Api, text: &str) -> Result<Value, ToolError> {
+    const OPC_FILE: &str = "definition.opc";
+    check_text(api, text, OPC_FILE)?;
+    opcode_compiler::syntax::opc::to_json(text).map_err(|diagnostics| {
+        checked(false, diagnostics, OPC_FILE, text)
+            .err()
+            .unwrap_or_else(|| ToolError::new(codes::R0123, "the .opc text does not convert"))
+    })
+}
+
+/// The arguments with `value` (converted `.opc` text) as the definition;
+/// when it is a whole template (`definition` inside), its `description`,
+/// schemas and triggers fill in what the arguments do not give.
+fn with_template_fields(args: &Args, value: Value) -> Args {
+    let Some(inner) = value.get("definition").filter(|d| d.is_object()) else {
+        return args.with("definition", value);
+    };
+    let mut merged = args.with("definition", inner.clone());
+    for key in ["description", "input_schema", "output_schema", "triggers"] {
+        if args.get(key).is_none()
+            && let Some(field) = value.get(key)
+        {
+            merged = merged.with(key, field.clone());
+        }
+    }
+    merged
+}
+
+/// The `definition` argument: an object, or JSON text of one.
+fn definition_of(args: &Args) -> Result<Value, ToolError> {
+    match args.get("definition") {
+        Some(Value::Object(map)) => Ok(Value::Object(map.clone())),
+        Some(Value::String(text)) => {
+            // Read as the compiler reads files, so that a duplicate key or
+            // a syntax error is refused where it is, under the same rule as
+            // `opcodec check`, before a lenient reader takes the last value.
+            let mut sink = Diagnostics::new();
+            if opcode_compiler::syntax::json::parse(text, &mut sink).is_none() || sink.has_errors()
+            {
+                return Err(checked(false, sink, "definition.json", text)
+                    .err()
+                    .unwrap_or_else(|| {
+                        ToolError::new(codes::R0122, "`definition` is not valid JSON")
+                    }));
+            }
+            match serde_json::from_str::<Value>(text) {
+                Ok(value) if value.is_object() => Ok(value),
+                _ => Err(ToolError::new(
+                    codes::R0122,
+                    "`definition` must be a workflow object (or JSON text of one)",
+                )),
+            }
+        }
+        Some(other) => Err(ToolError::new(
+            codes::R0122,
+            format!(
+                "`definition` must be a workflow object, got {}",
+                super::args::kind(other)
+            ),
+        )),
+        None => Err(ToolError::new(codes::R0122, "`definition` is required")),
+    }
+}
+
+/// The id of the schedule a template's `triggers.cron` creates.
+pub fn trigger_id(template: &str) -> String {
+    format!("trigger:{template}")
+}
+
+/// The schedule `triggers.cron` asks for, checked; `None` without one.
+fn trigger_of(
+    args: &Args,
+    name: &str,
+    agent_id: Option<&str>,
+) -> Result<Option<ScheduleRow>, ToolError> {
+    let Some(triggers) = args.opt_object("triggers")? else {
+        return Ok(None);
+    };
+    let Some(cron) = triggers.get("cron") else {
+        return Ok(None);
+    };
+    let invalid = |pointer: &str, message: String| {
+        ToolError::new(codes::R0122, message).with_details(json!({ "pointer": pointer }))
+    };
+    let Value::String(cron) = cron else {
+        return Err(invalid(
+            "/triggers/cron",
+            "`triggers.cron` must be a cron expression".into(),
+        ));
+    };
+    let timezone = match triggers.get("timezone") {
+        None | Some(Value::Null) => "UTC".to_owned(),
+        Some(Value::String(tz)) => tz.clone(),
+        Some(_) => {
+            return Err(invalid(
+                "/triggers/timezone",
+                "`triggers.timezone` must be a string".into(),
+            ));
+        }
+    };
+    Schedule::parse(cron, &timezone)
+        .map_err(|e| invalid("/triggers/cron", format!("`triggers.cron`: {e}")))?;
+    let missed = match triggers.get("missed").and_then(Value::as_str) {
+        None => Missed::RunOnce,
+        Some(text) => Missed::parse(text).ok_or_else(|| {
+            invalid(
+                "/triggers/missed",
+                "`triggers.missed` is `run_once` or `skip`".into(),
+            )
+        })?,
+    };
+    let params = match triggers.get("params") {
+        None | Some(Value::Null) => "{}".to_owned(),
+        Some(Value::Object(map)) => Value::Object(map.clone()).to_string(),
+        Some(_) => {
+            return Err(invalid(
+                "/triggers/params",
+                "`triggers.params` must be an object".into(),
+            ));
+        }
+    };
+    Ok(Some(ScheduleRow {
+        id: trigger_id(name),
+        template_name: name.to_owned(),
+        template_version: None,
+        cron: cron.clone(),
+        timezone,
+        params,
+        agent_id: agent_id.map(str::to_owned),
+        enabled: true,
+        missed: missed.as_str().to_owned(),
+        origin: "trigger".into(),
+        created_at: rfc3339(now_ms()),
+        ..ScheduleRow::default()
+    }))
+}

@@ -1,0 +1,153 @@
+//! `opcode.run`: start a template's workflow with validated params and
+//! return its outcome (or, with `wait: false`, its id at once).
+
+use std::sync::Arc;
+
+use opcode_stdlib::inputs::prepare;
+use opcode_vm::codes;
+use serde_json::{Value, json};
+
+use super::args::Args;
+use super::{Api, ToolError, ToolResult};
+use opcode_runtime::executor::{ExecError, Executor, StartRequest, Until};
+use opcode_runtime::store::{StoreError, TemplateRow};
+use opcode_runtime::summary;
+
+/// Handles `opcode.run`.
+pub async fn run(api: &Api, args: &Args) -> ToolResult {
+    let name = args.str("template_name")?;
+    let version = args.opt_version("version")?;
+    let agent_id = args.opt_str("agent_id")?;
+    let wait = args.opt_bool("wait")?.unwrap_or(true);
+    let given = args
+        .opt_object("params")?
+        .map_or_else(|| json!({}), |p| Value::Object(p.clone()));
+    // Taken before the start, so that the run's end is not missed.
+    let changes = api.exec.changes();
+    let mut tries = 0;
+    let id = loop {
+        let template = kept_template(api, name, version).await?;
+        // The run's creation notes its agent as seen.
+        let mut request = template_request(&api.exec, &template, &given, agent_id, None)?;
+        // The run's state is read with the commit that settles it.
+        request.report_state = wait;
+        request.template_latest = version.is_none();
+        match api.exec.start(request).await {
+            // Another process defined a newer version: read it and go again.
+            Err(ExecError::Store(StoreError::Outdated(_))) if tries < 3 => {
+                api.templates.forget_latest(name);
+                tries += 1;
+            }
+            started => break started?,
+        }
+    };
+    if !wait {
+        let row = api.store().workflow(&id).await?;
+        let status = row.map_or_else(|| "pending".to_owned(), |r| r.status);
+        return Ok(json!({ "workflow_id": id, "status": status }));
+    }
+    // A run stopped by a refused write carries on later: name it.
+    let settled = api
+        .exec
+        .wait_from(&id, Until::Settled, changes)
+        .await
+        .map_err(|e| ToolError::from(e).with_details(json!({ "workflow_id": id })))?;
+    match settled.state {
+        Some(state) => Ok(summary::of_state(&state)),
+        None => super::status::summary_of(api, &id).await,
+    }
+}
+
+/// Starts a run of `template` with `given` params (validated, defaults
+/// applied), as `id` if given; returns its id. A run with that id that
+/// already exists (a start repeated after a crash) counts as started.
+pub async fn start_template(
+    exec: &Executor,
+    template: &TemplateRow,
+    given: &Value,
+    agent_id: Option<&str>,
+    id: Option<String>,
+) -> Result<String, ToolError> {
+    let request = template_request(exec, template, given, agent_id, id.clone())?;
+    match (exec.start(request).await, id) {
+        (Ok(id), _) | (Err(ExecError::Store(StoreError::Exists(_))), Some(id)) => Ok(id),
+        (Err(e), _) => Err(e.into()),
+    }
+}
+
+/// The request that starts a run of `template` with `given` params
+/// (validated, defaults applied), as `id` if given.
+fn template_request(
+    exec: &Executor,
+    template: &TemplateRow,
+    given: &Value,
+    agent_id: Option<&str>,
+    id: Option<String>,
+) -> Result<StartRequest, ToolError> {
+    let prepared = exec
+        .with_program(&template.definition, |program| prepare(program, given))
+        .map_err(|e| {
+            ToolError::new(
+                codes::R0109,
+                format!(
+                    "template `{}` v{} no longer compiles ({e}); define it again",
+                    template.name, template.version
+                ),
+            )
+        })?;
+    let inputs = prepared.map_err(|problems| {
+        ToolError::new(
+            codes::R0108,
+            format!(
+                "the params do not match the input_schema of `{}`: {}",
+                template.name,
+                problems.join("; ")
+            ),
+        )
+        .with_details(json!({ "problems": problems }))
+    })?;
+    Ok(StartRequest {
+        id,
+        definition: template.definition.clone(),
+        inputs,
+        agent_id: agent_id.map(str::to_owned),
+        template_name: Some(template.name.clone()),
+        template_version: Some(template.version),
+        ..StartRequest::default()
+    })
+}
+
+/// Template `name` at `version` (`None`: the latest), from memory if kept
+/// there, or R0120.
+async fn kept_template(
+    api: &Api,
+    name: &str,
+    version: Option<i64>,
+) -> Result<Arc<TemplateRow>, ToolError> {
+    if let Some(row) = api.templates.get(name, version) {
+        return Ok(row);
+    }
+    let row = read_template(api, name, version).await?;
+    Ok(api.templates.keep(row, version.is_none()))
+}
+
+/// The template named by the argument `key` (and `version`), or R0120.
+pub async fn template(api: &Api, args: &Args, key: &str) -> Result<TemplateRow, ToolError> {
+    read_template(api, args.str(key)?, args.opt_version("version")?).await
+}
+
+/// Template `name` at `version` (`None`: the latest), read from the store,
+/// or R0120.
+async fn read_template(
+    api: &Api,
+    name: &str,
+    version: Option<i64>,
+) -> Result<TemplateRow, ToolError> {
+    api.store().template(name, version).await?.ok_or_else(|| {
+        let which = version.map_or_else(String::new, |v| format!(" version {v}"));
+        ToolError::new(
+            codes::R0120,
+            format!("template `{name}`{which} is not defined"),
+        )
+    })
+}

@@ -1,0 +1,160 @@
+//! `opcode.signal`: answer or cancel a decision, cancel or resume a
+//! workflow, or send a named signal to its wait steps.
+
+use opcode_vm::codes;
+use opcode_vm::event::{Event, Resolution};
+use serde_json::{Map, Value, json};
+
+use super::args::Args;
+use super::{Api, ToolError, ToolResult};
+use opcode_runtime::executor::{Delivery, Until};
+
+/// Handles `opcode.signal`.
+pub async fn signal(api: &Api, args: &Args) -> ToolResult {
+    let id = args.str("workflow_id")?;
+    let kind = args.str("signal_type")?;
+    let agent_id = args.opt_str("agent_id")?;
+    let step_id = args.opt_str("step_id")?;
+    let empty = Map::new();
+    let payload = args.opt_object("payload")?.unwrap_or(&empty);
+    if api.store().workflow(id).await?.is_none() {
+        return Err(ToolError::new(
+            codes::R0121,
+            format!("workflow `{id}` not found"),
+        ));
+    }
+    api.seen(agent_id).await?;
+    let event = match kind {
+        "decision" => {
+            let decision = pending_decision(api, id, step_id, agent_id).await?;
+            let choice = match payload.get("choice") {
+                Some(Value::String(c)) if !c.is_empty() => c.clone(),
+                _ => {
+                    return Err(ToolError::new(
+                        codes::R0122,
+                        "a decision needs `payload.choice`, the chosen option's id",
+                    ));
+                }
+            };
+            Event::DecisionResolved {
+                decision,
+                resolution: Resolution {
+                    choice,
+                    reasoning: args.opt_str("reasoning")?.map(str::to_owned),
+                    data: payload.get("data").cloned(),
+                    resolved_by: agent_id.map(str::to_owned),
+                },
+            }
+        }
+        "cancel" => match step_id {
+            Some(_) => Event::DecisionCancelled {
+                decision: pending_decision(api, id, step_id, agent_id).await?,
+            },
+            None => Event::Cancel {
+                reason: payload
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("cancelled by signal")
+                    .to_owned(),
+            },
+        },
+        "resume" => {
+            api.exec.resume(id).await?;
+            return settled(api, id, kind, false).await;
+        }
+        "signal" | "data" => {
+            let name = payload
+                .get("name")
+                .and_then(Value::as_str)
+                .or(step_id)
+                .ok_or_else(|| {
+                    ToolError::new(
+                        codes::R0122,
+                        "a signal needs a name: `payload.name` (or `step_id`)",
+                    )
+                })?;
+            let data = payload
+                .get("data")
+                .cloned()
+                .unwrap_or_else(|| Value::Object(payload.clone()));
+            Event::Signal {
+                name: name.to_owned(),
+                payload: data,
+            }
+        }
+        other => {
+            return Err(ToolError::new(
+                codes::R0122,
+                format!(
+                    "unknown signal_type `{other}`: use decision, cancel, resume, signal or data"
+                ),
+            ));
+        }
+    };
+    match api.exec.deliver(id, event).await? {
+        Delivery::Applied => settled(api, id, kind, kind == "decision").await,
+        Delivery::Queued { owner } => Ok(json!({
+            "ok": true,
+            "workflow_id": id,
+            "signal_type": kind,
+            "queued": true,
+            "owner": owner,
+        })),
+    }
+}
+
+/// The answer once the run has settled.
+async fn settled(api: &Api, id: &str, kind: &str, resumed: bool) -> ToolResult {
+    let status = api.exec.wait(id, Until::Settled).await?;
+    let summary = super::status::summary_of(api, id).await?;
+    Ok(json!({
+        "ok": true,
+        "workflow_id": id,
+        "signal_type": kind,
+        "resumed": resumed || kind == "resume",
+        "status": status,
+        "output": summary.get("output").cloned().unwrap_or(Value::Null),
+        "pending_decisions": summary.get("pending_decisions").cloned().unwrap_or(json!([])),
+    }))
+}
+
+/// The id of the pending decision `step_id` names (its id or its step),
+/// checked against its target agent.
+async fn pending_decision(
+    api: &Api,
+    id: &str,
+    step_id: Option<&str>,
+    agent_id: Option<&str>,
+) -> Result<String, ToolError> {
+    let step = step_id.ok_or_else(|| {
+        ToolError::new(codes::R0122, "`step_id` is required: the decision's step")
+    })?;
+    let pending = api.store().decisions(Some(id), Some("pending")).await?;
+    let found = pending
+        .iter()
+        .find(|d| d.id == step)
+        .or_else(|| pending.iter().find(|d| d.step_id == step));
+    let Some(found) = found else {
+        let known: Vec<&str> = pending.iter().map(|d| d.id.as_str()).collect();
+        return Err(ToolError::new(
+            codes::R0114,
+            if known.is_empty() {
+                format!("workflow `{id}` has no pending decision")
+            } else {
+                format!(
+                    "no pending decision `{step}`; pending: {}",
+                    known.join(", ")
+                )
+            },
+        ));
+    };
+    if let (Some(target), Some(agent)) = (&found.target_agent, agent_id)
+        && target != agent
+    {
+        return Err(ToolError::new(
+            codes::R0114,
+            format!("decision `{}` is for agent `{target}`", found.id),
+        ));
+    }
+    Ok(found.id.clone())
+}

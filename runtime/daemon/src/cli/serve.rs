@@ -1,0 +1,345 @@
+//! `opcode serve` (also plain `opcode`): the daemon. And `opcode install`,
+//! which writes the settings file.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use opcode_daemon::api::Api;
+use opcode_daemon::panel::Panel;
+use opcode_daemon::plugins::Plugins;
+use opcode_daemon::serve::guard::valid_token;
+use opcode_daemon::serve::{self, Gate, Guard, SharedGuard};
+use opcode_daemon::settings::{OwnFiles, Settings};
+use opcode_runtime::store::Durability;
+use opcode_runtime::store::libsql::LibsqlStore;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::reload;
+
+use super::common::{Exit, executor_and_vault, fail, home};
+
+/// How long the daemon waits for its plugins to come up before serving.
+const PLUGIN_START_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+/// How long the runs get, at shutdown, to note it and give their leases up.
+const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Flags of `serve` and `install` (each overrides settings and environment).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Args {
+    /// Address to listen on, `host:port` (default 127.0.0.1:4100).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// The database file (default ~/.opcode/opcode.db).
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// The URL clients reach this daemon by (names the SSE endpoint).
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// error, warn, info or debug.
+    #[arg(long, value_name = "LEVEL")]
+    log_level: Option<String>,
+    /// Bearer token clients must send (required off loopback).
+    #[arg(long, value_name = "TOKEN")]
+    token: Option<String>,
+    /// A file whose first line is the vault passphrase (default: $OPCODE_VAULT_KEY).
+    #[arg(long, value_name = "PATH")]
+    vault_key_file: Option<PathBuf>,
+    /// The settings file (default ~/.opcode/settings.json).
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+}
+
+impl Args {
+    fn flags(&self) -> Settings {
+        Settings {
+            listen: self.listen.clone(),
+            db: self.db.clone(),
+            base_url: self.base_url.clone(),
+            log_level: self.log_level.clone(),
+            // Handed over when the program started itself again without it.
+            token: self
+                .token
+                .clone()
+                .or_else(|| opcode_stdlib::environment::var(super::scrub::TOKEN_FLAG)),
+            vault_key_file: self.vault_key_file.clone(),
+            ..Settings::default()
+        }
+    }
+
+    fn config_path(&self) -> PathBuf {
+        self.config
+            .clone()
+            .unwrap_or_else(|| Settings::file_in(&home()))
+    }
+
+    /// File, then environment, then flags.
+    fn settings(&self) -> Result<Settings, String> {
+        let file = Settings::load(&self.config_path())?;
+        let env = Settings::from_env(opcode_stdlib::environment::var);
+        Ok(file.overlay(env).overlay(self.flags()))
+    }
+}
+
+/// The guard the settings describe.
+fn guard_of(settings: &Settings, listen: &SocketAddr) -> Guard {
+    let mut hosts = Vec::new();
+    let mut origins = settings.allowed_origins.clone();
+    if let Some(base) = &settings.base_url {
+        let trimmed = base.trim_end_matches('/');
+        if let Some((_, authority)) = trimmed.split_once("://") {
+            hosts.push(authority.split('/').next().unwrap_or(authority).to_owned());
+        }
+        origins.push(trimmed.to_owned());
+    }
+    if !serve::is_loopback(listen) {
+        // Reached by any name on the network; the token protects it.
+        hosts.push("*".into());
+    }
+    Guard {
+        hosts,
+        origins,
+        token: settings.token.clone(),
+    }
+}
+
+type LogHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
+
+/// JSON-lines logs on stderr, at the settings' level.
+fn init_logs(level: Option<&str>) -> Option<LogHandle> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let (filter, handle) = reload::Layer::new(filter_of(level));
+    let fmt = tracing_subscriber::fmt::layer()
+        .json()
+        .with_writer(std::io::stderr);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt)
+        .try_init()
+        .ok()
+        .map(|()| handle)
+}
+
+fn filter_of(level: Option<&str>) -> EnvFilter {
+    let level = level.unwrap_or("info");
+    // Our own events at the level asked; libraries' only when debugging.
+    let directive = if level == "debug" || level == "trace" {
+        level.to_owned()
+    } else {
+        format!("warn,opcode={level},opcode_runtime={level},workflow={level}")
+    };
+    EnvFilter::try_new(&directive).unwrap_or_else(|_| EnvFilter::new("info"))
+}
+
+/// Runs the daemon until SIGTERM or Ctrl-C.
+pub async fn serve(args: Args) -> Exit {
+    let settings = match args.settings() {
+        Ok(settings) => settings,
+        Err(e) => return fail(e),
+    };
+    let logs = init_logs(settings.log_level.as_deref());
+    let listen = match settings.listen_addr() {
+        Ok(listen) => listen,
+        Err(e) => return fail(e),
+    };
+    if let Some(token) = &settings.token
+        && let Err(e) = valid_token(token)
+    {
+        return fail(e);
+    }
+    if !serve::is_loopback(&listen) && settings.token.is_none() {
+        return fail(format!(
+            "listening on {listen} exposes the daemon to the network: set a token \
+             (--token, OPCODE_TOKEN or \"token\" in settings) or listen on 127.0.0.1"
+        ));
+    }
+    let durability = match settings.durability.as_deref() {
+        None | Some("normal") => Durability::Normal,
+        Some("full") => Durability::Full,
+        Some(other) => return fail(format!("durability must be normal or full, not `{other}`")),
+    };
+    let db = settings
+        .db
+        .clone()
+        .unwrap_or_else(|| home().join(".opcode").join("opcode.db"));
+    let store = match LibsqlStore::open(&db, durability) {
+        Ok(store) => Arc::new(store),
+        Err(e) => return fail(format!("cannot open {}: {e}", db.display())),
+    };
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(listener) => listener,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            return fail(format!(
+                "{listen} is already in use: is another opcode daemon running? \
+                 Stop it, or choose another address with --listen 127.0.0.1:{}",
+                listen.port().wrapping_add(1)
+            ));
+        }
+        Err(e) => return fail(format!("cannot listen on {listen}: {e}")),
+    };
+    let plugins = match settings.plugins() {
+        Ok(plugins) => plugins,
+        Err(e) => return fail(e),
+    };
+    let files = OwnFiles {
+        db: db.clone(),
+        settings: args.config_path(),
+        vault_key: settings.vault_key_file.clone(),
+    };
+    let (exec, vault) = match executor_and_vault(store, true, Some(&settings), &files).await {
+        Ok(made) => made,
+        Err(exit) => return exit,
+    };
+    let shutdown = CancellationToken::new();
+    // Plugins first: recovered workflows may call their tools.
+    let plugins = Plugins::start(plugins, &exec, &shutdown, PLUGIN_START_WAIT).await;
+    let _background = exec.background();
+    match exec.recover().await {
+        Ok(resumed) if !resumed.is_empty() => {
+            tracing::info!(count = resumed.len(), workflows = ?resumed, "resumed interrupted workflows");
+        }
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, "recovery failed"),
+    }
+    if let Some(endpoint) = &settings.otel_endpoint {
+        match opcode_daemon::otel::start(&exec, endpoint, shutdown.clone()) {
+            Ok(()) => tracing::info!(%endpoint, "exporting traces"),
+            Err(e) => return fail(e),
+        }
+    }
+    let guard: SharedGuard = Gate::new(guard_of(&settings, &listen));
+    let api = Api::new(exec.clone()).with_plugins(plugins);
+    tokio::spawn(opcode_daemon::scheduler::run(
+        exec.clone(),
+        api.metrics().clone(),
+        shutdown.clone(),
+    ));
+    let panel = settings
+        .panel
+        .unwrap_or(true)
+        .then(|| Panel::new(api.clone(), vault, guard.clone(), secure_cookies(&settings)));
+    let app = serve::router(
+        api,
+        settings.base_url.clone(),
+        guard.clone(),
+        &shutdown,
+        panel,
+    );
+    tokio::spawn(reload_on_hangup(args.clone(), listen, guard, logs));
+    tracing::info!(%listen, db = %db.display(), "opcode is listening: MCP at /mcp (Streamable HTTP) and /sse (legacy SSE)");
+    eprintln!(
+        "opcode: listening on http://{listen} (MCP: /mcp, legacy SSE: /sse{}); database {}",
+        if settings.panel.unwrap_or(true) {
+            ", panel: /"
+        } else {
+            ""
+        },
+        db.display()
+    );
+    let stop = shutdown.clone();
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
+    let served = axum::serve(serve::without_delay(listener), app)
+        .with_graceful_shutdown(async move {
+            terminated().await;
+            tracing::info!(
+                "shutting down: in-flight steps are recorded and resume at the next start"
+            );
+            stop.cancel();
+        })
+        .await;
+    exec.shutdown(SHUTDOWN_WAIT).await;
+    match served {
+        Ok(()) => Exit::Ok,
+        Err(e) => fail(format!("the server stopped: {e}")),
+    }
+}
+
+/// Are the panel's cookies `Secure`? When clients reach it over https.
+fn secure_cookies(settings: &Settings) -> bool {
+    settings
+        .base_url
+        .as_deref()
+        .is_some_and(|url| url.to_ascii_lowercase().starts_with("https://"))
+}
+
+/// SIGTERM or SIGINT.
+async fn terminated() {
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// On SIGHUP, reads the settings again and applies what can change live:
+/// the token, the allowed origins and hosts, and the log level.
+async fn reload_on_hangup(
+    args: Args,
+    listen: SocketAddr,
+    guard: SharedGuard,
+    logs: Option<LogHandle>,
+) {
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    while hangups.recv().await.is_some() {
+        let checked = args.settings().and_then(|settings| {
+            settings.token.as_deref().map_or(Ok(()), valid_token)?;
+            Ok(settings)
+        });
+        match checked {
+            Ok(settings) => {
+                guard.replace(guard_of(&settings, &listen));
+                if let Some(logs) = &logs {
+                    let _ = logs.reload(filter_of(settings.log_level.as_deref()));
+                }
+                tracing::info!(
+                    "settings reloaded (token, origins, log level; restart for the rest)"
+                );
+            }
+            Err(e) => tracing::error!(error = %e, "settings not reloaded"),
+        }
+    }
+}
+
+/// Writes the settings file from the flags (keeping what it already holds).
+pub fn install(args: &Args) -> Exit {
+    let path = args.config_path();
+    let current = match Settings::load(&path) {
+        Ok(current) => current,
+        Err(e) => return fail(e),
+    };
+    let mut settings = current.overlay(args.flags());
+    settings
+        .listen
+        .get_or_insert_with(|| opcode_daemon::settings::DEFAULT_LISTEN.to_owned());
+    settings
+        .db
+        .get_or_insert_with(|| home().join(".opcode").join("opcode.db"));
+    if let Err(e) = settings.listen_addr() {
+        return fail(e);
+    }
+    if let Some(token) = &settings.token
+        && let Err(e) = valid_token(token)
+    {
+        return fail(e);
+    }
+    let text = serde_json::to_string_pretty(&settings).unwrap_or_default();
+    if let Some(dir) = path.parent()
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        return fail(format!("cannot create {}: {e}", dir.display()));
+    }
+    match std::fs::write(&path, format!("{text}\n")) {
+        Ok(()) => {
+            println!("wrote {}", path.display());
+            println!("start the daemon with: opcode serve");
+            Exit::Ok
+        }
+        Err(e) => fail(format!("cannot write {}: {e}", path.display())),
+    }
+}

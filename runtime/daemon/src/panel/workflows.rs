@@ -1,0 +1,339 @@
+//! The workflows: a filtered list, one workflow's page, and its actions.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use axum::extract::{Path, Query};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use maud::{Markup, html};
+use serde_json::{Value, json};
+
+use super::dashboard::STATUSES;
+use super::layout::{
+    self, csrf, empty, encode, json_text, json_value, status, time, workflow_link,
+};
+use super::{Fields, Panel, Posted, back, call, failure};
+use crate::api::ToolError;
+use opcode_runtime::store::WorkflowFilter;
+
+/// Events a workflow's page shows (its last ones; `/events` has them all).
+const TIMELINE: u64 = 500;
+
+/// Rows a page of the list shows.
+const PAGE: u32 = 25;
+
+/// `GET /workflows`.
+pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
+    let pick = |key: &str| query.get(key).filter(|v| !v.is_empty()).cloned();
+    let page: u32 = query
+        .get("page")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let filter = WorkflowFilter {
+        statuses: pick("status").into_iter().collect(),
+        agent_id: pick("agent"),
+        template_name: pick("template"),
+        limit: Some(PAGE + 1),
+        offset: (page - 1) * PAGE,
+        ..WorkflowFilter::default()
+    };
+    let store = panel.store();
+    let loaded = async {
+        let rows = store.workflows(filter).await?;
+        let agents = store.agents().await?;
+        let templates = panel.latest_templates().await?;
+        Ok::<_, opcode_runtime::store::StoreError>((rows, agents, templates))
+    };
+    let (mut rows, agents, templates) = match loaded.await {
+        Ok(data) => data,
+        Err(e) => return failure(&e),
+    };
+    let more = rows.len() > PAGE as usize;
+    rows.truncate(PAGE as usize);
+    let selected = |key: &str, value: &str| query.get(key).is_some_and(|v| v == value);
+    let page_link = |to: u32| {
+        let mut link = format!("/workflows?page={to}");
+        for key in ["status", "agent", "template"] {
+            if let Some(value) = pick(key) {
+                let _ = write!(link, "&{key}={}", encode(&value));
+            }
+        }
+        link
+    };
+    let body = html! {
+        form.filters method="get" action="/workflows" {
+            label { "Status "
+                select name="status" {
+                    option value="" { "any" }
+                    @for s in STATUSES { option value=(s) selected[selected("status", s)] { (s) } }
+                }
+            }
+            label { "Agent "
+                select name="agent" {
+                    option value="" { "any" }
+                    @for a in &agents { option value=(a.id) selected[selected("agent", &a.id)] { (a.id) } }
+                }
+            }
+            label { "Template "
+                select name="template" {
+                    option value="" { "any" }
+                    @for t in &templates { option value=(t.name) selected[selected("template", &t.name)] { (t.name) } }
+                }
+            }
+            button type="submit" { "Filter" }
+        }
+        section #workflow-list data-live {
+            @if rows.is_empty() {
+                (empty("No workflow matches."))
+            } @else {
+                table {
+                    thead { tr { th { "Workflow" } th { "Name" } th { "Template" } th { "Status" } th { "Agent" } th { "Created" } th { "Updated" } } }
+                    tbody {
+                        @for w in &rows {
+                            tr {
+                                td { (workflow_link(&w.id)) }
+                                td { (w.name) }
+                                td { @if let Some(t) = &w.template_name { a href={"/templates/" (encode(t))} { (t) } @if let Some(v) = w.template_version { " v" (v) } } }
+                                td { (status(&w.status)) }
+                                td { (w.agent_id.as_deref().unwrap_or("")) }
+                                td { (time(Some(&w.created_at))) }
+                                td { (time(Some(&w.updated_at))) }
+                            }
+                        }
+                    }
+                }
+            }
+            nav.pages {
+                @if page > 1 { a rel="prev" href=(page_link(page - 1)) { "← Newer" } }
+                span { "Page " (page) }
+                @if more { a rel="next" href=(page_link(page + 1)) { "Older →" } }
+            }
+        }
+    };
+    layout::page(&panel, "Workflows", "/workflows", &query, None, &body).into_response()
+}
+
+/// `GET /workflows/{id}`.
+pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fields>) -> Response {
+    let store = panel.store();
+    let row = match store.workflow(&id).await {
+        Ok(Some(row)) => row,
+        Ok(None) => {
+            return layout::not_found(&panel, "/workflows", &query, &format!("workflow `{id}`"));
+        }
+        Err(e) => return failure(&e),
+    };
+    let loaded = async {
+        let steps = store.steps(&id).await?;
+        let from = row.last_seq.saturating_sub(TIMELINE);
+        let entries = store.entries(&id, from, false).await?;
+        let decisions = store.decisions(Some(&id), None).await?;
+        let children = store
+            .workflows(WorkflowFilter {
+                parent_id: Some(id.clone()),
+                ..WorkflowFilter::default()
+            })
+            .await?;
+        Ok::<_, opcode_runtime::store::StoreError>((steps, entries, decisions, children))
+    };
+    let (steps, entries, decisions, children) = match loaded.await {
+        Ok(data) => data,
+        Err(e) => return failure(&e),
+    };
+    let diagram = panel
+        .api
+        .call(
+            "opcode.diagram",
+            json!({"workflow_id": id, "format": "svg"}),
+        )
+        .await
+        .unwrap_or(Value::Null);
+    // Each step's last attempt's action and input, from its `step_started`.
+    let mut inputs: HashMap<&str, Value> = HashMap::new();
+    for entry in &entries {
+        if let (Some(step), "step_started") = (&entry.step_id, entry.event_type.as_str())
+            && let Ok(payload) = serde_json::from_str::<Value>(&entry.payload)
+            && payload.get("input").is_some()
+        {
+            inputs.insert(step, payload);
+        }
+    }
+    let running = matches!(
+        row.status.as_str(),
+        "active" | "pending" | "suspended" | "quarantined"
+    );
+    let action = |name: &str, label: &str, class: &str| -> Markup {
+        html! {
+            form.inline method="post" action={"/workflows/" (encode(&id)) "/" (name)} {
+                (csrf(&panel))
+                button type="submit" class=(class) { (label) }
+            }
+        }
+    };
+    let body = html! {
+        section #summary data-live {
+            dl.facts {
+                dt { "Status" } dd { (status(&row.status)) }
+                dt { "Name" } dd { (row.name) }
+                @if let Some(t) = &row.template_name {
+                    dt { "Template" } dd { a href={"/templates/" (encode(t))} { (t) } @if let Some(v) = row.template_version { " v" (v) } }
+                }
+                @if let Some(agent) = &row.agent_id { dt { "Agent" } dd { (agent) } }
+                @if let Some(parent) = &row.parent_id { dt { "Parent" } dd { (workflow_link(parent)) } }
+                dt { "Created" } dd { (time(Some(&row.created_at))) }
+                dt { "Started" } dd { (time(row.started_at.as_deref())) }
+                dt { "Ended" } dd { (time(row.completed_at.as_deref())) }
+            }
+            div.actions {
+                @if running { (action("cancel", "Cancel", "danger")) }
+                @if matches!(row.status.as_str(), "suspended" | "quarantined") { (action("resume", "Resume", "")) }
+                (action("rerun", "Re-run", ""))
+                a href={"/events?workflow=" (encode(&id))} { "Events" }
+                a href={"/api/runs/" (encode(&id)) "/ag-ui"} { "AG-UI stream" }
+            }
+            @if let Some(output) = &row.output { h2 { "Output" } (json_text(output)) }
+            @if let Some(error) = &row.error { h2 { "Error" } (json_text(error)) }
+            h2 { "Inputs" } (json_text(&row.inputs))
+        }
+        section #diagram data-live {
+            h2 { "Diagram" }
+            (layout::diagram(&diagram))
+        }
+        section #steps data-live {
+            h2 { "Steps" }
+            @if steps.is_empty() { (empty("No step has started yet.")) } @else {
+                table {
+                    thead { tr { th { "Step" } th { "Action" } th { "Status" } th { "Attempts" } th { "Duration" } th { "Input, output, error" } } }
+                    tbody {
+                        @for s in &steps {
+                            @let called = inputs.get(s.step_id.as_str());
+                            tr {
+                                td { code { (s.step_id) } }
+                                td { @if let Some(action) = called.and_then(|c| c["action"].as_str()) { code { (action) } } }
+                                td { (status(&s.status)) }
+                                td { (s.attempt) }
+                                td { @if let Some(ms) = s.duration_ms { (ms) " ms" } }
+                                td {
+                                    @if let Some(called) = called { details { summary { "input" } (json_value(&called["input"])) } }
+                                    @if let Some(output) = &s.output { details { summary { "output" } (json_text(output)) } }
+                                    @if let Some(error) = &s.error { details open { summary { "error" } (json_text(error)) } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        section #decisions data-live {
+            @if !decisions.is_empty() {
+                h2 { "Decisions" }
+                ul.list {
+                    @for d in &decisions {
+                        li {
+                            (status(&d.status)) " " strong { (d.prompt) } " · step " code { (d.step_id) }
+                            @if let Some(resolution) = &d.resolution { (json_text(resolution)) }
+                            @if d.status == "pending" { " " a href="/decisions" { "Answer →" } }
+                        }
+                    }
+                }
+            }
+            @if !children.is_empty() {
+                h2 { "Child workflows" }
+                ul.list { @for c in &children { li { (workflow_link(&c.id)) " " (status(&c.status)) } } }
+            }
+        }
+        section #timeline data-live {
+            h2 { "Events" }
+            @if row.last_seq > TIMELINE {
+                p.muted { "The last " (TIMELINE) " of " (row.last_seq) "." }
+            }
+            table {
+                thead { tr { th { "#" } th { "When" } th { "Kind" } th { "Event" } th { "Step" } th { "Payload" } } }
+                tbody {
+                    @for e in entries.iter().rev() {
+                        tr {
+                            td { (e.seq) }
+                            td { (time(Some(&e.at))) }
+                            td { (e.kind.as_str()) }
+                            td { code { (e.event_type) } }
+                            td { @if let Some(step) = &e.step_id { code { (step) } } }
+                            td { details { summary { "payload" } (json_text(&e.payload)) } }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let title = format!("Workflow {}", row.name);
+    layout::page(&panel, &title, "/workflows", &query, Some(&id), &body).into_response()
+}
+
+/// `POST /workflows/{id}/{cancel|resume|rerun}`.
+pub async fn act(panel: Panel, Path((id, action)): Path<(String, String)>, _: Posted) -> Response {
+    let here = format!("/workflows/{}", encode(&id));
+    let result = match action.as_str() {
+        "cancel" => {
+            let args = json!({"workflow_id": id, "signal_type": "cancel", "payload": {"reason": "cancelled in the panel"}});
+            call(&panel, "opcode.signal", args)
+                .await
+                .map(|_| here.clone())
+        }
+        "resume" => {
+            let args = json!({"workflow_id": id, "signal_type": "resume"});
+            call(&panel, "opcode.signal", args)
+                .await
+                .map(|_| here.clone())
+        }
+        "rerun" => rerun(&panel, &id).await,
+        other => return (StatusCode::NOT_FOUND, format!("no action `{other}`")).into_response(),
+    };
+    match result {
+        Ok(to) => back(&to, None),
+        Err(e) => back(&here, Some(format!("{}: {}", e.code.id, e.message))),
+    }
+}
+
+/// Starts a run like workflow `id` (same template version, or the same
+/// definition; same params and agent) and answers the new run's page.
+async fn rerun(panel: &Panel, id: &str) -> Result<String, ToolError> {
+    let store = panel.store();
+    let row = store.workflow(id).await?.ok_or_else(|| {
+        ToolError::new(
+            opcode_vm::codes::R0121,
+            format!("workflow `{id}` not found"),
+        )
+    })?;
+    let params: Value = serde_json::from_str(&row.inputs).unwrap_or_else(|_| json!({}));
+    let new_id = if let Some(name) = &row.template_name {
+        let mut args = json!({"template_name": name, "params": params, "wait": false});
+        if let Some(version) = row.template_version {
+            args["version"] = json!(version);
+        }
+        if let Some(agent) = &row.agent_id {
+            args["agent_id"] = json!(agent);
+        }
+        let answer = call(panel, "opcode.run", args).await?;
+        answer
+            .as_ref()
+            .and_then(|a| a.get("workflow_id"))
+            .and_then(Value::as_str)
+            .unwrap_or(id)
+            .to_owned()
+    } else {
+        // Not from a template (`opcode run FILE`): the same source and inputs.
+        let source = store.source(&row.source_hash).await?.ok_or_else(|| {
+            ToolError::new(opcode_vm::codes::R0109, "the workflow's source is missing")
+        })?;
+        let request = opcode_runtime::StartRequest {
+            definition: source.definition,
+            inputs: params,
+            agent_id: row.agent_id.clone(),
+            base_dir: row.base_dir.as_ref().map(std::path::PathBuf::from),
+            ..opcode_runtime::StartRequest::default()
+        };
+        panel.api.executor().start(request).await?
+    };
+    Ok(format!("/workflows/{}", encode(&new_id)))
+}

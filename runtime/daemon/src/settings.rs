@@ -1,0 +1,297 @@
+//! The daemon's settings: `~/.opcode/settings.json`, overridden by
+//! `OPCODE_*` environment variables, overridden by command-line flags.
+
+use std::net::SocketAddr;
+
+use std::path::{Path, PathBuf};
+
+use opcode_stdlib::isolation::{Block, IsolationConfig};
+use opcode_stdlib::limits::Limits;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plugins::PluginConfig;
+use opcode_runtime::breaker::BreakerConfig;
+use opcode_runtime::workspace::Workspaces;
+
+/// The files of a daemon (or a one-shot command) that no step may see.
+#[derive(Debug, Clone, Default)]
+pub struct OwnFiles {
+    /// The database.
+    pub db: PathBuf,
+    /// The settings file.
+    pub settings: PathBuf,
+    /// The vault's passphrase file.
+    pub vault_key: Option<PathBuf>,
+}
+
+impl OwnFiles {
+    /// The paths to hide: these files (the database with its journal,
+    /// WAL and shared memory) and the data directory.
+    pub fn hidden(&self, data_dir: &Path) -> Vec<PathBuf> {
+        let mut paths = vec![data_dir.to_path_buf(), self.settings.clone()];
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut name = self.db.clone().into_os_string();
+            name.push(suffix);
+            paths.push(PathBuf::from(name));
+        }
+        paths.extend(self.vault_key.iter().cloned());
+        let absolute = |p: PathBuf| {
+            if p.is_absolute() {
+                p
+            } else {
+                std::env::current_dir().unwrap_or_default().join(p)
+            }
+        };
+        paths.into_iter().map(absolute).collect()
+    }
+}
+
+/// Where the daemon listens unless told otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:4100";
+
+/// Every setting; `None` (or empty) leaves the default or the layer below.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// `host:port` to listen on (`OPCODE_LISTEN`; default 127.0.0.1:4100).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// The database file (`OPCODE_DB`; default ~/.opcode/opcode.db).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db: Option<PathBuf>,
+    /// The URL clients reach the daemon by (`OPCODE_BASE_URL`); names the
+    /// SSE `endpoint` and is an accepted host and origin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// `error`, `warn`, `info` or `debug` (`OPCODE_LOG_LEVEL`; default info).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_level: Option<String>,
+    /// The bearer token HTTP clients must send (`OPCODE_TOKEN`); required
+    /// when listening on a non-loopback address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// Browser origins allowed besides loopback ones (`OPCODE_ALLOWED_ORIGINS`,
+    /// comma-separated).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_origins: Vec<String>,
+    /// `normal` or `full` (`OPCODE_DURABILITY`; default normal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub durability: Option<String>,
+    /// A file whose first line is the vault passphrase
+    /// (`OPCODE_VAULT_KEY_FILE`; default: the `OPCODE_VAULT_KEY` variable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vault_key_file: Option<PathBuf>,
+    /// Serve the web panel (`OPCODE_PANEL`: `true`/`1` or `false`/`0`;
+    /// default on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub panel: Option<bool>,
+    /// Export traces to this OTLP/HTTP collector, such as
+    /// `http://localhost:4318` (`OTEL_EXPORTER_OTLP_ENDPOINT`; default off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub otel_endpoint: Option<String>,
+    /// Isolation defaults for `shell.exec` and path rules for `fs.*` (file
+    /// only; see spec/isolation.md). Isolation is on unless `enabled: false`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<serde_json::Value>,
+    /// Circuit breakers: `{"default": {...}, "<action>": {...}}` with
+    /// `threshold`, `cooldown`, `half_open_probes` (file only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breakers: Option<serde_json::Value>,
+    /// MCP servers whose tools become actions: `[{name, command, args, env}]`
+    /// (stdio) or `[{name, url}]` (Streamable HTTP) (file only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugins: Option<serde_json::Value>,
+    /// The run-time bounds of spec/limits.md, raised (file only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<serde_json::Value>,
+}
+
+impl Settings {
+    /// The settings file in `home` (`~/.opcode/settings.json`).
+    pub fn file_in(home: &Path) -> PathBuf {
+        home.join(".opcode").join("settings.json")
+    }
+
+    /// Reads a settings file; a missing file is empty settings.
+    pub fn load(path: &Path) -> Result<Settings, String> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => serde_json::from_str(&text)
+                .map_err(|e| format!("{} is not valid settings: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Settings::default()),
+            Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        }
+    }
+
+    /// The settings the `OPCODE_*` variables give, read through `var`.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Settings {
+        let get = |name: &str| var(name).filter(|v| !v.is_empty());
+        Settings {
+            listen: get("OPCODE_LISTEN"),
+            db: get("OPCODE_DB").map(PathBuf::from),
+            base_url: get("OPCODE_BASE_URL"),
+            log_level: get("OPCODE_LOG_LEVEL"),
+            token: get("OPCODE_TOKEN"),
+            allowed_origins: get("OPCODE_ALLOWED_ORIGINS")
+                .map(|v| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|o| !o.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            durability: get("OPCODE_DURABILITY"),
+            vault_key_file: get("OPCODE_VAULT_KEY_FILE").map(PathBuf::from),
+            panel: get("OPCODE_PANEL").map(|v| matches!(v.as_str(), "true" | "1" | "yes" | "on")),
+            otel_endpoint: get("OTEL_EXPORTER_OTLP_ENDPOINT"),
+            isolation: None,
+            breakers: None,
+            plugins: None,
+            limits: None,
+        }
+    }
+
+    /// These settings with `over`'s set values on top.
+    pub fn overlay(self, over: Settings) -> Settings {
+        Settings {
+            listen: over.listen.or(self.listen),
+            db: over.db.or(self.db),
+            base_url: over.base_url.or(self.base_url),
+            log_level: over.log_level.or(self.log_level),
+            token: over.token.or(self.token),
+            allowed_origins: if over.allowed_origins.is_empty() {
+                self.allowed_origins
+            } else {
+                over.allowed_origins
+            },
+            durability: over.durability.or(self.durability),
+            vault_key_file: over.vault_key_file.or(self.vault_key_file),
+            panel: over.panel.or(self.panel),
+            otel_endpoint: over.otel_endpoint.or(self.otel_endpoint),
+            isolation: over.isolation.or(self.isolation),
+            breakers: over.breakers.or(self.breakers),
+            plugins: over.plugins.or(self.plugins),
+            limits: over.limits.or(self.limits),
+        }
+    }
+
+    /// The isolation the runtime applies: these settings' block (on
+    /// unless it says `enabled: false`), this program as the sandbox
+    /// helper, and `hidden` (the daemon's own files) out of every step's
+    /// reach; fresh workspaces' root is hidden from sandboxes but for each
+    /// one's own workspace.
+    pub fn isolation(
+        &self,
+        hidden: Vec<PathBuf>,
+        workspaces: &Workspaces,
+    ) -> Result<IsolationConfig, String> {
+        let mut defaults = Block::parse(self.isolation.as_ref())?;
+        defaults.enabled = Some(defaults.enabled.unwrap_or(true));
+        defaults.workspace_root = workspaces.root().map(Path::to_path_buf);
+        Ok(IsolationConfig {
+            defaults,
+            helper: std::env::current_exe().ok(),
+            hidden,
+        })
+    }
+
+    /// Where runs work: the settings' `isolation.workspace` for every run,
+    /// else a fresh one each under `isolation.workspace_root` (default
+    /// [`Workspaces::default_root`] of `data_dir`), owned by the sandbox user.
+    pub fn workspaces(&self, data_dir: &Path) -> Result<Workspaces, String> {
+        let block = Block::parse(self.isolation.as_ref())?;
+        let absolute = |p: PathBuf| {
+            if p.is_absolute() {
+                p
+            } else {
+                std::env::current_dir().unwrap_or_default().join(p)
+            }
+        };
+        if let Some(fixed) = block.workspace {
+            return Ok(Workspaces::Fixed(absolute(fixed)));
+        }
+        let root = block
+            .workspace_root
+            .map_or_else(|| Workspaces::default_root(data_dir), absolute);
+        let id = |v: Option<u32>| v.unwrap_or(opcode_stdlib::isolation::DEFAULT_SANDBOX_ID);
+        Ok(Workspaces::Fresh {
+            root,
+            owner: Some((id(block.uid), id(block.gid))),
+        })
+    }
+
+    /// The circuit breakers' settings.
+    pub fn breakers(&self) -> Result<BreakerConfig, String> {
+        BreakerConfig::parse(self.breakers.as_ref())
+    }
+
+    /// The run-time bounds (spec/limits.md).
+    pub fn limits(&self) -> Result<Limits, String> {
+        Limits::parse(self.limits.as_ref())
+    }
+
+    /// The configured plugins.
+    pub fn plugins(&self) -> Result<Vec<PluginConfig>, String> {
+        crate::plugins::parse(self.plugins.as_ref())
+    }
+
+    /// The address to listen on.
+    pub fn listen_addr(&self) -> Result<SocketAddr, String> {
+        let text = self.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
+        let text = text
+            .strip_prefix(':')
+            .map_or_else(|| text.to_owned(), |port| format!("127.0.0.1:{port}"));
+        text.parse()
+            .map_err(|_| format!("`{text}` is not a listen address such as 127.0.0.1:4100"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_beat_environment_beat_file() {
+        let file: Settings =
+            serde_json::from_str(r#"{"listen": "127.0.0.1:1", "db": "/f.db", "token": "file"}"#)
+                .unwrap();
+        let env = Settings::from_env(|name| match name {
+            "OPCODE_LISTEN" => Some("127.0.0.1:2".into()),
+            "OPCODE_ALLOWED_ORIGINS" => Some("https://a.example, https://b.example".into()),
+            _ => None,
+        });
+        let flags = Settings {
+            listen: Some("127.0.0.1:3".into()),
+            ..Settings::default()
+        };
+        let merged = file.overlay(env).overlay(flags);
+        assert_eq!(merged.listen.as_deref(), Some("127.0.0.1:3"));
+        assert_eq!(merged.db.as_deref(), Some(Path::new("/f.db")));
+        assert_eq!(merged.token.as_deref(), Some("file"));
+        assert_eq!(merged.allowed_origins.len(), 2);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_addresses_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.json");
+        std::fs::write(&path, r#"{"lisen": "x"}"#).unwrap();
+        assert!(Settings::load(&path).unwrap_err().contains("lisen"));
+        assert_eq!(
+            Settings::load(&dir.path().join("none.json")).unwrap(),
+            Settings::default()
+        );
+        let bad = Settings {
+            listen: Some("nowhere".into()),
+            ..Settings::default()
+        };
+        assert!(bad.listen_addr().is_err());
+        let port_only = Settings {
+            listen: Some(":4200".into()),
+            ..Settings::default()
+        };
+        assert_eq!(port_only.listen_addr().unwrap().port(), 4200);
+        assert_eq!(Settings::default().listen_addr().unwrap().port(), 4100);
+    }
+}

@@ -1,0 +1,404 @@
+//! The six MCP tools, called as a client would, on the in-memory store.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use opcode_daemon::api::{Api, ToolError};
+use opcode_runtime::Executor;
+use opcode_runtime::executor::Config;
+use opcode_runtime::store::EventStore;
+use opcode_runtime::store::memory::MemoryStore;
+use opcode_stdlib::exec::EnvSecrets;
+use serde_json::{Value, json};
+
+fn api() -> Api {
+    let store: Arc<dyn EventStore> = Arc::new(MemoryStore::new());
+    let exec = Executor::new(store, Arc::new(EnvSecrets), Config::default());
+    Api::new(exec)
+}
+
+async fn ok(api: &Api, tool: &str, args: Value) -> Value {
+    match api.call(tool, args.clone()).await {
+        Ok(v) => v,
+        Err(e) => panic!("{tool} {args} failed: {}", e.to_json()),
+    }
+}
+
+async fn err(api: &Api, tool: &str, args: Value) -> ToolError {
+    match api.call(tool, args.clone()).await {
+        Ok(v) => panic!("{tool} {args} should fail, got {v}"),
+        Err(e) => e,
+    }
+}
+
+/// The example of a code's page in `spec/errors/`.
+fn page_example(code: &str) -> Value {
+    let page = opcode_vm::codes::lookup(code).unwrap().doc;
+    let start = page.find("```json\n").unwrap() + 8;
+    let end = start + page[start..].find("```").unwrap();
+    serde_json::from_str(&page[start..end]).unwrap()
+}
+
+fn review() -> Value {
+    json!({
+        "name": "review",
+        "agent_id": "bot-1",
+        "input_schema": {"type": "object", "properties": {"who": {"type": "string", "default": "world"}}},
+        "definition": {"steps": [
+            {"id": "greet", "action": "workflow.log", "params": {"message": "hi ${{inputs.who}}"}},
+            {"id": "approve", "type": "reasoning", "depends_on": ["greet"], "config": {
+                "prompt_context": "Ship it?",
+                "options": [{"id": "yes", "description": "ship"}, {"id": "no", "description": "stop"}]}}
+        ]}
+    })
+}
+
+#[tokio::test]
+async fn define_run_signal_and_status() {
+    let api = api();
+    let defined = ok(&api, "opcode.define", review()).await;
+    assert_eq!(defined["version"], "v1");
+    let run = ok(
+        &api,
+        "opcode.run",
+        json!({"template_name": "review", "agent_id": "bot-1"}),
+    )
+    .await;
+    assert_eq!(run["status"], "suspended", "{run}");
+    assert_eq!(run["pending_decisions"][0]["id"], "approve", "{run}");
+    let id = run["workflow_id"].as_str().unwrap().to_owned();
+    let status = ok(&api, "opcode.status", json!({"workflow_id": id})).await;
+    assert_eq!(status["steps"]["greet"]["status"], "completed", "{status}");
+    assert!(
+        status["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event_type"] == "step_suspended")
+    );
+    let signal = json!({"workflow_id": id, "signal_type": "decision", "step_id": "approve",
+        "payload": {"choice": "yes"}, "reasoning": "fine", "agent_id": "bot-1"});
+    let answer = ok(&api, "opcode.signal", signal.clone()).await;
+    assert_eq!(answer["status"], "completed", "{answer}");
+    assert_eq!(answer["resumed"], true);
+    assert_eq!(answer["output"]["approve"]["choice"], "yes", "{answer}");
+    let again = err(&api, "opcode.signal", signal).await;
+    assert_eq!(again.code.id, "R0114");
+}
+
+#[tokio::test]
+async fn define_rejects_a_broken_workflow_with_diagnostics_as_data() {
+    let api = api();
+    let e = err(&api, "opcode.define", page_example("R0123")).await;
+    assert_eq!(e.code.id, "R0123");
+    let diagnostics = &e.details.as_ref().unwrap()["diagnostics"];
+    let first = diagnostics
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["severity"] == "error")
+        .unwrap();
+    assert_eq!(first["pointer"], "/definition/steps/0/action", "{first}");
+    assert!(first["line"].as_u64().unwrap() > 1);
+    assert!(first["fix"].is_object(), "a typo gets a fix: {first}");
+    let listed = ok(&api, "opcode.query", json!({"resource": "templates"})).await;
+    assert_eq!(listed["count"], 0, "nothing stored");
+}
+
+#[tokio::test]
+async fn run_validates_params_and_honours_defaults() {
+    let api = api();
+    let mut strict = review();
+    strict["name"] = json!("strict");
+    strict["input_schema"] =
+        json!({"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}});
+    ok(&api, "opcode.define", strict).await;
+    let e = err(
+        &api,
+        "opcode.run",
+        json!({"template_name": "strict", "params": {"n": "x"}}),
+    )
+    .await;
+    assert_eq!(e.code.id, "R0108", "{}", e.to_json());
+    ok(&api, "opcode.define", review()).await;
+    let run = ok(
+        &api,
+        "opcode.run",
+        json!({"template_name": "review", "wait": false}),
+    )
+    .await;
+    let id = run["workflow_id"].as_str().unwrap();
+    let rows = ok(
+        &api,
+        "opcode.query",
+        json!({"resource": "workflows", "filter": {"template_name": "review"}}),
+    )
+    .await;
+    assert_eq!(rows["workflows"][0]["id"], id);
+    assert_eq!(
+        rows["workflows"][0]["input_params"]["who"], "world",
+        "the default applied"
+    );
+}
+
+#[tokio::test]
+async fn versions_are_numeric_and_queries_page() {
+    let api = api();
+    for _ in 0..11 {
+        ok(&api, "opcode.define", review()).await;
+    }
+    let page = ok(
+        &api,
+        "opcode.query",
+        json!({"resource": "templates", "limit": 2, "offset": 1}),
+    )
+    .await;
+    let versions: Vec<&str> = page["templates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["version"].as_str().unwrap())
+        .collect();
+    assert_eq!(versions, ["v10", "v9"]);
+    let run = ok(
+        &api,
+        "opcode.run",
+        json!({"template_name": "review", "version": "v10"}),
+    )
+    .await;
+    let id = run["workflow_id"].as_str().unwrap();
+    let events = ok(
+        &api,
+        "opcode.query",
+        json!({"resource": "events", "filter": {"workflow_id": id, "event_type": "step_started"}}),
+    )
+    .await;
+    assert_eq!(events["count"], 2, "{events}");
+    let decisions = ok(&api, "opcode.query", json!({"resource": "decisions"})).await;
+    assert_eq!(decisions["decisions"][0]["workflow_id"], id);
+}
+
+#[tokio::test]
+async fn diagrams_of_templates_and_workflows() {
+    let api = api();
+    ok(&api, "opcode.define", review()).await;
+    let d = ok(
+        &api,
+        "opcode.diagram",
+        json!({"template_name": "review", "format": "mermaid"}),
+    )
+    .await;
+    assert!(d["diagram"].as_str().unwrap().starts_with("flowchart TD"));
+    let run = ok(&api, "opcode.run", json!({"template_name": "review"})).await;
+    let d = ok(
+        &api,
+        "opcode.diagram",
+        json!({"workflow_id": run["workflow_id"], "format": "ascii"}),
+    )
+    .await;
+    let text = d["diagram"].as_str().unwrap();
+    assert!(text.contains("greet (workflow.log) [completed]"), "{text}");
+    assert!(text.contains("approve (reasoning) [suspended]"), "{text}");
+}
+
+#[tokio::test]
+async fn each_tool_error_has_its_code() {
+    let api = api();
+    let e = err(&api, "opcode.run", page_example("R0120")).await;
+    assert_eq!(e.code.id, "R0120");
+    let e = err(&api, "opcode.status", page_example("R0121")).await;
+    assert_eq!(e.code.id, "R0121");
+    ok(&api, "opcode.define", review()).await;
+    let run = ok(&api, "opcode.run", json!({"template_name": "review"})).await;
+    let mut bad = page_example("R0122");
+    bad["workflow_id"] = run["workflow_id"].clone();
+    let e = err(&api, "opcode.signal", bad).await;
+    assert_eq!(e.code.id, "R0122", "{}", e.to_json());
+    let e = err(&api, "opcode.query", json!({"resource": "planets"})).await;
+    assert_eq!(e.code.id, "R0122");
+    let e = err(&api, "opcode.nothing", json!({})).await;
+    assert_eq!(e.code.id, "R0122");
+}
+
+#[tokio::test]
+async fn signals_reach_wait_steps_and_cancel_works_on_decisions_and_runs() {
+    let api = api();
+    let waits = json!({"name": "waits", "definition": {"steps": [
+        {"id": "window", "type": "wait", "config": {"signal": "deploy-window"}},
+        {"id": "use", "action": "workflow.log", "depends_on": ["window"],
+         "params": {"message": "region ${{steps.window.output.payload.region}}"}}]}});
+    ok(&api, "opcode.define", waits).await;
+    let run = ok(&api, "opcode.run", json!({"template_name": "waits"})).await;
+    assert_eq!(run["status"], "suspended", "{run}");
+    let id = run["workflow_id"].clone();
+    let sent = ok(
+        &api,
+        "opcode.signal",
+        json!({"workflow_id": id, "signal_type": "signal",
+        "payload": {"name": "deploy-window", "data": {"region": "eu"}}}),
+    )
+    .await;
+    assert_eq!(sent["status"], "completed", "{sent}");
+    let status = ok(&api, "opcode.status", json!({"workflow_id": id})).await;
+    assert_eq!(
+        status["steps"]["window"]["output"]["payload"]["region"], "eu",
+        "{status}"
+    );
+
+    ok(&api, "opcode.define", review()).await;
+    // Cancelling one decision skips its step; the run carries on and ends.
+    let run = ok(&api, "opcode.run", json!({"template_name": "review"})).await;
+    let cancelled = ok(
+        &api,
+        "opcode.signal",
+        json!({"workflow_id": run["workflow_id"],
+        "signal_type": "cancel", "step_id": "approve"}),
+    )
+    .await;
+    assert_eq!(cancelled["status"], "completed", "{cancelled}");
+    let status = ok(
+        &api,
+        "opcode.status",
+        json!({"workflow_id": run["workflow_id"]}),
+    )
+    .await;
+    assert_eq!(status["steps"]["approve"]["status"], "skipped", "{status}");
+    // Cancelling without a step ends the whole run.
+    let run = ok(&api, "opcode.run", json!({"template_name": "review"})).await;
+    let cancelled = ok(
+        &api,
+        "opcode.signal",
+        json!({"workflow_id": run["workflow_id"],
+        "signal_type": "cancel", "payload": {"reason": "not today"}}),
+    )
+    .await;
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    // Nothing left to resume.
+    let e = err(
+        &api,
+        "opcode.signal",
+        json!({"workflow_id": run["workflow_id"], "signal_type": "resume"}),
+    )
+    .await;
+    assert_eq!(e.code.id, "R0114", "{}", e.to_json());
+}
+
+#[tokio::test]
+async fn define_takes_opc_text_and_points_into_it() {
+    let api = api();
+    let opc = "name: \"hello\"\nstep greet workflow.log { params { message: \"hi\" } }\n";
+    let defined = ok(
+        &api,
+        "opcode.define",
+        json!({"name": "hello", "definition": opc}),
+    )
+    .await;
+    assert_eq!(defined["version"], "v1");
+    let run = ok(&api, "opcode.run", json!({"template_name": "hello"})).await;
+    assert_eq!(run["status"], "completed", "{run}");
+
+    let broken = "name: \"hello\"\n\nstep greet nope.nope { }\n";
+    let error = err(
+        &api,
+        "opcode.define",
+        json!({"name": "hello", "definition": broken}),
+    )
+    .await;
+    assert_eq!(error.code.id, "R0123");
+    let details = error.details.unwrap();
+    let first = details["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["severity"] == "error")
+        .unwrap();
+    assert_eq!(
+        (first["code"].as_str(), first["line"].as_u64()),
+        (Some("E0040"), Some(3))
+    );
+
+    // A whole template in .opc (as the examples are): its schema applies.
+    let template = std::fs::read_to_string("../../examples/approval-chain/workflow.opc").unwrap();
+    ok(
+        &api,
+        "opcode.define",
+        json!({"name": "chain", "definition": template}),
+    )
+    .await;
+    let refused = err(
+        &api,
+        "opcode.run",
+        json!({"template_name": "chain", "params": {}}),
+    )
+    .await;
+    assert_eq!(
+        refused.code.id, "R0108",
+        "the input_schema's required params are checked"
+    );
+
+    let not_json = "{\"steps\": [";
+    let error = err(
+        &api,
+        "opcode.define",
+        json!({"name": "j", "definition": not_json}),
+    )
+    .await;
+    let first = &error.details.unwrap()["diagnostics"][0];
+    assert_eq!(
+        (first["code"].as_str(), first["line"].as_u64()),
+        (Some("E0001"), Some(1))
+    );
+}
+
+#[tokio::test]
+async fn run_answers_with_the_state_status_shows() {
+    let api = api();
+    ok(&api, "opcode.define", review()).await;
+    let define = json!({"name": "sum", "definition": {"steps": [
+        {"id": "a", "action": "expr.eval", "params": {"expression": "20 + 1"}},
+        {"id": "b", "action": "expr.eval", "depends_on": ["a"],
+         "params": {"expression": "steps.a.result * 2"}}
+    ]}});
+    ok(&api, "opcode.define", define).await;
+    for (template, status) in [("sum", "completed"), ("review", "suspended")] {
+        let run = ok(&api, "opcode.run", json!({"template_name": template})).await;
+        assert_eq!(run["status"], status, "{run}");
+        let id = run["workflow_id"].as_str().unwrap();
+        let shown = ok(&api, "opcode.status", json!({"workflow_id": id})).await;
+        for (key, value) in run.as_object().unwrap() {
+            assert_eq!(&shown[key], value, "{template}: {key}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn run_takes_the_latest_version_another_process_defined() {
+    let store: Arc<dyn EventStore> = Arc::new(MemoryStore::new());
+    let api_of = |store: &Arc<dyn EventStore>| {
+        Api::new(Executor::new(
+            store.clone(),
+            Arc::new(EnvSecrets),
+            Config::default(),
+        ))
+    };
+    let (here, there) = (api_of(&store), api_of(&store));
+    let answer = |n: i64| {
+        json!({"name": "t", "definition": {"steps": [
+            {"id": "a", "action": "expr.eval", "params": {"expression": format!("{n}")}}
+        ]}})
+    };
+    ok(&here, "opcode.define", answer(1)).await;
+    let run = ok(&here, "opcode.run", json!({"template_name": "t"})).await;
+    assert_eq!(run["steps"]["a"]["output"]["result"], 1, "{run}");
+    // Defined by another process sharing the store: this one's memory is stale.
+    ok(&there, "opcode.define", answer(2)).await;
+    let run = ok(&here, "opcode.run", json!({"template_name": "t"})).await;
+    assert_eq!(run["steps"]["a"]["output"]["result"], 2, "{run}");
+    let old = ok(
+        &here,
+        "opcode.run",
+        json!({"template_name": "t", "version": "v1"}),
+    )
+    .await;
+    assert_eq!(old["steps"]["a"]["output"]["result"], 1, "{old}");
+}

@@ -1,0 +1,256 @@
+//! The panel's protections and the health and metrics routes, over a real
+//! HTTP server: CSRF on every form (a token per browser session), the token
+//! sign-in and its throttle, `/readyz`, `/metrics`, and the panel being off.
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use opcode_daemon::api::Api;
+use opcode_daemon::panel::Panel;
+use opcode_daemon::serve::{self, Gate, Guard, SharedGuard};
+use opcode_runtime::store::memory::MemoryStore;
+use opcode_runtime::{Config, EventStore, Executor};
+use opcode_stdlib::exec::EnvSecrets;
+use reqwest::StatusCode;
+use reqwest::header;
+use tokio_util::sync::CancellationToken;
+
+/// Serves the routes (with the panel when `panel`) on a free port.
+async fn serve(token: Option<&str>, panel: bool) -> String {
+    let store: Arc<dyn EventStore> = Arc::new(MemoryStore::new());
+    let api = Api::new(Executor::new(
+        store,
+        Arc::new(EnvSecrets),
+        Config::default(),
+    ));
+    let guard: SharedGuard = Gate::new(Guard {
+        token: token.map(str::to_owned),
+        ..Guard::default()
+    });
+    let panel = panel.then(|| Panel::new(api.clone(), None, guard.clone(), false));
+    let app = serve::router(api, None, guard, &CancellationToken::new(), panel)
+        .into_make_service_with_connect_info::<SocketAddr>();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    base
+}
+
+/// A token long enough for the daemon.
+const TOKEN: &str = "s3cret-s3cret-s3cret";
+
+fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+fn csrf_of(page: &str) -> String {
+    let start = page.find("name=\"csrf-token\" content=\"").unwrap() + 27;
+    page[start..start + 64].to_owned()
+}
+
+/// A browser session: its cookie (`name=value`) and its CSRF token.
+async fn session(http: &reqwest::Client, base: &str) -> (String, String) {
+    let answer = http.get(format!("{base}/")).send().await.unwrap();
+    let cookie = answer.headers()[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        cookie.starts_with("opcode_session=") && cookie.contains("HttpOnly"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap().to_owned();
+    (pair, csrf_of(&answer.text().await.unwrap()))
+}
+
+#[tokio::test]
+async fn forms_need_their_sessions_csrf_token() {
+    let base = serve(None, true).await;
+    let http = client();
+    let (cookie, csrf) = session(&http, &base).await;
+    let (other_cookie, other_csrf) = session(&http, &base).await;
+    assert_ne!(csrf, other_csrf, "each session has its own token");
+    let form = |token: &str| {
+        vec![
+            ("csrf", token.to_owned()),
+            ("name", "x".to_owned()),
+            ("source", r#"{"steps": [{"id": "a", "action": "workflow.log", "params": {"message": "hi"}}]}"#.to_owned()),
+        ]
+    };
+    for bad in ["", "0000", &csrf[..63], &other_csrf] {
+        let answer = http
+            .post(format!("{base}/templates"))
+            .header(header::COOKIE, &cookie)
+            .form(&form(bad))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::FORBIDDEN, "token `{bad}`");
+    }
+    let no_session = http
+        .post(format!("{base}/templates"))
+        .form(&form(&csrf))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        no_session.status(),
+        StatusCode::FORBIDDEN,
+        "a token without its session"
+    );
+    let answer = http
+        .post(format!("{base}/templates"))
+        .header(header::COOKIE, &cookie)
+        .form(&form(&csrf))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+    assert_eq!(answer.headers()[header::LOCATION], "/templates/x?version=1");
+    // A script sends the token in the header, as spec/panel.md says.
+    let scripted = http
+        .post(format!("{base}/templates"))
+        .header(header::COOKIE, &other_cookie)
+        .header("X-CSRF-Token", &other_csrf)
+        .form(&form("")[1..])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(scripted.status(), StatusCode::SEE_OTHER);
+}
+
+#[tokio::test]
+async fn a_browser_signs_in_with_the_token() {
+    let base = serve(Some(TOKEN), true).await;
+    let http = client();
+    let page = http
+        .get(format!("{base}/"))
+        .header(header::ACCEPT, "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::SEE_OTHER);
+    assert_eq!(page.headers()[header::LOCATION], "/login");
+    let api = http.get(format!("{base}/metrics")).send().await.unwrap();
+    assert_eq!(api.status(), StatusCode::UNAUTHORIZED);
+    let login = http.get(format!("{base}/login")).send().await.unwrap();
+    assert_eq!(login.status(), StatusCode::OK);
+    let wrong = http
+        .post(format!("{base}/login"))
+        .form(&[("token", "guess")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    let right = http
+        .post(format!("{base}/login"))
+        .form(&[("token", TOKEN)])
+        .send()
+        .await
+        .unwrap();
+    let cookie = right.headers()[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap().to_owned();
+    let signed_in = http
+        .get(format!("{base}/"))
+        .header(header::COOKIE, pair)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_in.status(), StatusCode::OK);
+    let bearer = http
+        .get(format!("{base}/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bearer.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn wrong_tokens_are_slowed_down_and_counted() {
+    let base = serve(Some(TOKEN), true).await;
+    let http = client();
+    let mut statuses = Vec::new();
+    for _ in 0..8 {
+        let wrong = http
+            .post(format!("{base}/login"))
+            .form(&[("token", "guess")])
+            .send()
+            .await
+            .unwrap();
+        statuses.push(wrong.status().as_u16());
+    }
+    assert_eq!(statuses[..5], [401; 5], "{statuses:?}");
+    assert!(statuses[5..].contains(&429), "{statuses:?}");
+    // The right token, sent too soon, is not even checked.
+    let soon = http
+        .get(format!("{base}/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(soon.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(soon.headers().contains_key(header::RETRY_AFTER));
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let later = http
+        .get(format!("{base}/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(later.status(), StatusCode::OK);
+    let text = later.text().await.unwrap();
+    assert!(
+        text.contains("opcode_token_refusals_total{reason=\"wrong_token\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("opcode_token_refusals_total{reason=\"throttled\"}"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn health_metrics_and_the_panel_switched_off() {
+    let base = serve(None, false).await;
+    let http = client();
+    let ready = http.get(format!("{base}/readyz")).send().await.unwrap();
+    assert_eq!(
+        (ready.status(), ready.text().await.unwrap().as_str()),
+        (StatusCode::OK, "ok")
+    );
+    let metrics = http.get(format!("{base}/metrics")).send().await.unwrap();
+    assert!(
+        metrics.headers()[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    assert!(
+        metrics
+            .text()
+            .await
+            .unwrap()
+            .contains("opcode_workflows{status=\"active\"} 0")
+    );
+    let page = http.get(format!("{base}/")).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::NOT_FOUND);
+    let missing = http
+        .get(format!("{base}/api/runs/nope/ag-ui"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+}
