@@ -1,0 +1,212 @@
+//! The executor's public types: its configuration, its errors, a run to
+//! start, and what waiters are told.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use opcode_stdlib::isolation::IsolationConfig;
+use opcode_stdlib::limits::Limits;
+use opcode_vm::Program;
+use opcode_vm::effect::SecretSite;
+use serde_json::Value;
+
+use crate::breaker::BreakerConfig;
+use crate::store::{LogEntry, StoreError, WorkflowState};
+use crate::workspace::Workspaces;
+
+/// What to do, at start, with workflows a dead process left running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Recovery {
+    /// Load them and carry on.
+    #[default]
+    Resume,
+    /// Mark them suspended (`workflow_interrupted`) until someone resumes them.
+    LeaveSuspended,
+}
+
+/// How the executor behaves.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// How long a lease lasts without renewal.
+    pub lease_ttl: Duration,
+    /// Actions running at once, across all workflows.
+    pub max_actions: usize,
+    /// What [`Executor::recover`] does.
+    pub recovery: Recovery,
+    /// Whether the background loop loads workflows it does not run yet
+    /// (due timers, inbox messages): the daemon does, a one-shot `opcode
+    /// run` does not.
+    pub adopt: bool,
+    /// How often the background loop looks at timers and inboxes.
+    pub poll: Duration,
+    /// Where relative paths resolve for workflows that name no directory.
+    pub base_dir: PathBuf,
+    /// Isolation of the processes and paths actions use.
+    pub isolation: IsolationConfig,
+    /// Circuit breakers of the actions.
+    pub breakers: BreakerConfig,
+    /// Where runs work (none: relative paths resolve against `base_dir`).
+    pub workspaces: Option<Workspaces>,
+    /// The run-time bounds of spec/limits.md.
+    pub limits: Limits,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            lease_ttl: Duration::from_secs(30),
+            max_actions: 64,
+            recovery: Recovery::Resume,
+            adopt: true,
+            poll: Duration::from_millis(200),
+            base_dir: PathBuf::from("."),
+            isolation: IsolationConfig::default(),
+            breakers: BreakerConfig::default(),
+            workspaces: None,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Why an executor call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExecError {
+    /// No such workflow.
+    #[error("workflow `{0}` not found")]
+    NotFound(String),
+    /// The workflow has ended.
+    #[error("workflow `{id}` has already ended ({status})")]
+    Ended {
+        /// The workflow.
+        id: String,
+        /// How it ended.
+        status: String,
+    },
+    /// Another live process owns the workflow.
+    #[error("workflow `{id}` is run by another process ({owner})")]
+    Held {
+        /// The workflow.
+        id: String,
+        /// The owner.
+        owner: String,
+    },
+    /// The VM refused the event.
+    #[error("{0}")]
+    Refused(String),
+    /// The program cannot be loaded.
+    #[error("{0}")]
+    Program(String),
+    /// The log cannot be replayed.
+    #[error("workflow `{id}` cannot be replayed: {reason}")]
+    Replay {
+        /// The workflow.
+        id: String,
+        /// Why.
+        reason: String,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The run stopped before answering.
+    #[error("workflow `{0}` stopped before answering")]
+    Stopped(String),
+    /// The run is quarantined: only resuming or cancelling it loads it.
+    #[error(
+        "workflow `{0}` is quarantined (each recovery ended the process): resume or cancel it by hand"
+    )]
+    Quarantined(String),
+}
+
+/// What became of a delivered event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// The run applied it (and it is in the log).
+    Applied,
+    /// Another process owns the run: the event waits in its inbox.
+    Queued {
+        /// The owner.
+        owner: String,
+    },
+}
+
+/// A run to start.
+#[derive(Debug, Clone, Default)]
+pub struct StartRequest {
+    /// The id (a fresh UUID when `None`).
+    pub id: Option<String>,
+    /// The source text.
+    pub definition: String,
+    /// Its compiled program.
+    pub program: Option<Program>,
+    /// The inputs, defaults merged and validated.
+    pub inputs: Value,
+    /// The agent starting it.
+    pub agent_id: Option<String>,
+    /// The parent run.
+    pub parent_id: Option<String>,
+    /// The template it comes from.
+    pub template_name: Option<String>,
+    /// The template version.
+    pub template_version: Option<i64>,
+    /// That version was taken for the latest: the start fails with
+    /// [`StoreError::Outdated`] if a newer one exists.
+    pub template_latest: bool,
+    /// Where relative paths resolve.
+    pub base_dir: Option<PathBuf>,
+    /// Where, in `inputs`, secrets are passed by reference (a child's).
+    pub secrets: Vec<SecretSite>,
+    /// The run's workspace (a child's is its parent's); none: a fresh one
+    /// if the executor makes them ([`Config::workspaces`]).
+    pub workspace: Option<PathBuf>,
+    /// The caller shows the run's state once it settles: it is read with
+    /// the commit that settles the run and comes with [`Settled`].
+    pub report_state: bool,
+}
+
+/// A change of a workflow's status, as broadcast to waiters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The workflow.
+    pub id: String,
+    /// Its status.
+    pub status: String,
+    /// Is it still loaded here?
+    pub loaded: bool,
+    /// Its state as its last commit left it, when that commit read it.
+    pub state: Option<Arc<WorkflowState>>,
+    /// Why it left before settling (a write the store refused).
+    pub error: Option<ExecError>,
+}
+
+/// How a waited-for run settled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled {
+    /// Its status.
+    pub status: String,
+    /// Its state, when the run read it as it settled (see
+    /// [`StartRequest::report_state`]).
+    pub state: Option<Arc<WorkflowState>>,
+}
+
+/// Log entries a commit appended to one workflow, as broadcast to the
+/// panel and the AG-UI streams (the log stays the source of truth: a
+/// receiver that lags re-reads the store).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Appended {
+    /// The workflow.
+    pub workflow_id: String,
+    /// Its status after the commit, when the commit changed the derived state.
+    pub status: Option<String>,
+    /// The entries, in order.
+    pub entries: Vec<LogEntry>,
+}
+
+/// What [`Executor::wait`] waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Until {
+    /// The run ended, or waits for a decision or a signal and was unloaded.
+    Settled,
+    /// The run ended.
+    Ended,
+}
