@@ -331,6 +331,40 @@ fn run_timeout_suspend_then_resume_restarts_the_step() {
 }
 
 #[test]
+fn a_deadline_suspending_the_run_cancels_steps_in_loops_in_order() {
+    let branches: Vec<String> = (0..24)
+        .map(|i| {
+            format!(r#"[{{"id": "b{i}", "action": "http.get", "params": {{"url": "http://x"}}}}]"#)
+        })
+        .collect();
+    let src = format!(
+        r#"{{"timeout": "10s", "on_timeout": "suspend", "steps": [{{"id": "l", "type": "loop", "config": {{"over": "[1]", "body": [
+            {{"id": "p", "type": "parallel", "config": {{"branches": [{}]}}}}]}}}}]}}"#,
+        branches.join(",")
+    );
+    let mut sim = Sim::start(&src, json!({}));
+    // Effects are numbered in the order they were asked for: branch order.
+    let mut dispatched: Vec<u64> = sim.inflight.keys().copied().collect();
+    dispatched.sort_unstable();
+    assert_eq!(dispatched.len(), 24);
+    sim.effects.clear();
+    sim.advance(10_000);
+    assert_eq!(sim.status(), RunStatus::Suspended);
+    let cancelled: Vec<u64> = sim
+        .effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::CancelDispatch { effect } => Some(*effect),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        cancelled, dispatched,
+        "one cancel per branch, in the branches' order"
+    );
+}
+
+#[test]
 fn run_timeout_cancel_and_explicit_cancel() {
     let mut sim = Sim::start(
         r#"{"timeout": "1s", "on_timeout": "cancel", "steps": [{"id": "w", "type": "wait", "config": {"duration": "1m"}}]}"#,

@@ -290,7 +290,10 @@ impl Vm {
                 })
             })
             .collect();
-        keys.extend(self.nested.keys().cloned());
+        // In order, so the cancels it emits come out the same at every replay.
+        let mut nested: Vec<InstRef> = self.nested.keys().cloned().collect();
+        nested.sort();
+        keys.extend(nested);
         for key in keys {
             let halts = self.inst(&key).is_some_and(|i| {
                 matches!(i.wait, Wait::Action(_) | Wait::Retry(_) | Wait::Sleep(_))
