@@ -635,3 +635,40 @@ fn a_graceful_shutdown_lets_runs_go_and_is_not_counted_as_a_crash() {
         assert_eq!(row.status, "completed");
     });
 }
+
+/// A store that refuses writes for longer than a lease lives: the run's
+/// leases lapse, so this process stops driving it (another may take it);
+/// it is loaded again and completes once writes succeed.
+#[test]
+fn runs_stop_when_their_leases_lapse_and_come_back_with_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let exec = executor(
+        &store,
+        Config {
+            lease_ttl: Duration::from_millis(600),
+            ..config(dir.path())
+        },
+    );
+    runtime().block_on(async {
+        let _background = exec.background();
+        let workflow =
+            json!({"steps": [{"id": "w", "type": "wait", "config": {"duration": "1500ms"}}]});
+        let id = exec.start(request(&workflow, &json!({}))).await.unwrap();
+        assert!(exec.loaded().contains(&id));
+        store.refuse_writes(Some("disk full"));
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        assert!(
+            !exec.loaded().contains(&id),
+            "still driven after its leases lapsed"
+        );
+        let failure = exec
+            .write_failure()
+            .expect("the refusal is the store's health");
+        assert!(failure.error.contains("disk full"), "{failure:?}");
+        store.refuse_writes(None);
+        let row = settle(&exec, &id, Until::Ended).await;
+        assert_eq!(row.status, "completed");
+        assert!(exec.write_failure().is_none());
+    });
+}

@@ -13,6 +13,7 @@ use super::{ExecError, Inner, writes};
 use crate::log::stamp;
 use crate::owner;
 use crate::store::Commit;
+use crate::store::StoreError;
 use crate::time::{now_ms, parse_ms};
 
 /// A workflow that failed to load is not tried again for this long.
@@ -49,9 +50,10 @@ async fn serve(inner: Arc<Inner>) {
             () = inner.wake.notified() => {}
         }
         if renewed.elapsed() >= renew_every {
-            let until = stamp(now_ms() + inner.config.lease_ttl.as_millis() as u64);
-            let _ = inner.store.renew(owner::current(), &until).await;
-            renewed = Instant::now();
+            // A failed renewal is tried again at the next poll.
+            if renew(&inner, renewed.elapsed()).await {
+                renewed = Instant::now();
+            }
         }
         reload_stranded(&inner).await;
         failed.retain(|_, at| at.elapsed() < BACKOFF);
@@ -127,4 +129,35 @@ async fn reload_stranded(inner: &Arc<Inner>) {
             }
         }
     }
+}
+
+/// Renews this process's leases, `since` the last renewal that succeeded;
+/// says whether it succeeded. A failure is recorded with the store's
+/// health; once the leases have lapsed, every loaded run stops (another
+/// process may take it) and is loaded again when the store takes writes.
+async fn renew(inner: &Arc<Inner>, since: Duration) -> bool {
+    let until = stamp(now_ms() + inner.config.lease_ttl.as_millis() as u64);
+    let renewed = inner.store.renew(owner::current(), &until).await;
+    inner.writes.record(&renewed);
+    let Err(error) = renewed else {
+        return true;
+    };
+    let (ttl, poll) = (inner.config.lease_ttl, inner.config.poll * 2);
+    if since < ttl / 3 + poll {
+        tracing::warn!(%error, "renewing this process's leases failed; trying again");
+    }
+    if since >= ttl {
+        if since < ttl + poll {
+            tracing::error!(%error, "this process's leases lapsed: its runs stop until the store takes writes");
+        }
+        let lapsed = ExecError::Store(StoreError::Backend(format!(
+            "this process's leases lapsed: renewing them failed for {} s ({error})",
+            since.as_secs()
+        )));
+        let runs: Vec<_> = inner.runs().values().cloned().collect();
+        for run in runs {
+            let _ = run.send(Msg::Lapsed(lapsed.clone()));
+        }
+    }
+    false
 }

@@ -37,6 +37,10 @@ pub enum Msg {
     Inbox,
     /// The process shuts down: note it, let the run go, then answer.
     Shutdown(oneshot::Sender<()>),
+    /// This process's leases lapsed (their renewal failed for longer than
+    /// their time to live): another process may take the run, so this one
+    /// stops driving it and loads it again once the store takes writes.
+    Lapsed(ExecError),
 }
 
 /// An event on its way into a run.
@@ -122,6 +126,7 @@ pub struct RunTask {
     resume_halted: bool,
     /// Answered once a shutdown has let the run go.
     shutting_down: Option<oneshot::Sender<()>>,
+    lapsed: Option<ExecError>,
 }
 
 /// What a run starts from.
@@ -235,6 +240,7 @@ impl RunTask {
             scratch: Vec::new(),
             resume_halted: false,
             shutting_down: None,
+            lapsed: None,
         }
     }
 
@@ -284,8 +290,13 @@ impl RunTask {
             let Some(batch) = self.next_batch().await else {
                 return self.finish().await;
             };
-            if let Err(e) = self.round(batch).await {
+            // A lapse alone brings no work: the run just stops.
+            let lapse_only = batch.is_empty() && self.lapsed.is_some();
+            if !lapse_only && let Err(e) = self.round(batch).await {
                 return self.stop(&e).await;
+            }
+            if let Some(error) = self.lapsed.take() {
+                return self.stop(&error).await;
             }
             if let Some(done) = self.shutting_down.take() {
                 return self.interrupt(done).await;
@@ -348,6 +359,7 @@ impl RunTask {
         match msg {
             Msg::Deliver(incoming) => batch.push(*incoming),
             Msg::Shutdown(done) => self.shutting_down = Some(done),
+            Msg::Lapsed(error) => self.lapsed = Some(error),
             Msg::Inbox => {
                 let Ok(messages) = self.inner.store.inbox(Some(&self.id)).await else {
                     return;

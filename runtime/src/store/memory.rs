@@ -27,6 +27,8 @@ struct State {
     schedules: BTreeMap<String, ScheduleRow>,
     vault: Option<VaultHeader>,
     secrets: BTreeMap<String, SecretRow>,
+    /// Why writes are refused, while they are (a full disk, for tests).
+    refusing: Option<String>,
 }
 
 /// The in-memory store.
@@ -45,6 +47,21 @@ impl MemoryStore {
     /// An empty store.
     pub fn new() -> MemoryStore {
         MemoryStore::default()
+    }
+
+    /// Refuses every commit and lease write with `why` from now on, as a
+    /// full disk would (`None`: takes them again), so tests can drive the
+    /// executor through a storage outage.
+    pub fn refuse_writes(&self, why: Option<&str>) {
+        self.lock().refusing = why.map(str::to_owned);
+    }
+
+    /// The refusal of a write while writes are refused.
+    fn refused(&self) -> StoreResult<()> {
+        match &self.lock().refusing {
+            Some(why) => Err(StoreError::Backend(why.clone())),
+            None => Ok(()),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -241,7 +258,7 @@ impl State {
 impl EventStore for MemoryStore {
     fn commit(&self, commit: Commit) -> BoxFuture<'_, StoreResult<()>> {
         // `apply` checks everything before it changes anything: all or nothing.
-        ready(self.lock().apply(commit))
+        ready(self.refused().and_then(|()| self.lock().apply(commit)))
     }
 
     fn workflow<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<WorkflowRow>>> {
@@ -390,6 +407,9 @@ impl EventStore for MemoryStore {
         now: &'a str,
         until: &'a str,
     ) -> BoxFuture<'a, StoreResult<Claim>> {
+        if let Err(refused) = self.refused() {
+            return ready(Err(refused));
+        }
         let mut state = self.lock();
         let claim = match state.leases.get(id) {
             Some((held_by, expires))
@@ -415,6 +435,9 @@ impl EventStore for MemoryStore {
     }
 
     fn renew<'a>(&'a self, owner: &'a str, until: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+        if let Err(refused) = self.refused() {
+            return ready(Err(refused));
+        }
         let state = &mut *self.lock();
         for (id, (held_by, expires)) in &mut state.leases {
             let ended = state.workflows.get(id).is_none_or(|w| is_ended(&w.status));
