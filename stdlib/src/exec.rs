@@ -2,12 +2,14 @@
 //! provides (logging, events, notifications, child workflows), and dispatch
 //! by name.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use opcode_vm::catalog::Placement;
 use opcode_vm::effect::{Dispatch, SecretPart, SecretSite};
 use opcode_vm::error::ActionError;
 use opcode_vm::program::PathSeg;
@@ -451,25 +453,20 @@ impl Actions {
         matches!(action, "workflow.run" | "workflow.map")
     }
 
-    /// Is a call of `action` with `params` for run `run_id` worked out in
-    /// this process, in a time bounded by its input, touching nothing
-    /// outside the process but best-effort live output (a log line, an
-    /// emitted event, a session notification)? Such a call may run inside
-    /// the round that asked for it (spec/events.md, "Immediate actions").
-    /// `json.jq` is not: a filter may never end.
+    /// May a call of `action` with `params` for run `run_id` run inside
+    /// the round that asked for it? Its catalog entry says
+    /// ([`Placement`]); a plugin's action and an unknown one never do.
     pub fn immediate(&self, action: &str, params: &Value, run_id: &str) -> bool {
         if self.external.as_ref().is_some_and(|e| e.handles(action)) {
             return false;
         }
-        match action {
-            // Reading another workflow's context reads the store.
-            "workflow.context" => params
+        match placement(action) {
+            Placement::Dispatched => false,
+            Placement::InRound => true,
+            Placement::InRoundForOwnRun => params
                 .get("workflow_id")
                 .and_then(Value::as_str)
                 .is_none_or(|id| id.is_empty() || id == run_id),
-            "workflow.emit" | "workflow.log" | "workflow.notify" | "workflow.fail"
-            | "expr.eval" => true,
-            _ => action.starts_with("assert.") || action.starts_with("crypto."),
         }
     }
 
@@ -546,6 +543,21 @@ impl Actions {
     }
 }
 
+/// Where calls of the built-in action `action` run, from its catalog entry.
+fn placement(action: &str) -> Placement {
+    static PLACEMENTS: std::sync::OnceLock<HashMap<String, Placement>> = std::sync::OnceLock::new();
+    PLACEMENTS
+        .get_or_init(|| {
+            crate::catalog()
+                .into_iter()
+                .map(|spec| (spec.name, spec.placement))
+                .collect()
+        })
+        .get(action)
+        .copied()
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -605,6 +617,15 @@ mod tests {
             "workflow.map",
         ] {
             assert!(!actions.immediate(action, &none, "r"), "{action}");
+        }
+        for spec in crate::catalog() {
+            let family = spec.name.split('.').next().unwrap_or_default();
+            if matches!(family, "assert" | "crypto") {
+                assert_eq!(spec.placement, Placement::InRound, "{}", spec.name);
+            }
+            if matches!(family, "http" | "fs" | "shell" | "json") {
+                assert_eq!(spec.placement, Placement::Dispatched, "{}", spec.name);
+            }
         }
         let own = json!({"action": "read", "workflow_id": "r"});
         let other = json!({"action": "read", "workflow_id": "other"});

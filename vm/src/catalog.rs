@@ -166,6 +166,24 @@ pub struct ParamSpec {
     pub doc: String,
 }
 
+/// Where a call of an action may run (spec/events.md, "Immediate actions").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    /// Outside the round that asked for it, on a worker slot: it may wait
+    /// on the world.
+    #[default]
+    Dispatched,
+    /// Inside the round: a computation in this process, bounded by its
+    /// input, touching nothing outside but best-effort live output (a log
+    /// line, an emitted event, a session notification).
+    InRound,
+    /// Inside the round when it reads the calling run itself (its
+    /// `workflow_id` parameter absent, empty or the run's own id); another
+    /// run's is read from the store, so that call is dispatched.
+    InRoundForOwnRun,
+}
+
 /// The signature and documentation of one action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ActionSpec {
@@ -179,6 +197,9 @@ pub struct ActionSpec {
     pub open_params: bool,
     /// The shape of the step output.
     pub output: Ty,
+    /// Where its calls may run.
+    #[serde(default)]
+    pub placement: Placement,
 }
 
 impl ActionSpec {
@@ -287,6 +308,7 @@ mod tests {
             params: vec![],
             open_params: false,
             output: Ty::Any,
+            placement: Placement::Dispatched,
         }]);
         assert_eq!(catalog.closest("http.gte"), Some("http.get"));
         assert_eq!(catalog.closest("fs.read"), None);

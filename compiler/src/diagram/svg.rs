@@ -285,6 +285,7 @@ mod tests {
                 params: Vec::new(),
                 open_params: false,
                 output: opcode_vm::catalog::Ty::Any,
+                placement: opcode_vm::catalog::Placement::Dispatched,
             },
             opcode_vm::catalog::ActionSpec {
                 name: "workflow.log".into(),
@@ -292,6 +293,7 @@ mod tests {
                 params: Vec::new(),
                 open_params: true,
                 output: opcode_vm::catalog::Ty::Any,
+                placement: opcode_vm::catalog::Placement::Dispatched,
             },
         ]);
         let (program, diagnostics) = compiler.compile(src, "w.json");

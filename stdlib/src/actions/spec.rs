@@ -1,6 +1,6 @@
 //! A small builder for action signatures, so each family reads as a table.
 
-use opcode_vm::catalog::{ActionSpec, ParamSpec, Ty};
+use opcode_vm::catalog::{ActionSpec, ParamSpec, Placement, Ty};
 
 /// Starts a signature.
 pub fn action(name: &str, doc: &str) -> Builder {
@@ -11,6 +11,7 @@ pub fn action(name: &str, doc: &str) -> Builder {
             params: Vec::new(),
             open_params: false,
             output: Ty::Any,
+            placement: Placement::Dispatched,
         },
     }
 }
@@ -46,6 +47,18 @@ impl Builder {
     /// Accepts parameters it does not declare.
     pub fn open(mut self) -> Builder {
         self.spec.open_params = true;
+        self
+    }
+
+    /// Its calls may run inside the round that asked for them.
+    pub fn in_round(mut self) -> Builder {
+        self.spec.placement = Placement::InRound;
+        self
+    }
+
+    /// Its calls may run inside the round when they read the calling run.
+    pub fn in_round_for_own_run(mut self) -> Builder {
+        self.spec.placement = Placement::InRoundForOwnRun;
         self
     }
 

@@ -28,27 +28,32 @@ pub fn specs() -> Vec<ActionSpec> {
                 ("failed", Ty::Int),
             ])),
         action("workflow.emit", "Publishes an event to live subscribers (the panel, SSE streams).")
+            .in_round()
             .opt("event_type", Ty::String, "the event name")
             .opt("event", Ty::String, "alias of event_type")
             .opt("payload", Ty::Any, "event data")
             .opt("data", Ty::Any, "alias of payload")
             .output(Ty::object([("emitted", Ty::Bool)])),
         action("workflow.context", "Reads or updates the workflow context (`context.*`). `update` merges `data` into it.")
+            .in_round_for_own_run()
             .req("action", Ty::one_of_strings(&["read", "update"]), "read or update")
             .opt("workflow_id", Ty::String, "whose context (default this workflow)")
             .opt("data", Ty::map(Ty::Any), "keys to merge (update)")
             .opt("agent_notes", Ty::String, "notes to store (update)")
             .output(Ty::Any),
         action("workflow.fail", "Fails the step, and the workflow unless on_error handles it.")
+            .in_round()
             .opt("reason", Ty::String, "why")
             .output(Ty::Null),
         action("workflow.log", "Writes a structured log line. Extra parameters are logged as fields.")
+            .in_round()
             .opt("message", Ty::String, "the message")
             .opt("level", Ty::one_of_strings(&["debug", "info", "warn", "error"]), "debug, info (default), warn or error")
             .opt("data", Ty::Any, "structured data")
             .open()
             .output(Ty::object([("logged", Ty::Bool)])),
         action("workflow.notify", "Sends a notification to the MCP session of the workflow's agent (best effort; never fails).")
+            .in_round()
             .req("message", Ty::String, "the notification text")
             .opt("data", Ty::Any, "structured data")
             .output(Ty::object([("notified", Ty::Bool), ("reason", Ty::String)])),

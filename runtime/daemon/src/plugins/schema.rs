@@ -1,6 +1,6 @@
 //! A plugin tool's JSON Schema as an action signature the compiler checks.
 
-use opcode_vm::catalog::{ActionSpec, ParamSpec, Ty};
+use opcode_vm::catalog::{ActionSpec, ParamSpec, Placement, Ty};
 use serde_json::{Map, Value};
 
 /// The signature of `<plugin>.<tool>` from the tool's description and
@@ -43,6 +43,7 @@ pub fn action_spec(name: String, doc: &str, input: &Map<String, Value>) -> Actio
             ("content", Ty::array(Ty::Any)),
             ("structured", Ty::Any),
         ]),
+        placement: Placement::Dispatched,
     }
 }
 
