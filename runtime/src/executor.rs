@@ -147,6 +147,13 @@ impl Executor {
         Ok(read(&loaded.plan.program))
     }
 
+    /// Keeps `program`, compiled from `definition`, for the runs of it to
+    /// come (`opcode.define` has just compiled it: the first run need not
+    /// compile it again).
+    pub fn keep_program(&self, definition: &str, program: Program) {
+        self.inner.programs.insert(definition, program);
+    }
+
     /// Sets who runs actions besides the built-in ones (once, before the
     /// first run; later calls are ignored).
     pub fn set_external(&self, external: Arc<dyn ExternalActions>) {

@@ -47,6 +47,9 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
     let text = serde_json::to_string_pretty(&wrapper).unwrap_or_default();
     let (program, diagnostics) = compile(api, &text, agent_id).await?;
     let rendered = checked(program.is_some(), diagnostics, FILE, &text)?;
+    if let Some(program) = program {
+        api.exec.keep_program(&text, program);
+    }
     let trigger = trigger_of(args, name, agent_id)?;
     api.seen(agent_id).await?;
     let text_of = |key: &str| wrapper.get(key).map(Value::to_string);
