@@ -122,3 +122,20 @@ fn checks_apply_to_opc_with_positions_in_the_opc_text() {
         .collect();
     assert!(codes.contains(&"E0008"), "{codes:?}");
 }
+
+/// Found by the `opc_check` fuzz target: an empty `.opc` text reported its
+/// missing `steps` one byte past its end.
+#[test]
+fn an_empty_opc_text_is_told_so_within_itself() {
+    let compiler = opcode_compiler::Compiler::new().with_actions(opcode_stdlib::catalog());
+    for text in ["", " ", "\n"] {
+        let diagnostics = compiler.check_as(text, opcode_compiler::Syntax::Opc);
+        let codes: Vec<_> = diagnostics.iter().map(|d| d.code.id).collect();
+        assert_eq!(codes, ["E0011"], "{text:?}");
+        for d in diagnostics.iter() {
+            for label in &d.labels {
+                assert!(label.span.end as usize <= text.len(), "{text:?}: {d:?}");
+            }
+        }
+    }
+}

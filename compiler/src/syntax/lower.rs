@@ -87,7 +87,12 @@ impl Lowerer<'_> {
         }
         if root.get("steps").is_none() {
             self.report(
-                Diagnostic::error(E0011, Span::new(root.span.start as usize, root.span.start as usize + 1), "missing field `steps`")
+                Diagnostic::error(
+                    E0011,
+                    // The opening brace; an empty `.opc` text has none.
+                    Span::new(root.span.start as usize, (root.span.start + 1).min(root.span.end) as usize),
+                    "missing field `steps`",
+                )
                     .with_help("a workflow is an object with a `steps` array, or opcode's wrapper with a `definition` object")
                     .with_pointer(""),
             );
