@@ -139,3 +139,21 @@ fn an_empty_opc_text_is_told_so_within_itself() {
         }
     }
 }
+
+/// Found by the `opc_check` fuzz target: a text ending inside a member
+/// (here after a comment) got a backwards span, end before start.
+#[test]
+fn a_text_ending_too_early_is_told_so_at_its_end() {
+    let compiler = opcode_compiler::Compiler::new().with_actions(opcode_stdlib::catalog());
+    let text = "iStj#######p";
+    let diagnostics = compiler.check_as(text, opcode_compiler::Syntax::Opc);
+    let first = diagnostics.iter().next().expect("a diagnostic");
+    assert_eq!(first.code.id, "E0007");
+    assert!(
+        first.message.starts_with("the file ends; expected"),
+        "{}",
+        first.message
+    );
+    let span = first.labels[0].span;
+    assert_eq!((span.start, span.end), (12, 12));
+}

@@ -48,13 +48,14 @@ pub fn parse_tree<'s>(src: &'s str, sink: &mut Diagnostics) -> Option<Parsed<'s>
         .collect();
     let (root, errors) = parser::parse(&tokens, src.len());
     for error in errors {
-        let found = error
-            .found
-            .unwrap_or_else(|| "the end of the file".to_owned());
+        let found = error.found.map_or_else(
+            || "the file ends".to_owned(),
+            |found| format!("unexpected {found}"),
+        );
         let message = if error.expected.is_empty() {
-            format!("unexpected {found}")
+            found
         } else {
-            format!("unexpected {found}; expected {}", error.expected.join(", "))
+            format!("{found}; expected {}", error.expected.join(", "))
         };
         sink.push(Diagnostic::error(E0007, error.span, message).with_help(
             "see spec/opc.md for the grammar: `key: value`, `key { … }`, `step ID ACTION { … }`",

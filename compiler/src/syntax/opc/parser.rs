@@ -46,7 +46,14 @@ pub fn parse(tokens: &[(Token<'_>, SimpleSpan)], len: usize) -> (Option<Block>, 
     let errors = errors
         .into_iter()
         .map(|e| SyntaxError {
-            span: span(*e.span()),
+            // At the end of the input chumsky may join the end's span to
+            // an earlier one backwards: an error there is at the end.
+            span: if e.found().is_none() {
+                Span::at(len)
+            } else {
+                let s = e.span();
+                Span::new(s.start.min(s.end), s.start.max(s.end))
+            },
             found: e.found().map(ToString::to_string),
             expected: {
                 let mut expected: Vec<String> = e.expected().map(describe).collect();
