@@ -12,8 +12,7 @@ use super::run::Msg;
 use super::{ExecError, Inner, writes};
 use crate::log::stamp;
 use crate::owner;
-use crate::store::Commit;
-use crate::store::StoreError;
+use crate::store::{Commit, StoreError};
 use crate::time::{now_ms, parse_ms};
 
 /// A workflow that failed to load is not tried again for this long.
