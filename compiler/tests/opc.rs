@@ -157,3 +157,28 @@ fn a_text_ending_too_early_is_told_so_at_its_end() {
     let span = first.labels[0].span;
     assert_eq!((span.start, span.end), (12, 12));
 }
+
+/// Found by the `opc_check` fuzz target: a CEL syntax error at a
+/// non-ASCII character was reported as its first byte alone.
+#[test]
+fn a_cel_error_at_a_non_ascii_character_covers_the_character() {
+    let compiler = opcode_compiler::Compiler::new().with_actions(opcode_stdlib::catalog());
+    let text = "step a expr.eval {\n  params { expression: \"1 \u{20d} 2\" }\n}\n";
+    let diagnostics = compiler.check_as(text, opcode_compiler::Syntax::Opc);
+    let cel = diagnostics
+        .iter()
+        .find(|d| d.code.id == "E0030")
+        .unwrap_or_else(|| {
+            panic!(
+                "{:?}",
+                diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>()
+            )
+        });
+    for label in &cel.labels {
+        let (start, end) = (label.span.start as usize, label.span.end as usize);
+        assert!(
+            text.is_char_boundary(start) && text.is_char_boundary(end),
+            "{cel:?}"
+        );
+    }
+}

@@ -56,9 +56,7 @@ pub fn analyze(expr: &Expr, src: &str, pointer: &str) -> Result<CelRefs, Diagnos
             let first = errors.errors.first();
             let (line, column) = first.map_or((1, 1), |e| e.pos);
             let offset = line_col_to_byte(&expr.source, line, column);
-            let span = expr
-                .origin
-                .file_span(src, offset..offset.saturating_add(1).min(expr.source.len()));
+            let span = expr.origin.file_span(src, one_char(&expr.source, offset));
             let message = first.map_or_else(
                 || "invalid expression".to_owned(),
                 |e| plain_message(&e.msg),
@@ -217,9 +215,7 @@ pub fn too_complex(
         opcode_vm::limits::TooComplex::Nesting { at, .. } => *at,
         opcode_vm::limits::TooComplex::Size { .. } => 0,
     };
-    let span = expr
-        .origin
-        .file_span(src, at..(at + 1).min(expr.source.len()).max(at));
+    let span = expr.origin.file_span(src, one_char(&expr.source, at));
     Diagnostic::error(E0053, span, format!("the {what} {limit}"))
         .with_secondary(expr.span, "in this expression")
         .with_help("split it into smaller ones (steps of their own, or `expr.eval` results), and pass large data as inputs rather than writing it out")
@@ -428,6 +424,16 @@ fn walk(e: &IdedExpr, found: &mut Vec<Found>) {
     }
 }
 
+/// The bytes of the character of `s` at byte `at` (empty at the end; an
+/// offset inside a character moves back to its start).
+fn one_char(s: &str, at: usize) -> std::ops::Range<usize> {
+    let mut at = at.min(s.len());
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    at..at + s[at..].chars().next().map_or(0, char::len_utf8)
+}
+
 /// Byte offset of the `chars`-th character of `s` (clamped).
 fn char_to_byte(s: &str, chars: usize) -> usize {
     s.char_indices().nth(chars).map_or(s.len(), |(i, _)| i)
@@ -458,6 +464,16 @@ mod tests {
             span: Span::new(0, source.len()),
             origin: TextOrigin::Verbatim(0),
         }
+    }
+
+    #[test]
+    fn one_char_never_splits_a_character() {
+        let s = "a\u{20d}b";
+        assert_eq!(one_char(s, 0), 0..1);
+        assert_eq!(one_char(s, 1), 1..3);
+        assert_eq!(one_char(s, 2), 1..3);
+        assert_eq!(one_char(s, 3), 3..4);
+        assert_eq!(one_char(s, 9), 4..4);
     }
 
     #[test]
