@@ -127,9 +127,9 @@ fn checks_apply_to_opc_with_positions_in_the_opc_text() {
 /// missing `steps` one byte past its end.
 #[test]
 fn an_empty_opc_text_is_told_so_within_itself() {
-    let compiler = opcode_compiler::Compiler::new().with_actions(opcode_stdlib::catalog());
+    let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
     for text in ["", " ", "\n"] {
-        let diagnostics = compiler.check_as(text, opcode_compiler::Syntax::Opc);
+        let diagnostics = compiler.check_as(text, Syntax::Opc);
         let codes: Vec<_> = diagnostics.iter().map(|d| d.code.id).collect();
         assert_eq!(codes, ["E0011"], "{text:?}");
         for d in diagnostics.iter() {
@@ -144,9 +144,9 @@ fn an_empty_opc_text_is_told_so_within_itself() {
 /// (here after a comment) got a backwards span, end before start.
 #[test]
 fn a_text_ending_too_early_is_told_so_at_its_end() {
-    let compiler = opcode_compiler::Compiler::new().with_actions(opcode_stdlib::catalog());
+    let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
     let text = "iStj#######p";
-    let diagnostics = compiler.check_as(text, opcode_compiler::Syntax::Opc);
+    let diagnostics = compiler.check_as(text, Syntax::Opc);
     let first = diagnostics.iter().next().expect("a diagnostic");
     assert_eq!(first.code.id, "E0007");
     assert!(
@@ -162,9 +162,9 @@ fn a_text_ending_too_early_is_told_so_at_its_end() {
 /// non-ASCII character was reported as its first byte alone.
 #[test]
 fn a_cel_error_at_a_non_ascii_character_covers_the_character() {
-    let compiler = opcode_compiler::Compiler::new().with_actions(opcode_stdlib::catalog());
+    let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
     let text = "step a expr.eval {\n  params { expression: \"1 \u{20d} 2\" }\n}\n";
-    let diagnostics = compiler.check_as(text, opcode_compiler::Syntax::Opc);
+    let diagnostics = compiler.check_as(text, Syntax::Opc);
     let cel = diagnostics
         .iter()
         .find(|d| d.code.id == "E0030")
