@@ -47,12 +47,17 @@ impl std::fmt::Debug for CelHost {
 }
 
 /// The environment: CEL's standard library plus the string extensions
-/// (`upperAscii`, `substring`, `split`…).
+/// (`upperAscii`, `substring`, `split`…). Built once: building it declares
+/// every overload, which cost more than most evaluations.
 pub fn env() -> Arc<Env> {
-    let mut env = Env::stdlib();
-    // The extension's names are fixed and do not clash with the stdlib.
-    let _ = env.add_extension(cel::extensions::strings);
-    Arc::new(env)
+    static ENV: std::sync::OnceLock<Arc<Env>> = std::sync::OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Env::stdlib();
+        // The extension's names are fixed and do not clash with the stdlib.
+        let _ = env.add_extension(cel::extensions::strings);
+        Arc::new(env)
+    })
+    .clone()
 }
 
 impl CelHost {
