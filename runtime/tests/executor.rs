@@ -474,6 +474,20 @@ fn an_action_cancelled_in_the_round_that_asked_for_it_never_starts() {
     });
 }
 
+/// Starts a run of [`slow_step`] in a process that dies once the step has
+/// started (its runtime is dropped); the run's id.
+fn start_then_die(store: &Arc<MemoryStore>, config: Config) -> String {
+    let first = runtime();
+    let id = first.block_on(async {
+        let exec = executor(store, config);
+        let id = exec.start(request(&slow_step(), &json!({}))).await.unwrap();
+        await_entries(store, &id, "step_started", 1).await;
+        id
+    });
+    first.shutdown_timeout(Duration::from_millis(10));
+    id
+}
+
 /// A step that stays in flight long enough to "crash" under it.
 fn slow_step() -> Value {
     json!({"steps": [
@@ -505,14 +519,7 @@ fn a_run_whose_recoveries_keep_ending_the_process_is_quarantined_until_resumed()
         limits,
         ..config(dir.path())
     };
-    let first = runtime();
-    let id = first.block_on(async {
-        let exec = executor(&store, config());
-        let id = exec.start(request(&slow_step(), &json!({}))).await.unwrap();
-        await_entries(&store, &id, "step_started", 1).await;
-        id
-    });
-    first.shutdown_timeout(Duration::from_millis(10));
+    let id = start_then_die(&store, config());
     // Each recovery re-dispatches the step, and the process "dies" again.
     for recovery in 1..=2 {
         let again = runtime();
@@ -569,14 +576,7 @@ fn a_quarantined_run_can_be_cancelled_without_running_its_step_again() {
         },
         ..config(dir.path())
     };
-    let first = runtime();
-    let id = first.block_on(async {
-        let exec = executor(&store, config());
-        let id = exec.start(request(&slow_step(), &json!({}))).await.unwrap();
-        await_entries(&store, &id, "step_started", 1).await;
-        id
-    });
-    first.shutdown_timeout(Duration::from_millis(10));
+    let id = start_then_die(&store, config());
     let again = runtime();
     again.block_on(async {
         let exec = executor(&store, config());

@@ -87,6 +87,14 @@ def wait_for(what, predicate, seconds):
         time.sleep(0.1)
 
 
+def within(predicate, seconds):
+    """`predicate`'s first true value within `seconds`, else None."""
+    try:
+        return wait_for("", predicate, seconds)
+    except AssertionError:
+        return None
+
+
 def _watch(url, stop, worst, slow):
     import http.client
     from urllib.parse import urlparse

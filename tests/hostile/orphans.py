@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 
-from common import Expectations, call, daemon, get, wait_for
+from common import Expectations, call, daemon, get, wait_for, within
 
 SLEEP = 6
 
@@ -42,14 +42,6 @@ def alive(ledger):
     """Pids of processes whose command line names the ledger."""
     found = subprocess.run(["pgrep", "-f", ledger], capture_output=True, text=True).stdout.split()
     return [int(p) for p in found if int(p) != os.getpid()]
-
-
-def within(predicate, seconds):
-    """`predicate`'s first true value within `seconds`, else None."""
-    try:
-        return wait_for("", predicate, seconds)
-    except AssertionError:
-        return None
 
 
 def dies(ledger):

@@ -13,8 +13,10 @@ use crate::source::Span;
 /// The error type of the parser.
 pub type Error<'s> = Rich<'s, Token<'s>, SimpleSpan>;
 
+/// Our span of a chumsky span, in order: at the end of the input chumsky
+/// may join the end's span to an earlier one backwards.
 fn span(s: SimpleSpan) -> Span {
-    Span::new(s.start, s.end)
+    Span::new(s.start.min(s.end), s.start.max(s.end))
 }
 
 /// A syntax error, owned.
@@ -46,13 +48,11 @@ pub fn parse(tokens: &[(Token<'_>, SimpleSpan)], len: usize) -> (Option<Block>, 
     let errors = errors
         .into_iter()
         .map(|e| SyntaxError {
-            // At the end of the input chumsky may join the end's span to
-            // an earlier one backwards: an error there is at the end.
+            // An error at the end of the input is at its end.
             span: if e.found().is_none() {
                 Span::at(len)
             } else {
-                let s = e.span();
-                Span::new(s.start.min(s.end), s.start.max(s.end))
+                span(*e.span())
             },
             found: e.found().map(ToString::to_string),
             expected: {
