@@ -25,6 +25,7 @@ mod quarantine;
 mod round;
 mod run;
 mod services;
+mod stand_in;
 mod types;
 mod writes;
 
@@ -45,12 +46,13 @@ use tokio::sync::{Notify, Semaphore, broadcast, mpsc, oneshot};
 
 pub use self::background::Background;
 pub use self::ceiling::CeilingCheck;
-pub use self::observer::Observer;
+pub use self::observer::{LogLine, Observer};
 use self::programs::Programs;
 pub use self::quarantine::QUARANTINED;
 use self::run::{Incoming, Msg, RunFacts, RunTask, Setup};
 pub use self::services::Emitted;
 use self::services::RuntimeServices;
+pub use self::stand_in::{Answer, StandIn};
 pub use self::types::{
     Appended, Change, Config, Delivery, ExecError, Recovery, Settled, StartRequest, Until,
 };
@@ -97,6 +99,7 @@ pub(crate) struct Inner {
     writes: Writes,
     notifier: std::sync::OnceLock<Arc<dyn Notifier>>,
     external: std::sync::OnceLock<Arc<dyn ExternalActions>>,
+    stand_in: std::sync::OnceLock<Arc<dyn StandIn>>,
 }
 
 /// Delivers `workflow.notify` messages to the agent that started a run.
@@ -131,6 +134,7 @@ impl Executor {
                 writes: Writes::default(),
                 notifier: std::sync::OnceLock::new(),
                 external: std::sync::OnceLock::new(),
+                stand_in: std::sync::OnceLock::new(),
             }
         });
         Executor { inner }
@@ -158,6 +162,12 @@ impl Executor {
     /// first run; later calls are ignored).
     pub fn set_external(&self, external: Arc<dyn ExternalActions>) {
         let _ = self.inner.external.set(external);
+    }
+
+    /// Sets who answers calls in place of the actions (once, before the
+    /// first run; later calls are ignored).
+    pub fn set_stand_in(&self, stand_in: Arc<dyn StandIn>) {
+        let _ = self.inner.stand_in.set(stand_in);
     }
 
     /// Sets the signatures of the actions `provider` offers, so workflows

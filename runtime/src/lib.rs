@@ -4,6 +4,8 @@
 //!   implementations (schema in `spec/events.md`);
 //! - [`executor`]: drives VMs against the store, performs their effects,
 //!   recovers interrupted runs, fires durable timers;
+//! - [`driver`]: runs one workflow to rest with answers given in advance
+//!   (`opcodec run`, the conformance suite);
 //! - [`log`]: how VM events and records become log entries;
 //! - [`owner`]: which process owns a workflow (leases);
 //! - [`vault`]: secrets, encrypted in the store;
@@ -15,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod breaker;
+pub mod driver;
 pub mod executor;
 pub mod log;
 pub mod owner;

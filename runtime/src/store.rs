@@ -10,11 +10,14 @@
 //! `spec/events.md` documents the schema.
 
 mod catalog;
+#[cfg(feature = "libsql")]
 pub mod libsql;
 pub mod memory;
+#[cfg(feature = "libsql")]
 mod schema;
 
 /// The schema version this build writes (see `spec/events.md`).
+#[cfg(feature = "libsql")]
 pub use schema::LATEST as SCHEMA_VERSION;
 
 pub use catalog::{

@@ -2,52 +2,18 @@
 //! unloading, crash recovery, durable timers, cancel, inboxes, children.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{config, executor, request, runtime};
 use opcode_runtime::executor::Config;
 use opcode_runtime::store::memory::MemoryStore;
 use opcode_runtime::store::{EntryKind, EventStore, LogEntry, WorkflowRow};
-use opcode_runtime::{Delivery, ExecError, Executor, Recovery, StartRequest, Until};
-use opcode_stdlib::exec::EnvSecrets;
+use opcode_runtime::{Delivery, ExecError, Executor, Recovery, Until};
 use opcode_vm::event::{Event, Resolution};
 use serde_json::{Value, json};
-
-fn config(base: &Path) -> Config {
-    Config {
-        poll: Duration::from_millis(20),
-        base_dir: base.to_path_buf(),
-        ..Config::default()
-    }
-}
-
-fn executor(store: &Arc<MemoryStore>, config: Config) -> Executor {
-    let store: Arc<dyn EventStore> = store.clone();
-    Executor::new(store, Arc::new(EnvSecrets), config)
-}
-
-fn request(workflow: &Value, inputs: &Value) -> StartRequest {
-    let definition = workflow.to_string();
-    let compiler = opcode_compiler::Compiler::new().with_actions(opcode_stdlib::catalog());
-    let (program, diagnostics) = compiler.compile(&definition, "test.json");
-    let program = program.unwrap_or_else(|| panic!("compiles: {diagnostics:?}"));
-    let inputs = opcode_stdlib::inputs::prepare(&program, inputs).unwrap();
-    StartRequest {
-        definition,
-        program: Some(program),
-        inputs,
-        ..StartRequest::default()
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 async fn entries(store: &MemoryStore, id: &str) -> Vec<LogEntry> {
     store.entries(id, 0, false).await.unwrap()

@@ -23,8 +23,6 @@ pub mod jq;
 #[cfg(feature = "runtime")]
 pub mod limits;
 #[cfg(feature = "runtime")]
-pub mod local;
-#[cfg(feature = "runtime")]
 pub mod redact;
 #[cfg(feature = "runtime")]
 pub mod report;

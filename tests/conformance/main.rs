@@ -2,12 +2,15 @@
 //!
 //! Each folder holds `workflow.json` and `expect.toml`. For each folder this
 //! generates `check::<name>` (the diagnostic codes `opcodec check` reports
-//! are exactly the expected ones) and `schema::<name>` (the file is valid
-//! against `spec/workflow.schema.json`, checked with the `jsonschema` crate).
+//! are exactly the expected ones), `schema::<name>` (the file is valid
+//! against `spec/workflow.schema.json`, checked with the `jsonschema` crate)
+//! and `run::<name>` (it runs through the engine's executor as `[run]`
+//! expects, then recovers from every prefix of its log to the same end).
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test harness code may panic
 
 mod expect;
 mod mock;
+mod replay;
 mod run;
 
 use std::collections::BTreeSet;
@@ -131,7 +134,7 @@ fn run_trial(dir: PathBuf) -> Trial {
     Trial::test(format!("run::{}", name_of(&dir)), move || {
         let outcome = run::check_run(&dir)?;
         match outcome {
-            Some(outcome) => run::check_replay(&outcome),
+            Some(outcome) => replay::check_replay(&dir, &outcome),
             None => Err(Failed::from("expect.toml has no [run] section")),
         }
     })

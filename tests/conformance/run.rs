@@ -1,21 +1,20 @@
-//! Running an example and checking what it produced; then replaying its
-//! event log from every prefix.
+//! Running an example through the engine's executor, over an in-memory
+//! store, and checking what it produced.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use libtest_mimic::Failed;
-use opcode_compiler::Compiler;
-use opcode_stdlib::exec::{Actions, BoxFuture, Call, Child, Secrets, Services};
-use opcode_stdlib::local::{LocalRun, Outcome, summary};
-use opcode_vm::error::ActionError;
-use opcode_vm::event::RunMeta;
-use opcode_vm::{Plan, Vm};
-use serde_json::{Value, json};
+use opcode_runtime::driver::{self, Answers};
+use opcode_runtime::store::memory::MemoryStore;
+use opcode_runtime::{Config, Executor, StartRequest};
+use opcode_stdlib::exec::{BoxFuture, Secrets};
+use serde_json::Value;
 
 use crate::expect::{self, Run};
 use crate::mock::Mock;
+use crate::replay::Calls;
 
 /// Replaces `{mock}`, `{dir}` and `{example}` in every string of `value`.
 fn substitute(value: &Value, vars: &[(&str, &str)]) -> Value {
@@ -37,7 +36,8 @@ fn substitute(value: &Value, vars: &[(&str, &str)]) -> Value {
     }
 }
 
-struct NoSecrets;
+/// Secrets for the tests: `secret-NAME`.
+pub struct NoSecrets;
 
 impl Secrets for NoSecrets {
     fn secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Option<String>> {
@@ -45,74 +45,109 @@ impl Secrets for NoSecrets {
     }
 }
 
-/// Services for the tests: logs are dropped; child templates are the other examples.
-struct TestServices {
-    examples: PathBuf,
+/// A finished run of an example, in its own engine.
+pub struct Outcome {
+    /// The store the run lives in.
+    pub store: Arc<MemoryStore>,
+    /// The run.
+    pub id: String,
+    /// Its summary.
+    pub summary: Value,
+    /// The answers to give it (again, when it is recovered).
+    pub answers: Answers,
+    /// Which call each of its effects was.
+    pub calls: Arc<Calls>,
 }
 
-impl Services for TestServices {
-    fn log(&self, _: &Call, _: &str, _: &str, _: &Value) {}
-    fn emit(&self, _: &Call, _: &str, _: &Value) {}
-    fn notify(&self, _: &Call, _: &str, _: &Value) -> Value {
-        json!({"notified": false, "reason": "no_session"})
-    }
-    fn context_of<'a>(&'a self, _run_id: &'a str) -> BoxFuture<'a, Option<Value>> {
-        Box::pin(std::future::ready(None))
-    }
-    fn run_child<'a>(
-        &'a self,
-        _: &'a Call,
-        child: Child<'a>,
-    ) -> BoxFuture<'a, Result<Value, ActionError>> {
-        Box::pin(async move {
-            let (template, params) = (child.template, child.params.clone());
-            let dir = self.examples.join(template);
-            let outcome = run_workflow(&dir, params, &Run::default())
-                .await
-                .map_err(|e| ActionError::execution(format!("child {template}: {e}")))?;
-            Ok(
-                json!({"workflow_id": "child", "status": outcome.vm.status().as_str(), "output": outcome.vm.output()}),
-            )
-        })
+/// An engine over a fresh in-memory store whose relative paths (and
+/// child templates: the other examples) resolve in `dir`; the store keeps
+/// a copy of itself after each commit, for the recovery checks.
+pub fn engine(dir: &Path) -> (Arc<MemoryStore>, Executor) {
+    let store = Arc::new(MemoryStore::new());
+    store.keep_snapshots();
+    let config = Config {
+        base_dir: dir.to_path_buf(),
+        ..Config::default()
+    };
+    let executor = Executor::new(store.clone(), Arc::new(NoSecrets), config);
+    (store, executor)
+}
+
+/// The answers of `run`.
+pub fn answers(run: &Run) -> Answers {
+    Answers {
+        decisions: run.decide.clone().into_iter().collect(),
+        signals: run.signals.clone(),
+        max_wait: Duration::from_secs(10),
+        decider: "opcodec".into(),
+        reasoning: "answered on the command line".into(),
     }
 }
 
-/// Compiles and runs the workflow of `dir` with `inputs`.
-fn run_workflow<'a>(
-    dir: &'a Path,
+/// How long a run (or a recovery) may take to come to rest: a run that
+/// hangs fails its test instead of holding the suite.
+const REST_WITHIN: Duration = Duration::from_mins(1);
+
+/// Attends run `id` of `executor` and reads its summary, with the answers
+/// the run refused.
+pub async fn settle(
+    executor: &Executor,
+    store: &MemoryStore,
+    id: &str,
+    answers: &Answers,
+) -> Result<(Value, Vec<String>), String> {
+    let rest = tokio::time::timeout(REST_WITHIN, driver::attend(executor, id, answers))
+        .await
+        .map_err(|_| format!("the run did not come to rest within {REST_WITHIN:?}"))?
+        .map_err(|e| e.to_string())?;
+    let summary = opcode_runtime::summary::summary(store, id)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("the run is gone")?;
+    Ok((summary, rest.refused))
+}
+
+/// Compiles and runs the workflow of `dir` with `inputs`, to rest.
+async fn run_workflow(
+    dir: &Path,
     inputs: Value,
-    run: &'a Run,
-) -> BoxFuture<'a, Result<Outcome, String>> {
-    Box::pin(async move {
-        let text = std::fs::read_to_string(dir.join("workflow.json")).map_err(|e| e.to_string())?;
-        let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
-        let (program, diagnostics) = compiler.compile(&text, "workflow.json");
-        let program = program.ok_or_else(|| {
-            format!(
-                "does not compile: {:?}",
-                diagnostics.iter().next().map(|d| &d.message)
-            )
-        })?;
-        let inputs = opcode_stdlib::inputs::prepare(&program, &inputs)
-            .map_err(|e| format!("inputs: {e:?}"))?;
-        let services = Arc::new(TestServices {
-            examples: dir.parent().map(Path::to_path_buf).unwrap_or_default(),
-        });
-        let local = LocalRun {
-            plan: Plan::new(program),
-            actions: Arc::new(Actions::new(services, dir.to_path_buf())),
-            secrets: Arc::new(NoSecrets),
-            decisions: run.decide.clone().into_iter().collect(),
-            signals: run.signals.clone(),
-            meta: RunMeta {
-                run_id: "conformance".into(),
-                agent_id: Some("tests".into()),
-                ..RunMeta::default()
-            },
-            max_wait: Duration::from_secs(10),
-        };
-        Ok(local.run(inputs).await)
-    })
+    run: &Run,
+) -> Result<(Outcome, Vec<String>), String> {
+    let text = std::fs::read_to_string(dir.join("workflow.json")).map_err(|e| e.to_string())?;
+    let (store, executor) = engine(dir);
+    let calls = Arc::new(Calls::default());
+    executor.set_stand_in(calls.clone());
+    let (program, diagnostics) = executor.compiler().compile(&text, "workflow.json");
+    let program = program.ok_or_else(|| {
+        format!(
+            "does not compile: {:?}",
+            diagnostics.iter().next().map(|d| &d.message)
+        )
+    })?;
+    let inputs =
+        opcode_stdlib::inputs::prepare(&program, &inputs).map_err(|e| format!("inputs: {e:?}"))?;
+    let _background = executor.background();
+    let request = StartRequest {
+        definition: text,
+        program: Some(program),
+        inputs,
+        agent_id: Some("tests".into()),
+        ..StartRequest::default()
+    };
+    let id = executor.start(request).await.map_err(|e| e.to_string())?;
+    let answers = answers(run);
+    let (summary, refused) = settle(&executor, &store, &id, &answers).await?;
+    executor.shutdown(Duration::from_secs(1)).await;
+    Ok((
+        Outcome {
+            store,
+            id,
+            summary,
+            answers,
+            calls,
+        },
+        refused,
+    ))
 }
 
 /// Runs an example and checks its expectations; returns the outcome.
@@ -156,13 +191,9 @@ pub fn check_run(dir: &Path) -> Result<Option<Outcome>, Failed> {
             ("example", dir_text.as_str()),
         ];
         let inputs = substitute(&run.inputs, &vars);
-        let outcome = run_workflow(dir, inputs, &run).await?;
-        let got = summary(&outcome.vm);
-        let mut problems: Vec<String> = outcome
-            .rejected
-            .iter()
-            .map(|r| format!("refused: {r}"))
-            .collect();
+        let (outcome, refused) = run_workflow(dir, inputs, &run).await?;
+        let got = &outcome.summary;
+        let mut problems: Vec<String> = refused.iter().map(|r| format!("refused: {r}")).collect();
         if got["status"] != run.status {
             problems.push(format!(
                 "status: expected {}, got {}",
@@ -205,56 +236,8 @@ pub fn check_run(dir: &Path) -> Result<Option<Outcome>, Failed> {
             Err(Failed::from(format!(
                 "{}\nsummary: {}",
                 problems.join("\n"),
-                serde_json::to_string_pretty(&got).unwrap_or_default()
+                serde_json::to_string_pretty(got).unwrap_or_default()
             )))
         }
     })
-}
-
-/// Replays the log of `outcome` from every prefix: the VM rebuilt from the
-/// first k events, fed the rest, must end exactly where the run ended; and
-/// what it has pending after k events must be answered later in the log.
-pub fn check_replay(outcome: &Outcome) -> Result<(), Failed> {
-    let plan = outcome.vm.plan().clone();
-    let host = opcode_stdlib::cel::CelHost::new(&plan.program);
-    let reference = summary(&outcome.vm);
-    for k in 0..=outcome.log.len() {
-        let mut vm = Vm::new(plan.clone());
-        for (at, event) in &outcome.log[..k] {
-            vm.apply(*at, event, &host)
-                .map_err(|e| format!("replay of event {k}: {e}"))?;
-        }
-        for effect in vm.pending() {
-            if let opcode_vm::Effect::Dispatch(d) = effect {
-                let answered = outcome.log[k..].iter().any(|(_, e)| matches!(e, opcode_vm::Event::ActionFinished { effect, .. } if *effect == d.effect));
-                let still_pending =
-                    outcome.vm.pending().iter().any(
-                        |p| matches!(p, opcode_vm::Effect::Dispatch(q) if q.effect == d.effect),
-                    );
-                if !answered
-                    && !still_pending
-                    && outcome.vm.status() != opcode_vm::RunStatus::Cancelled
-                {
-                    let cancelled = !outcome.vm.status().is_terminal();
-                    if cancelled {
-                        return Err(Failed::from(format!(
-                            "after {k} events, dispatch {} is pending but never answered",
-                            d.effect
-                        )));
-                    }
-                }
-            }
-        }
-        for (at, event) in &outcome.log[k..] {
-            vm.apply(*at, event, &host)
-                .map_err(|e| format!("continuing after {k} events: {e}"))?;
-        }
-        let got = summary(&vm);
-        if got != reference {
-            return Err(Failed::from(format!(
-                "replay from {k} events differs:\nexpected {reference}\ngot {got}"
-            )));
-        }
-    }
-    Ok(())
 }

@@ -1,23 +1,26 @@
-//! `opcodec run FILE`: compile and run a workflow in memory.
+//! `opcodec run FILE`: compile and run a workflow in memory, with the
+//! engine's executor over its in-memory store (the daemon's code path).
 //!
 //! Relative paths (files, `shell.exec` working directory, scripts) resolve
 //! against the workflow file's folder. Reasoning steps are answered with
 //! `--decide STEP=CHOICE`; named signals are sent with `--signal NAME=JSON`;
 //! secrets come from `OPCODE_SECRET_<NAME>` environment variables;
 //! `workflow.run` runs `<template>.json` or `<template>/workflow.json` found
-//! next to the workflow (or in a sibling folder).
+//! next to the workflow (or in a sibling folder); a child that waits for a
+//! decision or a signal nobody answers is cancelled, and its parent fails.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use opcode_stdlib::exec::{Actions, BoxFuture, Call, Child, EnvSecrets, Services, template_file};
+use opcode_runtime::driver::{self, Answers};
+use opcode_runtime::executor::{LogLine, Observer};
+use opcode_runtime::store::EntryKind;
+use opcode_runtime::store::memory::MemoryStore;
+use opcode_runtime::{Config, EventStore, ExecError, Executor, StartRequest};
+use opcode_stdlib::exec::EnvSecrets;
 use opcode_stdlib::inputs::{pairs, parse_inputs, parse_value};
-use opcode_stdlib::local::{LocalRun, summary};
-use opcode_vm::Plan;
-use opcode_vm::error::ActionError;
-use opcode_vm::event::RunMeta;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::compile::compile_file;
 use crate::output::{ColorChoice, eprint_line, print};
@@ -98,9 +101,13 @@ pub fn run(args: &Args) -> u8 {
         }
     };
     let options = Options {
-        max_wait: args.max_wait,
-        decisions,
-        signals,
+        answers: Answers {
+            decisions,
+            signals,
+            max_wait: args.max_wait,
+            decider: "opcodec".into(),
+            reasoning: "answered on the command line".into(),
+        },
         json: args.format == Format::Json,
         color: args.color.enabled(),
     };
@@ -125,141 +132,119 @@ pub fn run(args: &Args) -> u8 {
 }
 
 struct Options {
-    max_wait: std::time::Duration,
-    decisions: HashMap<String, String>,
-    signals: Vec<(String, Value)>,
+    answers: Answers,
     json: bool,
     color: bool,
 }
 
-/// Compiles and runs one file; `Err` is an exit code (already reported).
-fn run_file<'a>(
-    path: &'a Path,
-    inputs: Value,
-    options: &'a Options,
-) -> BoxFuture<'a, Result<Value, u8>> {
-    Box::pin(async move {
-        let program = compile_file(path, options.color)
-            .map_err(|code| if code == 1 { EXIT_COMPILE } else { code })?;
-        let inputs = opcode_stdlib::inputs::prepare(&program, &inputs).map_err(|errors| {
-            eprint_line(&format!(
-                "error[R0108]: the inputs do not match input_schema:\n  - {}",
-                errors.join("\n  - ")
-            ));
-            EXIT_FAILED
-        })?;
-        let base = path
-            .parent()
-            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-        let base = if base.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            base
-        };
-        let services = Arc::new(CliServices {
-            base: base.clone(),
-            max_wait: options.max_wait,
-            quiet: options.json,
-            decisions: options.decisions.clone(),
-        });
-        let actions =
-            Arc::new(Actions::new(services, base).with_evaluator(std::env::current_exe().ok()));
-        let meta = RunMeta {
-            run_id: uuid::Uuid::new_v4().to_string(),
-            name: program.header.name.clone(),
-            agent_id: Some("opcodec".into()),
-            ..RunMeta::default()
-        };
-        let local = LocalRun {
-            plan: Plan::new(program),
-            actions,
-            secrets: Arc::new(EnvSecrets),
-            decisions: options.decisions.clone(),
-            signals: options.signals.clone(),
-            meta,
-            max_wait: options.max_wait,
-        };
-        let outcome = local.run(inputs).await;
-        for rejection in &outcome.rejected {
-            eprint_line(&format!("error: {rejection}"));
-        }
-        Ok(summary(&outcome.vm))
-    })
+/// Compiles and runs one file in an engine over an in-memory store;
+/// `Err` is an exit code (already reported).
+async fn run_file(path: &Path, inputs: Value, options: &Options) -> Result<Value, u8> {
+    let program = compile_file(path, options.color)
+        .map_err(|code| if code == 1 { EXIT_COMPILE } else { code })?;
+    let inputs = opcode_stdlib::inputs::prepare(&program, &inputs).map_err(|errors| {
+        eprint_line(&format!(
+            "error[R0108]: the inputs do not match input_schema:\n  - {}",
+            errors.join("\n  - ")
+        ));
+        EXIT_FAILED
+    })?;
+    let source = std::fs::read_to_string(path).map_err(|e| {
+        eprint_line(&format!("error: cannot read {}: {e}", path.display()));
+        EXIT_COMPILE
+    })?;
+    let base = folder_of(path);
+    let mut config = Config {
+        base_dir: base.clone(),
+        ..Config::default()
+    };
+    config.isolation.helper = std::env::current_exe().ok();
+    let store: Arc<dyn EventStore> = Arc::new(MemoryStore::new());
+    let executor = Executor::new(store.clone(), Arc::new(EnvSecrets), config);
+    if !options.json {
+        executor.set_observer(Arc::new(Stderr));
+    }
+    let _background = executor.background();
+    let _events = (!options.json).then(|| print_emitted(&executor));
+    let request = StartRequest {
+        definition: source,
+        program: Some(program),
+        inputs,
+        agent_id: Some("opcodec".into()),
+        base_dir: Some(base.clone()),
+        workspace: Some(base),
+        ..StartRequest::default()
+    };
+    let fail = |e: ExecError| {
+        eprint_line(&format!("error: {e}"));
+        EXIT_FAILED
+    };
+    let id = executor.start(request).await.map_err(fail)?;
+    let rest = driver::attend(&executor, &id, &options.answers)
+        .await
+        .map_err(fail)?;
+    for refusal in &rest.refused {
+        eprint_line(&format!("error: {refusal}"));
+    }
+    for note in &rest.notes {
+        eprint_line(&format!("note: {note}"));
+    }
+    let summary = opcode_runtime::summary::summary(store.as_ref(), &id)
+        .await
+        .map_err(|e| fail(e.into()))?;
+    executor.shutdown(std::time::Duration::from_secs(1)).await;
+    Ok(summary.unwrap_or(Value::Null))
 }
 
-/// Logs to stderr; runs child templates found next to the workflow.
-struct CliServices {
-    base: PathBuf,
-    max_wait: std::time::Duration,
-    quiet: bool,
-    decisions: HashMap<String, String>,
+/// The workflow file's folder: relative paths resolve there.
+fn folder_of(path: &Path) -> PathBuf {
+    let folder = std::path::absolute(path)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf));
+    folder.unwrap_or_else(|| PathBuf::from("."))
 }
 
-impl Services for CliServices {
-    fn log(&self, call: &Call, level: &str, message: &str, data: &Value) {
-        if self.quiet {
-            return;
-        }
-        let extra = match data {
+/// Prints `workflow.log` lines on stderr.
+struct Stderr;
+
+impl Observer for Stderr {
+    fn action_ended(&self, _: &str, _: bool, _: f64) {}
+    fn appended(&self, _: &[(EntryKind, &str)]) {}
+    fn logged(&self, line: &LogLine<'_>) {
+        let extra = match line.data {
             Value::Object(m) if m.is_empty() => String::new(),
             other => format!(" {other}"),
         };
-        eprint_line(&format!("[{level}] {}: {message}{extra}", call.step));
+        eprint_line(&format!(
+            "[{}] {}: {}{extra}",
+            line.level, line.step, line.message
+        ));
     }
+}
 
-    fn emit(&self, call: &Call, event_type: &str, payload: &Value) {
-        if !self.quiet {
-            eprint_line(&format!("[event] {}: {event_type} {payload}", call.step));
-        }
-    }
-
-    fn notify(&self, _call: &Call, _message: &str, _data: &Value) -> Value {
-        json!({"notified": false, "reason": "no_session"})
-    }
-
-    fn context_of<'a>(&'a self, _run_id: &'a str) -> BoxFuture<'a, Option<Value>> {
-        Box::pin(std::future::ready(None))
-    }
-
-    fn run_child<'a>(
-        &'a self,
-        _call: &'a Call,
-        child: Child<'a>,
-    ) -> BoxFuture<'a, Result<Value, ActionError>> {
-        Box::pin(async move {
-            let (template, params) = (child.template, child.params.clone());
-            let Some(path) = template_file(&self.base, template) else {
-                return Err(ActionError::execution(format!(
-                    "template `{template}` not found next to the workflow"
-                )));
-            };
-            let options = Options {
-                max_wait: self.max_wait,
-                decisions: self.decisions.clone(),
-                signals: Vec::new(),
-                json: self.quiet,
-                color: false,
-            };
-            let summary = run_file(&path, params, &options).await.map_err(|_| {
-                ActionError::execution(format!(
-                    "template `{template}` could not be compiled or started"
-                ))
-            })?;
-            let status = summary["status"].as_str().unwrap_or("failed").to_owned();
-            let output =
-                json!({"workflow_id": "local", "status": status, "output": summary["output"]});
-            if status == "completed" {
-                Ok(output)
-            } else {
-                Err(ActionError::new(
-                    opcode_vm::codes::R0113,
-                    "EXECUTION_ERROR",
-                    format!("child `{template}` ended {status}"),
-                    false,
-                )
-                .with_details(json!({"child": summary})))
+/// Prints `workflow.emit` events on stderr while the returned task lives.
+fn print_emitted(executor: &Executor) -> AbortOnDrop {
+    let mut emitted = executor.emitted();
+    AbortOnDrop(tokio::spawn(async move {
+        loop {
+            match emitted.recv().await {
+                Ok(e) => eprint_line(&format!(
+                    "[event] {}: {} {}",
+                    e.step_id, e.event_type, e.payload
+                )),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
             }
-        })
+        }
+    }))
+}
+
+/// Stops a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -12,6 +12,7 @@ use opcode_vm::error::ActionError;
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::stand_in::{Answer, StandIn};
 use super::{Inner, Observer};
 use crate::breaker::{Breakers, Outcome, Transition};
 use crate::time::now_ms;
@@ -24,6 +25,7 @@ pub struct Caller {
     secrets: Arc<dyn Secrets>,
     breakers: Arc<Breakers>,
     observer: Option<Arc<dyn Observer>>,
+    stand_in: Option<Arc<dyn StandIn>>,
     workspaces: Option<Workspaces>,
     /// The values of the run's secrets, read at its first call that needs them.
     run_secrets: tokio::sync::OnceCell<Revealed>,
@@ -62,6 +64,7 @@ impl Caller {
             secrets: inner.secrets.clone(),
             breakers: inner.breakers.clone(),
             observer: inner.observer.get().cloned(),
+            stand_in: inner.stand_in.get().cloned(),
             workspaces: inner.config.workspaces.clone(),
             run_secrets: tokio::sync::OnceCell::new(),
         }
@@ -69,6 +72,14 @@ impl Caller {
 
     /// May `dispatch` run in the round that asked for it?
     pub fn immediate(&self, dispatch: &Dispatch, run_id: &str) -> bool {
+        if self
+            .stand_in
+            .as_ref()
+            .is_some_and(|s| s.answer(run_id, dispatch) == Answer::Hold)
+        {
+            // Held in the round, it would hold the whole run.
+            return false;
+        }
         self.actions
             .immediate(&dispatch.action, &dispatch.params, run_id)
     }
@@ -86,6 +97,13 @@ impl Caller {
         who: &Who<'_>,
         slot: Option<OwnedSemaphorePermit>,
     ) -> Finished {
+        if let Some(stand_in) = &self.stand_in {
+            match stand_in.answer(who.run_id, dispatch) {
+                Answer::Call => {}
+                Answer::Give(result) => return Finished::alone(result),
+                Answer::Hold => return std::future::pending().await,
+            }
+        }
         let prepared = Call::prepare(
             dispatch,
             who.run_id,

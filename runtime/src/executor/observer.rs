@@ -1,5 +1,6 @@
-//! What the executor tells whoever watches it (the daemon's metrics): each
-//! action call's end and each batch of entries appended. The engine counts
+//! What the executor tells whoever watches it (the daemon's metrics,
+//! `opcodec run`'s stderr): each action call's end, each batch of entries
+//! appended, each `workflow.log` line. The engine counts
 //! nothing itself and knows no telemetry library.
 
 use crate::store::EntryKind;
@@ -10,6 +11,26 @@ pub trait Observer: Send + Sync {
     fn action_ended(&self, action: &str, ok: bool, seconds: f64);
     /// Entries of these kinds and event types were appended to a run's log.
     fn appended(&self, entries: &[(EntryKind, &str)]);
+    /// A step called `workflow.log` (the executor also logs it through
+    /// `tracing`, target `workflow`).
+    fn logged(&self, line: &LogLine<'_>) {
+        let _ = line;
+    }
+}
+
+/// One `workflow.log` call.
+#[derive(Debug, Clone, Copy)]
+pub struct LogLine<'a> {
+    /// The run.
+    pub run_id: &'a str,
+    /// The step instance.
+    pub step: &'a str,
+    /// `debug`, `info`, `warn` or `error`.
+    pub level: &'a str,
+    /// The message.
+    pub message: &'a str,
+    /// Its data (an empty object when none).
+    pub data: &'a serde_json::Value,
 }
 
 /// The observer of an executor nobody watches.

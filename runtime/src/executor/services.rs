@@ -38,6 +38,15 @@ impl RuntimeServices {
 
 impl Services for RuntimeServices {
     fn log(&self, call: &Call, level: &str, message: &str, data: &Value) {
+        if let Some(inner) = self.inner.upgrade() {
+            inner.observer().logged(&super::LogLine {
+                run_id: &call.run_id,
+                step: &call.step,
+                level,
+                message,
+                data,
+            });
+        }
         let data = match data {
             Value::Object(m) if m.is_empty() => None,
             other => Some(other.to_string()),

@@ -11,7 +11,7 @@ use super::{
     TimerChange, TimerRow, VaultHeader, WorkflowFilter, WorkflowRow, is_ended,
 };
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct State {
     workflows: HashMap<String, WorkflowRow>,
     sources: HashMap<String, Source>,
@@ -29,6 +29,8 @@ struct State {
     secrets: BTreeMap<String, SecretRow>,
     /// Why writes are refused, while they are (a full disk, for tests).
     refusing: Option<String>,
+    /// Copies of the whole store after each commit, while they are kept.
+    snapshots: Option<Vec<State>>,
 }
 
 /// The in-memory store.
@@ -54,6 +56,31 @@ impl MemoryStore {
     /// executor through a storage outage.
     pub fn refuse_writes(&self, why: Option<&str>) {
         self.lock().refusing = why.map(str::to_owned);
+    }
+
+    /// Keeps a copy of the whole store after every commit from now on:
+    /// each is how the store would be found had the process died right
+    /// after that commit (see [`MemoryStore::snapshots`]).
+    pub fn keep_snapshots(&self) {
+        self.lock().snapshots.get_or_insert_with(Vec::new);
+    }
+
+    /// The copies kept since [`MemoryStore::keep_snapshots`], oldest first,
+    /// each a store of its own.
+    pub fn snapshots(&self) -> Vec<MemoryStore> {
+        let kept = self.lock().snapshots.clone().unwrap_or_default();
+        kept.into_iter()
+            .map(|state| MemoryStore {
+                state: Mutex::new(state),
+            })
+            .collect()
+    }
+
+    /// Lets every lease expire, as time does after its owner died.
+    pub fn expire_leases(&self) {
+        for (_, until) in self.lock().leases.values_mut() {
+            crate::time::rfc3339(0).clone_into(until);
+        }
     }
 
     /// The refusal of a write while writes are refused.
@@ -258,7 +285,15 @@ impl State {
 impl EventStore for MemoryStore {
     fn commit(&self, commit: Commit) -> BoxFuture<'_, StoreResult<()>> {
         // `apply` checks everything before it changes anything: all or nothing.
-        ready(self.refused().and_then(|()| self.lock().apply(commit)))
+        ready(self.refused().and_then(|()| {
+            let mut state = self.lock();
+            state.apply(commit)?;
+            if let Some(mut kept) = state.snapshots.take() {
+                kept.push(state.clone());
+                state.snapshots = Some(kept);
+            }
+            Ok(())
+        }))
     }
 
     fn workflow<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<WorkflowRow>>> {

@@ -1,0 +1,195 @@
+//! Runs a workflow to rest with answers given in advance: what `opcodec
+//! run` and the conformance suite do with the engine's executor.
+//!
+//! [`attend`] sends the run its signals, answers each decision any run of
+//! the store asks (the run and its children) from a table of choices by
+//! step id, and waits while a timeout that would end a wait is near. It
+//! stops when the run has ended, or when it only waits for what nobody
+//! will send: the run is then left suspended, as it is stored. A child
+//! that only waits so is cancelled, with the reason, so its parent goes on
+//! and fails with it. The executor must run its background loop (decision
+//! timeouts fire there).
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use opcode_vm::event::{Event, Resolution};
+use serde_json::Value;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::executor::{ExecError, Executor};
+use crate::store::{DecisionRow, WorkflowFilter, is_ended};
+use crate::time::{now_ms, parse_ms};
+
+/// What to tell a run, given before it asks.
+#[derive(Debug, Clone, Default)]
+pub struct Answers {
+    /// The choice for each reasoning step, by step id (every time it asks).
+    pub decisions: HashMap<String, String>,
+    /// Signals sent once the run is started, in order.
+    pub signals: Vec<(String, Value)>,
+    /// How long to wait for a timeout that would end a wait for a decision
+    /// or a signal (one due later is not waited for).
+    pub max_wait: Duration,
+    /// Who answers (`resolved_by` when the decision names no agent).
+    pub decider: String,
+    /// The `reasoning` given with each answer.
+    pub reasoning: String,
+}
+
+/// How an attended run came to rest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rest {
+    /// Its status.
+    pub status: String,
+    /// Answers the runs refused (a choice that is not an option, a signal
+    /// nobody waits for), as their messages.
+    pub refused: Vec<String>,
+    /// What the driver did on its own: the children it cancelled, and why.
+    pub notes: Vec<String>,
+}
+
+/// Looks again this often even without news (a missed broadcast delays,
+/// never blocks).
+const RECHECK: Duration = Duration::from_millis(500);
+
+/// Attends run `id` (started on `executor`) until it rests.
+pub async fn attend(executor: &Executor, id: &str, answers: &Answers) -> Result<Rest, ExecError> {
+    let mut changes = executor.changes();
+    let mut refused = Vec::new();
+    let mut notes = Vec::new();
+    for (name, payload) in &answers.signals {
+        let signal = Event::Signal {
+            name: name.clone(),
+            payload: payload.clone(),
+        };
+        refuse_into(executor.deliver(id, signal).await, &mut refused)?;
+    }
+    let mut answered: HashSet<(String, String)> = HashSet::new();
+    loop {
+        let root = executor
+            .store()
+            .workflow(id)
+            .await?
+            .ok_or_else(|| ExecError::NotFound(id.to_owned()))?;
+        if is_ended(&root.status) {
+            return Ok(Rest {
+                status: root.status,
+                refused,
+                notes,
+            });
+        }
+        let asked = executor.store().decisions(None, Some("pending")).await?;
+        let mut gave = false;
+        for decision in asked {
+            let key = (decision.workflow_id.clone(), decision.id.clone());
+            let Some(choice) = answers.decisions.get(&decision.step_id) else {
+                continue;
+            };
+            if answered.insert(key) {
+                gave = true;
+                let event = resolution(&decision, choice, answers);
+                refuse_into(
+                    executor.deliver(&decision.workflow_id, event).await,
+                    &mut refused,
+                )?;
+            }
+        }
+        if !gave && let Some(status) = rest_or_unstick(executor, id, answers, &mut notes).await? {
+            return Ok(Rest {
+                status,
+                refused,
+                notes,
+            });
+        }
+        match tokio::time::timeout(RECHECK, changes.recv()).await {
+            Ok(Ok(_) | Err(RecvError::Lagged(_))) | Err(_) => {}
+            Ok(Err(RecvError::Closed)) => return Err(ExecError::Stopped(id.to_owned())),
+        }
+    }
+}
+
+/// The decision's answer as an event.
+fn resolution(decision: &DecisionRow, choice: &str, answers: &Answers) -> Event {
+    Event::DecisionResolved {
+        decision: decision.id.clone(),
+        resolution: Resolution {
+            choice: choice.to_owned(),
+            reasoning: Some(answers.reasoning.clone()),
+            data: None,
+            resolved_by: Some(
+                decision
+                    .target_agent
+                    .clone()
+                    .unwrap_or_else(|| answers.decider.clone()),
+            ),
+        },
+    }
+}
+
+/// Keeps a refusal's message; any other failure is the caller's.
+fn refuse_into<T>(
+    result: Result<T, ExecError>,
+    refused: &mut Vec<String>,
+) -> Result<(), ExecError> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(ExecError::Refused(message)) => {
+            refused.push(message);
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Among the runs that only wait (stored, not ended, not loaded), those
+/// with no timeout near: the root's status if it is one of them (the run
+/// rests), after cancelling any child that is (noting it in `notes`).
+async fn rest_or_unstick(
+    executor: &Executor,
+    id: &str,
+    answers: &Answers,
+    notes: &mut Vec<String>,
+) -> Result<Option<String>, ExecError> {
+    let loaded = executor.loaded();
+    let waiting: Vec<_> = executor
+        .store()
+        .workflows(WorkflowFilter::default())
+        .await?
+        .into_iter()
+        .filter(|w| !is_ended(&w.status) && loaded.binary_search(&w.id).is_err())
+        .collect();
+    if waiting.is_empty() {
+        return Ok(None);
+    }
+    let horizon = now_ms().saturating_add(answers.max_wait.as_millis() as u64);
+    let timers = executor.store().next_timers(u32::MAX).await?;
+    let near: HashSet<&str> = timers
+        .iter()
+        .filter(|(_, due)| parse_ms(due).is_some_and(|due| due <= horizon))
+        .map(|(workflow, _)| workflow.as_str())
+        .collect();
+    for run in waiting.iter().filter(|w| !near.contains(w.id.as_str())) {
+        if run.id == id {
+            return Ok(Some(run.status.clone()));
+        }
+        let reason = format!(
+            "child `{}` ({}) was cancelled: it waits for a decision or a signal that nobody answers here",
+            run.name, run.id
+        );
+        match executor
+            .deliver(
+                &run.id,
+                Event::Cancel {
+                    reason: reason.clone(),
+                },
+            )
+            .await
+        {
+            Ok(_) => notes.push(reason),
+            Err(ExecError::Ended { .. } | ExecError::Refused(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,168 @@
+//! The driver (`opcodec run`, the conformance suite) and stand-ins: runs
+//! taken to rest with answers given in advance.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{config, executor, request, runtime};
+use opcode_runtime::EventStore;
+use opcode_runtime::driver::{Answers, attend};
+use opcode_runtime::executor::{Answer, StandIn};
+use opcode_runtime::store::memory::MemoryStore;
+use opcode_vm::effect::Dispatch;
+use serde_json::{Value, json};
+
+fn answers(decisions: &[(&str, &str)]) -> Answers {
+    Answers {
+        decisions: decisions
+            .iter()
+            .map(|(step, choice)| ((*step).to_owned(), (*choice).to_owned()))
+            .collect(),
+        max_wait: Duration::from_secs(5),
+        decider: "tester".into(),
+        reasoning: "given".into(),
+        ..Answers::default()
+    }
+}
+
+fn review() -> Value {
+    json!({"steps": [
+        {"id": "each", "type": "loop", "config": {
+            "mode": "for_each", "over": "[1, 2, 3]", "body": [
+                {"id": "review", "type": "reasoning", "config": {
+                    "prompt_context": "ok?", "options": [{"id": "yes"}, {"id": "no"}]}}
+            ]}}
+    ]})
+}
+
+#[test]
+fn every_ask_of_a_step_gets_its_answer_and_the_run_completes() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let _background = exec.background();
+        let id = exec.start(request(&review(), &json!({}))).await.unwrap();
+        let rest = attend(&exec, &id, &answers(&[("review", "yes")]))
+            .await
+            .unwrap();
+        assert_eq!(rest.status, "completed", "{rest:?}");
+        assert!(rest.refused.is_empty());
+        let steps = exec.store().steps(&id).await.unwrap();
+        let answered = steps
+            .iter()
+            .filter(|s| s.step_id.starts_with("review["))
+            .count();
+        assert_eq!(answered, 3, "{steps:?}");
+    });
+}
+
+#[test]
+fn unanswered_the_run_rests_suspended_and_a_bad_choice_is_reported() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let _background = exec.background();
+        let id = exec.start(request(&review(), &json!({}))).await.unwrap();
+        let rest = attend(&exec, &id, &answers(&[])).await.unwrap();
+        assert_eq!(rest.status, "suspended");
+        // The driver answers every run of its store: a store of its own.
+        let exec = executor(&Arc::new(MemoryStore::new()), config(dir.path()));
+        let _background = exec.background();
+        let id = exec.start(request(&review(), &json!({}))).await.unwrap();
+        let rest = attend(&exec, &id, &answers(&[("review", "maybe")]))
+            .await
+            .unwrap();
+        assert_eq!(rest.status, "suspended");
+        assert_eq!(rest.refused.len(), 1, "{rest:?}");
+        assert!(rest.refused[0].contains("maybe"), "{rest:?}");
+    });
+}
+
+#[test]
+fn a_decision_timeout_within_max_wait_is_waited_for() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    let workflow = json!({"steps": [
+        {"id": "gate", "type": "reasoning", "config": {
+            "prompt_context": "go?", "options": [{"id": "go"}, {"id": "stop"}],
+            "timeout": "300ms", "fallback": "stop"}}
+    ]});
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let _background = exec.background();
+        let id = exec.start(request(&workflow, &json!({}))).await.unwrap();
+        let rest = attend(&exec, &id, &answers(&[])).await.unwrap();
+        assert_eq!(rest.status, "completed", "{rest:?}");
+    });
+}
+
+#[test]
+fn a_child_that_waits_for_nobody_is_cancelled_and_its_parent_fails_saying_why() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("asks.json"), review().to_string()).unwrap();
+    let parent = json!({"steps": [
+        {"id": "call", "action": "workflow.run", "params": {"template_name": "asks"}}
+    ]});
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let _background = exec.background();
+        let id = exec.start(request(&parent, &json!({}))).await.unwrap();
+        let rest = attend(&exec, &id, &answers(&[])).await.unwrap();
+        assert_eq!(rest.status, "failed", "{rest:?}");
+        let child = store
+            .workflow(&format!("{id}.call.1"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(child.status, "cancelled");
+        assert_eq!(rest.notes.len(), 1, "{rest:?}");
+        assert!(rest.notes[0].contains("nobody answers"), "{rest:?}");
+        let row = store.workflow(&id).await.unwrap().unwrap();
+        let error = row.error.unwrap();
+        assert!(error.contains("child `asks` ended cancelled"), "{error}");
+    });
+}
+
+/// Answers `expr.eval` calls with 41 + attempt, holds `workflow.log`.
+struct Canned;
+
+impl StandIn for Canned {
+    fn answer(&self, _run_id: &str, dispatch: &Dispatch) -> Answer {
+        match dispatch.action.as_str() {
+            "expr.eval" => Answer::Give(Ok(json!({"result": 41 + dispatch.attempt}))),
+            "workflow.log" => Answer::Hold,
+            _ => Answer::Call,
+        }
+    }
+}
+
+#[test]
+fn a_stand_in_answers_calls_or_holds_them_and_the_actions_never_run() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    let workflow = json!({"steps": [
+        {"id": "add", "action": "expr.eval", "params": {"expression": "1 + 1"}},
+        {"id": "held", "action": "workflow.log", "timeout": "200ms",
+         "params": {"message": "never"}, "depends_on": ["add"]}
+    ], "output": {"got": "${{steps.add.result}}"}});
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        exec.set_stand_in(Arc::new(Canned));
+        let _background = exec.background();
+        let id = exec.start(request(&workflow, &json!({}))).await.unwrap();
+        let rest = attend(&exec, &id, &answers(&[])).await.unwrap();
+        assert_eq!(rest.status, "failed", "{rest:?}");
+        let steps = exec.store().steps(&id).await.unwrap();
+        let held = steps.iter().find(|s| s.step_id == "held").unwrap();
+        let error: Value = serde_json::from_str(held.error.as_deref().unwrap()).unwrap();
+        assert_eq!(error["kind"], "TIMEOUT_ERROR", "{error}");
+        let add = steps.iter().find(|s| s.step_id == "add").unwrap();
+        assert_eq!(add.output.as_deref(), Some(r#"{"result":42}"#));
+    });
+}
