@@ -10,6 +10,7 @@
 //! `spec/events.md` documents the schema.
 
 mod catalog;
+pub mod commit;
 #[cfg(feature = "libsql")]
 pub mod libsql;
 pub mod memory;
@@ -478,14 +479,25 @@ pub enum Claim {
     },
 }
 
-/// The event store.
+/// The event store: what the executor runs workflows on ([`RunLog`]) and
+/// what the tools and the panel keep beside it ([`Catalog`]). A backend
+/// implements both; `spec/store.md` is the contract.
 ///
 /// Every timestamp argument and column is RFC 3339 UTC with milliseconds
 /// (`2026-11-29T10:30:00.000Z`), so text order is time order.
-pub trait EventStore: Send + Sync {
+pub trait EventStore: RunLog + Catalog {}
+
+impl<T: RunLog + Catalog> EventStore for T {}
+
+/// The runs: their logs with the derived rows, leases, timers and inboxes.
+/// Several processes may share one: every write is checked against the
+/// database as it is (appends compare and set the last sequence, leases
+/// are rows with an expiry), never against what the caller saw.
+pub trait RunLog: Send + Sync {
     /// Appends a commit: creates the workflow if asked, appends the
     /// entries after `after_seq` (failing with [`StoreError::Conflict`] if
-    /// the log has moved), and applies the derived changes, all or nothing.
+    /// the log has moved), and applies the derived changes, all or nothing;
+    /// what it writes is [`commit::plan`].
     fn commit(&self, commit: Commit) -> BoxFuture<'_, StoreResult<()>>;
 
     /// A workflow.
@@ -586,7 +598,11 @@ pub trait EventStore: Send + Sync {
 
     /// Gives a workflow up.
     fn release<'a>(&'a self, id: &'a str, owner: &'a str) -> BoxFuture<'a, StoreResult<()>>;
+}
 
+/// What the tools, the scheduler and the panel keep beside the runs:
+/// templates, agents, schedules, the vault, and the queries over the logs.
+pub trait Catalog: Send + Sync {
     /// Stores a template as the next version of its name (1 for a new one).
     fn define_template(&self, draft: TemplateDraft) -> BoxFuture<'_, StoreResult<TemplateRow>>;
 

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{config, executor, request, runtime};
-use opcode_runtime::EventStore;
 use opcode_runtime::driver::{Answers, attend};
 use opcode_runtime::executor::{Answer, StandIn};
+use opcode_runtime::store::RunLog;
 use opcode_runtime::store::memory::MemoryStore;
 use opcode_vm::effect::Dispatch;
 use serde_json::{Value, json};

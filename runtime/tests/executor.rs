@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{config, executor, request, runtime};
 use opcode_runtime::executor::Config;
 use opcode_runtime::store::memory::MemoryStore;
-use opcode_runtime::store::{EntryKind, EventStore, LogEntry, WorkflowRow};
+use opcode_runtime::store::{EntryKind, LogEntry, RunLog, WorkflowRow};
 use opcode_runtime::{Delivery, ExecError, Executor, Recovery, Until};
 use opcode_vm::event::{Event, Resolution};
 use serde_json::{Value, json};

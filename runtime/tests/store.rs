@@ -7,8 +7,8 @@ use opcode_runtime::store::libsql::LibsqlStore;
 use opcode_runtime::store::memory::MemoryStore;
 use opcode_runtime::store::{
     Claim, Commit, DecisionChange, DecisionRow, Durability, EntryKind, EventFilter, EventStore,
-    LeaseChange, NewEntry, NewWorkflow, Source, StepRow, StoreError, TemplateDraft, TemplateFilter,
-    TimerChange, TimerRow, WorkflowFilter, WorkflowUpdate,
+    LeaseChange, NewEntry, NewWorkflow, RunLog, Source, StepRow, StoreError, TemplateDraft,
+    TemplateFilter, TimerChange, TimerRow, WorkflowFilter, WorkflowUpdate,
 };
 
 /// Both stores, fresh; the temp dir lives as long as the libSQL one.

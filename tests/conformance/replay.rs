@@ -17,7 +17,7 @@ use libtest_mimic::Failed;
 use opcode_runtime::executor::{Answer, StandIn};
 use opcode_runtime::log;
 use opcode_runtime::store::memory::MemoryStore;
-use opcode_runtime::store::{EventStore, WorkflowFilter, is_ended};
+use opcode_runtime::store::{EventStore, RunLog, WorkflowFilter, is_ended};
 use opcode_runtime::{Config, Executor};
 use opcode_vm::effect::{Dispatch, InstRef};
 use opcode_vm::error::ActionError;

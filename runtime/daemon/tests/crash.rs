@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use opcode_runtime::store::libsql::LibsqlStore;
-use opcode_runtime::store::{Durability, EntryKind, EventStore};
+use opcode_runtime::store::{Durability, EntryKind, RunLog};
 use serde_json::json;
 
 const OPCODE: &str = env!("CARGO_BIN_EXE_opcode");

@@ -7,7 +7,7 @@ use opcode_daemon::api::Api;
 use opcode_daemon::scheduler::{GRACE_MS, tick};
 use opcode_runtime::executor::Config;
 use opcode_runtime::store::memory::MemoryStore;
-use opcode_runtime::store::{EventStore, ScheduleRow, WorkflowFilter};
+use opcode_runtime::store::{Catalog, EventStore, RunLog, ScheduleRow, WorkflowFilter};
 use opcode_runtime::time::{parse_ms, rfc3339};
 use opcode_runtime::{Executor, Until};
 use opcode_stdlib::exec::EnvSecrets;

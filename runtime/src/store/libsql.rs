@@ -19,8 +19,8 @@ use tokio::sync::oneshot;
 use self::checkpoint::{Checkpointer, FinishRequest};
 use self::db::Db;
 use super::{
-    AgentRow, BoxFuture, Claim, Commit, DecisionRow, Durability, EventFilter, EventStore,
-    FoundEntry, InboxMessage, LogEntry, ScheduleAdvance, ScheduleRow, SecretRow, Source, StepRow,
+    AgentRow, BoxFuture, Catalog, Claim, Commit, DecisionRow, Durability, EventFilter, FoundEntry,
+    InboxMessage, LogEntry, RunLog, ScheduleAdvance, ScheduleRow, SecretRow, Source, StepRow,
     StoreError, StoreResult, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader,
     WorkflowFilter, WorkflowRow, WorkflowState,
 };
@@ -191,7 +191,7 @@ fn flush(db: &Db, commits: &mut Vec<Commit>, replies: &mut Vec<oneshot::Sender<S
     commits.clear();
 }
 
-impl EventStore for LibsqlStore {
+impl RunLog for LibsqlStore {
     fn commit(&self, commit: Commit) -> BoxFuture<'_, StoreResult<()>> {
         let (reply, answer) = oneshot::channel();
         let sent = self.send(Request::Commit(Box::new(commit), reply));
@@ -309,7 +309,9 @@ impl EventStore for LibsqlStore {
         let (id, owner) = (id.to_owned(), owner.to_owned());
         self.ask(move |db| db.release(&id, &owner))
     }
+}
 
+impl Catalog for LibsqlStore {
     fn define_template(&self, draft: TemplateDraft) -> BoxFuture<'_, StoreResult<TemplateRow>> {
         self.ask(move |db| db.define_template(&draft))
     }

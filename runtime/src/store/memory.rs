@@ -4,11 +4,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
+use super::commit::{self, Write};
 use super::{
-    AgentRow, BoxFuture, Claim, Commit, DecisionChange, DecisionRow, EventFilter, EventStore,
-    FoundEntry, InboxMessage, LeaseChange, LogEntry, ScheduleAdvance, ScheduleRow, SecretRow,
-    Source, StepRow, StoreError, StoreResult, TemplateDraft, TemplateFilter, TemplateRow,
-    TimerChange, TimerRow, VaultHeader, WorkflowFilter, WorkflowRow, is_ended,
+    AgentRow, BoxFuture, Catalog, Claim, Commit, DecisionChange, DecisionRow, EventFilter,
+    FoundEntry, InboxMessage, LeaseChange, LogEntry, RunLog, ScheduleAdvance, ScheduleRow,
+    SecretRow, Source, StepRow, StoreError, StoreResult, TemplateDraft, TemplateFilter,
+    TemplateRow, TimerChange, TimerRow, VaultHeader, WorkflowFilter, WorkflowRow, WorkflowUpdate,
+    is_ended,
 };
 
 #[derive(Default, Clone)]
@@ -125,169 +127,207 @@ impl State {
             .map(|((_, v), _)| *v)
     }
 
-    fn apply(&mut self, c: Commit) -> StoreResult<()> {
-        let id = c.workflow_id.clone();
-        if let Some(new) = &c.create
-            && self.workflows.contains_key(&new.id)
-        {
-            return Err(StoreError::Exists(new.id.clone()));
+    /// Makes the writes of `c` ([`commit::plan`]): every refusal is
+    /// checked before anything changes.
+    fn apply(&mut self, c: &Commit) -> StoreResult<()> {
+        let id = c.workflow_id.as_str();
+        let writes = commit::plan(c)?;
+        for write in &writes {
+            self.check(id, write)?;
         }
-        if let Some(new) = c.create.as_ref().filter(|n| n.template_latest)
-            && let (Some(name), Some(version)) = (&new.template_name, new.template_version)
-            && self
-                .latest_version(name)
-                .is_some_and(|latest| latest > version)
-        {
-            return Err(StoreError::Outdated(name.clone()));
-        }
-        let actual = match (&c.create, self.workflows.get(&id)) {
-            (Some(_), _) => 0,
-            (None, Some(w)) => w.last_seq,
-            (None, None) => return Err(StoreError::NotFound(id)),
-        };
-        if !c.entries.is_empty() && actual != c.after_seq {
-            return Err(StoreError::Conflict {
-                id,
-                expected: c.after_seq,
-                actual,
-            });
-        }
-        if let Some(new) = c.create {
-            if let Some(agent) = &new.agent_id {
-                self.see_agent(agent, &new.created_at);
-            }
-            self.sources
-                .entry(new.source.hash.clone())
-                .or_insert_with(|| new.source.clone());
-            self.workflows.insert(
-                new.id.clone(),
-                WorkflowRow {
-                    id: new.id,
-                    name: new.name,
-                    source_hash: new.source.hash,
-                    status: "pending".into(),
-                    inputs: new.inputs,
-                    agent_id: new.agent_id,
-                    parent_id: new.parent_id,
-                    template_name: new.template_name,
-                    template_version: new.template_version,
-                    base_dir: new.base_dir,
-                    updated_at: new.created_at.clone(),
-                    created_at: new.created_at,
-                    ..WorkflowRow::default()
-                },
-            );
-        }
-        let log = self.entries.entry(id.clone()).or_default();
-        for (i, e) in c.entries.into_iter().enumerate() {
-            log.push(LogEntry {
-                seq: c.after_seq + 1 + i as u64,
-                at: e.at,
-                kind: e.kind,
-                event_type: e.event_type.to_owned(),
-                step_id: e.step_id,
-                version: e.version,
-                payload: e.payload,
-            });
-        }
-        let last = log.last().map_or(0, |e| e.seq);
-        if let Some(w) = self.workflows.get_mut(&id) {
-            w.last_seq = last;
-            if let Some(u) = c.update {
-                w.status = u.status;
-                w.output = u.output;
-                w.error = u.error;
-                if u.context.is_some() {
-                    w.context = u.context;
-                }
-                if w.started_at.is_none() {
-                    w.started_at = u.started_at;
-                }
-                if u.completed_at.is_some() {
-                    w.completed_at = u.completed_at;
-                }
-                w.updated_at = u.updated_at;
-            }
-        }
-        let steps = self.steps.entry(id.clone()).or_default();
-        for mut s in c.steps {
-            if let Some(old) = steps.get(&s.step_id) {
-                s.started_at = old.started_at.clone().or(s.started_at);
-            }
-            s.duration_ms = match (&s.started_at, &s.completed_at) {
-                (Some(a), Some(b)) => crate::time::parse_ms(b)
-                    .zip(crate::time::parse_ms(a))
-                    .map(|(b, a)| b as i64 - a as i64),
-                (None, Some(_)) => Some(0),
-                _ => None,
-            };
-            steps.insert(s.step_id.clone(), s);
-        }
-        let timers = self.timers.entry(id.clone()).or_default();
-        for t in c.timers {
-            match t {
-                TimerChange::Set(t) => {
-                    timers.insert(t.timer_id, t);
-                }
-                TimerChange::Clear(timer) => {
-                    timers.remove(&timer);
-                }
-            }
-        }
-        for d in c.decisions {
-            match d {
-                DecisionChange::Ask(mut d) => {
-                    d.workflow_id.clone_from(&id);
-                    d.status = "pending".into();
-                    self.decisions.insert((id.clone(), d.id.clone()), *d);
-                }
-                DecisionChange::Settle {
-                    id: decision,
-                    status,
-                    resolution,
-                    resolved_by,
-                    at,
-                } => {
-                    if let Some(d) = self
-                        .decisions
-                        .get_mut(&(id.clone(), decision))
-                        .filter(|d| d.status == "pending")
-                    {
-                        status.clone_into(&mut d.status);
-                        d.resolution = resolution;
-                        d.resolved_by = resolved_by;
-                        d.resolved_at = Some(at);
-                    }
-                }
-            }
-        }
-        for message in c.inbox_taken {
-            self.inbox.remove(&message);
-        }
-        match c.lease {
-            Some(LeaseChange::Take { owner, until }) => {
-                self.leases.insert(id, (owner, until));
-            }
-            Some(LeaseChange::Release { owner })
-                if self
-                    .leases
-                    .get(&id)
-                    .is_some_and(|(held_by, _)| *held_by == owner) =>
-            {
-                self.leases.remove(&id);
-            }
-            Some(LeaseChange::Release { .. }) | None => {}
+        for write in writes {
+            self.perform(id, write);
         }
         Ok(())
     }
+
+    /// The refusal `write` gives, if any.
+    fn check(&self, id: &str, write: &Write<'_>) -> StoreResult<()> {
+        match *write {
+            Write::RequireLatest { template, version }
+                if self
+                    .latest_version(template)
+                    .is_some_and(|latest| latest > version) =>
+            {
+                return Err(StoreError::Outdated(template.to_owned()));
+            }
+            Write::Create { new, .. } if self.workflows.contains_key(&new.id) => {
+                return Err(StoreError::Exists(new.id.clone()));
+            }
+            Write::Advance { from, .. } => match self.workflows.get(id) {
+                Some(w) if w.last_seq == from => {}
+                Some(w) => {
+                    return Err(StoreError::Conflict {
+                        id: id.to_owned(),
+                        expected: from,
+                        actual: w.last_seq,
+                    });
+                }
+                None => return Err(StoreError::NotFound(id.to_owned())),
+            },
+            Write::Update(_) if !self.workflows.contains_key(id) => {
+                return Err(StoreError::NotFound(id.to_owned()));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Makes one checked write.
+    fn perform(&mut self, id: &str, write: Write<'_>) {
+        match write {
+            Write::RequireLatest { .. } => {}
+            Write::Create {
+                new,
+                update,
+                last_seq,
+                lease,
+            } => {
+                self.sources
+                    .entry(new.source.hash.clone())
+                    .or_insert_with(|| new.source.clone());
+                let mut row = WorkflowRow {
+                    id: new.id.clone(),
+                    name: new.name.clone(),
+                    source_hash: new.source.hash.clone(),
+                    status: "pending".into(),
+                    inputs: new.inputs.clone(),
+                    agent_id: new.agent_id.clone(),
+                    parent_id: new.parent_id.clone(),
+                    template_name: new.template_name.clone(),
+                    template_version: new.template_version,
+                    base_dir: new.base_dir.clone(),
+                    last_seq,
+                    updated_at: new.created_at.clone(),
+                    created_at: new.created_at.clone(),
+                    ..WorkflowRow::default()
+                };
+                if let Some(u) = update {
+                    set_state(&mut row, u);
+                }
+                self.workflows.insert(new.id.clone(), row);
+                if let Some(agent) = &new.agent_id {
+                    self.see_agent(agent, &new.created_at);
+                }
+                if let Some((owner, until)) = lease {
+                    self.leases
+                        .insert(id.to_owned(), (owner.to_owned(), until.to_owned()));
+                }
+            }
+            Write::Advance { to, update, .. } => {
+                if let Some(w) = self.workflows.get_mut(id) {
+                    w.last_seq = to;
+                    if let Some(u) = update {
+                        set_state(w, u);
+                    }
+                }
+            }
+            Write::Update(u) => {
+                if let Some(w) = self.workflows.get_mut(id) {
+                    set_state(w, u);
+                }
+            }
+            Write::Append { first_seq, entries } => {
+                let log = self.entries.entry(id.to_owned()).or_default();
+                log.extend(entries.iter().zip(first_seq..).map(|(e, seq)| LogEntry {
+                    seq,
+                    at: e.at.clone(),
+                    kind: e.kind,
+                    event_type: e.event_type.to_owned(),
+                    step_id: e.step_id.clone(),
+                    version: e.version,
+                    payload: e.payload.clone(),
+                }));
+            }
+            Write::PutSteps(rows) => {
+                let steps = self.steps.entry(id.to_owned()).or_default();
+                for row in rows {
+                    let mut s = row.clone();
+                    if let Some(old) = steps.get(&s.step_id) {
+                        s.started_at = old.started_at.clone().or(s.started_at);
+                    }
+                    s.duration_ms =
+                        commit::step_duration(s.started_at.as_deref(), s.completed_at.as_deref());
+                    steps.insert(s.step_id.clone(), s);
+                }
+            }
+            Write::Timer(TimerChange::Set(t)) => {
+                let timers = self.timers.entry(id.to_owned()).or_default();
+                timers.insert(t.timer_id, t.clone());
+            }
+            Write::Timer(TimerChange::Clear(timer)) => {
+                if let Some(timers) = self.timers.get_mut(id) {
+                    timers.remove(timer);
+                }
+            }
+            Write::Decision(DecisionChange::Ask(d)) => {
+                let mut d = (**d).clone();
+                id.clone_into(&mut d.workflow_id);
+                d.status = "pending".into();
+                self.decisions.insert((id.to_owned(), d.id.clone()), d);
+            }
+            Write::Decision(DecisionChange::Settle {
+                id: decision,
+                status,
+                resolution,
+                resolved_by,
+                at,
+            }) => {
+                if let Some(d) = self
+                    .decisions
+                    .get_mut(&(id.to_owned(), decision.clone()))
+                    .filter(|d| d.status == "pending")
+                {
+                    (*status).clone_into(&mut d.status);
+                    d.resolution.clone_from(resolution);
+                    d.resolved_by.clone_from(resolved_by);
+                    d.resolved_at = Some(at.clone());
+                }
+            }
+            Write::TakeInbox(message) => {
+                self.inbox.remove(&message);
+            }
+            Write::Lease(LeaseChange::Take { owner, until }) => {
+                self.leases
+                    .insert(id.to_owned(), (owner.clone(), until.clone()));
+            }
+            Write::Lease(LeaseChange::Release { owner }) => {
+                if self
+                    .leases
+                    .get(id)
+                    .is_some_and(|(held_by, _)| held_by == owner)
+                {
+                    self.leases.remove(id);
+                }
+            }
+        }
+    }
 }
 
-impl EventStore for MemoryStore {
+/// Sets a workflow's derived state: `context` and `completed_at` only when
+/// given, `started_at` only the first time.
+fn set_state(w: &mut WorkflowRow, u: &WorkflowUpdate) {
+    w.status.clone_from(&u.status);
+    w.output.clone_from(&u.output);
+    w.error.clone_from(&u.error);
+    if u.context.is_some() {
+        w.context.clone_from(&u.context);
+    }
+    if w.started_at.is_none() {
+        w.started_at.clone_from(&u.started_at);
+    }
+    if u.completed_at.is_some() {
+        w.completed_at.clone_from(&u.completed_at);
+    }
+    w.updated_at.clone_from(&u.updated_at);
+}
+
+impl RunLog for MemoryStore {
     fn commit(&self, commit: Commit) -> BoxFuture<'_, StoreResult<()>> {
         // `apply` checks everything before it changes anything: all or nothing.
         ready(self.refused().and_then(|()| {
             let mut state = self.lock();
-            state.apply(commit)?;
+            state.apply(&commit)?;
             if let Some(mut kept) = state.snapshots.take() {
                 kept.push(state.clone());
                 state.snapshots = Some(kept);
@@ -494,7 +534,9 @@ impl EventStore for MemoryStore {
         }
         ready(Ok(()))
     }
+}
 
+impl Catalog for MemoryStore {
     fn define_template(&self, draft: TemplateDraft) -> BoxFuture<'_, StoreResult<TemplateRow>> {
         let mut state = self.lock();
         let version = state

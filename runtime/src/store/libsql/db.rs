@@ -23,10 +23,10 @@ use self::columns::{
 };
 use self::migrate::migrate;
 
+use super::super::commit::{self, Write};
 use super::super::{
-    Commit, DecisionChange, DecisionRow, Durability, InboxMessage, LeaseChange, LogEntry,
-    NewWorkflow, Source, StepRow, StoreError, StoreResult, TimerChange, WorkflowFilter,
-    WorkflowRow,
+    Commit, DecisionChange, DecisionRow, Durability, InboxMessage, LeaseChange, LogEntry, Source,
+    StepRow, StoreError, StoreResult, TimerChange, WorkflowFilter, WorkflowRow,
 };
 
 /// Prepared statements of the write path.
@@ -263,20 +263,17 @@ impl Db {
     }
 
     /// Refuses `new` if its template has a version newer than its own.
-    async fn check_latest(&self, new: &NewWorkflow) -> StoreResult<()> {
-        let (Some(name), Some(version)) = (&new.template_name, new.template_version) else {
-            return Ok(());
-        };
+    async fn check_latest(&self, name: &str, version: i64) -> StoreResult<()> {
         let latest = self
             .query_one(
                 "SELECT max(version) FROM workflow_templates WHERE name = ?1",
-                vec![name.as_str().into()],
+                vec![name.into()],
                 |row| get::<Option<i64>>(row, 0),
             )
             .await?
             .flatten();
         match latest {
-            Some(latest) if latest > version => Err(StoreError::Outdated(name.clone())),
+            Some(latest) if latest > version => Err(StoreError::Outdated(name.to_owned())),
             _ => Ok(()),
         }
     }
@@ -293,63 +290,50 @@ impl Db {
 
     /// Applies one commit. Refusals (`Conflict`, `Exists`, `NotFound`) come
     /// before anything but the content-addressed source row is written.
+    /// Makes the writes of `c` ([`commit::plan`]), in the open transaction.
     async fn apply(&self, c: &Commit) -> StoreResult<()> {
-        let w = &self.writes;
         let id = c.workflow_id.as_str();
-        let last = c.after_seq + c.entries.len() as u64;
-        let (mut update, mut lease) = (c.update.as_ref(), c.lease.as_ref());
-        if let Some(new) = &c.create {
-            if c.after_seq != 0 {
-                return Err(StoreError::Conflict {
-                    id: id.to_owned(),
-                    expected: c.after_seq,
-                    actual: 0,
-                });
-            }
-            if new.template_latest {
-                self.check_latest(new).await?;
-            }
-            if !self.sources.borrow().stored.contains(&new.source.hash) {
-                run(
-                    &w.add_source,
-                    vec![
-                        new.source.hash.as_str().into(),
-                        new.source.definition.as_str().into(),
-                        new.source.program.clone().into(),
-                    ],
-                )
-                .await?;
-                self.sources
-                    .borrow_mut()
-                    .writing
-                    .push(new.source.hash.clone());
-            }
-            // The row is written whole: its state, sequence and lease too.
-            let taken = match lease {
-                Some(LeaseChange::Take { owner, until }) => Some((owner.as_str(), until.as_str())),
-                _ => None,
-            };
-            let created = run(&w.create, create_params(new, update, last, taken)).await?;
-            if created == 0 {
-                return Err(StoreError::Exists(new.id.clone()));
-            }
-            // The agent that starts a run is seen then.
-            if let Some(agent) = &new.agent_id {
-                let seen = vec![agent.as_str().into(), new.created_at.as_str().into()];
-                run(&w.see_agent, seen).await?;
-            }
-            update = None;
-            if taken.is_some() {
-                lease = None;
-            }
+        for write in commit::plan(c)? {
+            self.make(id, write).await?;
         }
-        match (update, c.entries.is_empty() || c.create.is_some()) {
-            (None, true) => {}
-            (Some(u), true) => {
-                run(&w.update_workflow, update_params(id, u)).await?;
+        Ok(())
+    }
+
+    /// Makes one write of a commit to workflow `id`.
+    async fn make(&self, id: &str, write: Write<'_>) -> StoreResult<()> {
+        let w = &self.writes;
+        match write {
+            Write::RequireLatest { template, version } => {
+                self.check_latest(template, version).await?;
             }
-            (update, false) => {
-                let mut params = vec![id.into(), seq(c.after_seq), seq(last)];
+            Write::Create {
+                new,
+                update,
+                last_seq,
+                lease,
+            } => {
+                if !self.sources.borrow().stored.contains(&new.source.hash) {
+                    let source = &new.source;
+                    let params = vec![
+                        source.hash.as_str().into(),
+                        source.definition.as_str().into(),
+                        source.program.clone().into(),
+                    ];
+                    run(&w.add_source, params).await?;
+                    self.sources.borrow_mut().writing.push(source.hash.clone());
+                }
+                // The row is written whole: its state, sequence and lease too.
+                let created = run(&w.create, create_params(new, update, last_seq, lease)).await?;
+                if created == 0 {
+                    return Err(StoreError::Exists(new.id.clone()));
+                }
+                if let Some(agent) = &new.agent_id {
+                    let seen = vec![agent.as_str().into(), new.created_at.as_str().into()];
+                    run(&w.see_agent, seen).await?;
+                }
+            }
+            Write::Advance { from, to, update } => {
+                let mut params = vec![id.into(), seq(from), seq(to)];
                 let stmt = match update {
                     Some(u) => {
                         params.extend(update_params(id, u).into_iter().skip(1));
@@ -358,88 +342,82 @@ impl Db {
                     None => &w.advance,
                 };
                 if run(stmt, params).await? == 0 {
-                    return Err(self.conflict(id, c.after_seq).await);
+                    return Err(self.conflict(id, from).await);
                 }
             }
-        }
-        for (chunk, entries) in c.entries.chunks(ROWS_PER_INSERT).enumerate() {
-            let first = c.after_seq + 1 + (chunk * ROWS_PER_INSERT) as u64;
-            let mut params = Vec::with_capacity(entries.len() * 8);
-            for (i, e) in entries.iter().enumerate() {
-                params.extend([
+            Write::Update(u) => {
+                if run(&w.update_workflow, update_params(id, u)).await? == 0 {
+                    return Err(StoreError::NotFound(id.to_owned()));
+                }
+            }
+            Write::Append { first_seq, entries } => {
+                for (chunk, entries) in entries.chunks(ROWS_PER_INSERT).enumerate() {
+                    let first = first_seq + (chunk * ROWS_PER_INSERT) as u64;
+                    let mut params = Vec::with_capacity(entries.len() * 8);
+                    for (i, e) in entries.iter().enumerate() {
+                        params.extend([
+                            id.into(),
+                            seq(first + i as u64),
+                            e.at.as_str().into(),
+                            e.kind.as_str().into(),
+                            e.event_type.into(),
+                            e.step_id.clone().into(),
+                            i64::from(e.version).into(),
+                            e.payload.as_str().into(),
+                        ]);
+                    }
+                    self.run_rows(Table::Events, entries.len(), params).await?;
+                }
+            }
+            Write::PutSteps(steps) => {
+                for steps in steps.chunks(ROWS_PER_INSERT) {
+                    let params = steps.iter().flat_map(|s| step_params(id, s)).collect();
+                    self.run_rows(Table::Steps, steps.len(), params).await?;
+                }
+            }
+            Write::Timer(TimerChange::Set(t)) => {
+                let params = vec![
                     id.into(),
-                    seq(first + i as u64),
-                    e.at.as_str().into(),
-                    e.kind.as_str().into(),
-                    e.event_type.into(),
-                    e.step_id.clone().into(),
-                    i64::from(e.version).into(),
-                    e.payload.as_str().into(),
-                ]);
+                    seq(t.timer_id),
+                    t.due_at.as_str().into(),
+                    t.purpose.as_str().into(),
+                    t.step_id.clone().into(),
+                ];
+                run(&w.set_timer, params).await?;
             }
-            self.run_rows(Table::Events, entries.len(), params).await?;
-        }
-        for steps in c.steps.chunks(ROWS_PER_INSERT) {
-            let params = steps.iter().flat_map(|s| step_params(id, s)).collect();
-            self.run_rows(Table::Steps, steps.len(), params).await?;
-        }
-        for t in &c.timers {
-            match t {
-                TimerChange::Set(t) => {
-                    run(
-                        &w.set_timer,
-                        vec![
-                            id.into(),
-                            seq(t.timer_id),
-                            t.due_at.as_str().into(),
-                            t.purpose.as_str().into(),
-                            t.step_id.clone().into(),
-                        ],
-                    )
-                    .await?;
-                }
-                TimerChange::Clear(timer) => {
-                    run(&w.clear_timer, vec![id.into(), seq(*timer)]).await?;
-                }
+            Write::Timer(TimerChange::Clear(timer)) => {
+                run(&w.clear_timer, vec![id.into(), seq(*timer)]).await?;
             }
-        }
-        for d in &c.decisions {
-            match d {
-                DecisionChange::Ask(d) => run(&w.ask, decision_params(id, d)).await?,
-                DecisionChange::Settle {
-                    id: decision,
-                    status,
-                    resolution,
-                    resolved_by,
-                    at,
-                } => {
-                    run(
-                        &w.settle,
-                        vec![
-                            id.into(),
-                            decision.as_str().into(),
-                            (*status).into(),
-                            resolution.clone().into(),
-                            resolved_by.clone().into(),
-                            at.as_str().into(),
-                        ],
-                    )
-                    .await?
-                }
-            };
-        }
-        for &message in &c.inbox_taken {
-            run(&w.take_inbox, vec![message.into()]).await?;
-        }
-        match lease {
-            Some(LeaseChange::Take { owner, until }) => {
+            Write::Decision(DecisionChange::Ask(d)) => {
+                run(&w.ask, decision_params(id, d)).await?;
+            }
+            Write::Decision(DecisionChange::Settle {
+                id: decision,
+                status,
+                resolution,
+                resolved_by,
+                at,
+            }) => {
+                let params = vec![
+                    id.into(),
+                    decision.as_str().into(),
+                    (*status).into(),
+                    resolution.clone().into(),
+                    resolved_by.clone().into(),
+                    at.as_str().into(),
+                ];
+                run(&w.settle, params).await?;
+            }
+            Write::TakeInbox(message) => {
+                run(&w.take_inbox, vec![message.into()]).await?;
+            }
+            Write::Lease(LeaseChange::Take { owner, until }) => {
                 let params = vec![id.into(), owner.as_str().into(), until.as_str().into()];
                 run(&w.take_lease, params).await?;
             }
-            Some(LeaseChange::Release { owner }) => {
+            Write::Lease(LeaseChange::Release { owner }) => {
                 run(&w.release_lease, vec![id.into(), owner.as_str().into()]).await?;
             }
-            None => {}
         }
         Ok(())
     }

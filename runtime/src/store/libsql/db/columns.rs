@@ -101,20 +101,9 @@ pub(super) fn step_params(id: &str, s: &StepRow) -> Vec<Value> {
         s.error.clone().into(),
         s.started_at.clone().into(),
         s.completed_at.clone().into(),
-        fresh_duration(s).into(),
+        crate::store::commit::step_duration(s.started_at.as_deref(), s.completed_at.as_deref())
+            .into(),
     ]
-}
-
-/// The duration of a step row written for the first time (a row that
-/// exists gets it from its first start, in [`STEP_UPSERT`]): a step can
-/// start and end in one commit.
-pub(super) fn fresh_duration(s: &StepRow) -> Option<i64> {
-    let completed = crate::time::parse_ms(s.completed_at.as_deref()?)?;
-    let started = s
-        .started_at
-        .as_deref()
-        .map_or(Some(completed), crate::time::parse_ms)?;
-    Some(completed as i64 - started as i64)
 }
 
 /// `id` then the update's columns, in the order of `update_workflow`.
