@@ -29,8 +29,11 @@ pub fn input(at: &str, event: &Event, step_id: Option<String>) -> NewEntry {
     }
 }
 
-/// The entry for a record.
-pub fn record(at: &str, record: &Record, plan: &Plan) -> NewEntry {
+/// The entry for a record. A step's start is given its attempt's
+/// dispatch as `call`: its entry then says what the attempt calls,
+/// `action`, and `input`, the resolved params with each secret as its
+/// `${{secrets.NAME}}` reference (values are written into the call only).
+pub fn record(at: &str, record: &Record, plan: &Plan, call: Option<&Dispatch>) -> NewEntry {
     let mut payload = match serde_json::to_value(record) {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),
@@ -41,6 +44,10 @@ pub fn record(at: &str, record: &Record, plan: &Plan) -> NewEntry {
         payload.insert("fallback_step".into(), plan.id(*fallback).into());
         payload.remove("fallback");
     }
+    if let Some(dispatch) = call {
+        payload.insert("action".into(), dispatch.action.as_str().into());
+        payload.insert("input".into(), opcode_stdlib::exec::shown_params(dispatch));
+    }
     NewEntry {
         at: at.to_owned(),
         kind: EntryKind::Record,
@@ -48,17 +55,6 @@ pub fn record(at: &str, record: &Record, plan: &Plan) -> NewEntry {
         step_id: record.inst().map(|inst| plan.instance_name(inst)),
         version: RECORD_VERSION,
         payload: Value::Object(payload).to_string(),
-    }
-}
-
-/// Adds what a `step_started` entry's attempt calls: `action`, and `input`,
-/// the resolved params with each secret as its `${{secrets.NAME}}`
-/// reference (values are written into the call only, at dispatch).
-pub fn add_dispatch(entry: &mut NewEntry, dispatch: &Dispatch) {
-    if let Ok(Value::Object(mut payload)) = serde_json::from_str::<Value>(&entry.payload) {
-        payload.insert("action".into(), dispatch.action.as_str().into());
-        payload.insert("input".into(), opcode_stdlib::exec::shown_params(dispatch));
-        entry.payload = Value::Object(payload).to_string();
     }
 }
 

@@ -1,7 +1,46 @@
 //! Run inputs: parsed from the command line, defaults merged, validated against `input_schema`.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
 use opcode_vm::program::Program;
 use serde_json::{Map, Value};
+
+/// Validators of input schemas, by the source hash of the program they
+/// come from (one per template version): building one costs far more
+/// than validating with it.
+static VALIDATORS: OnceLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> = OnceLock::new();
+
+/// Programs whose validators are kept at most (then the cache starts over).
+const KEPT_VALIDATORS: usize = 512;
+
+/// The validator of `program`'s input schema `schema`, built once per source.
+fn validator(program: &Program, schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
+    let build = || {
+        jsonschema::validator_for(schema)
+            .map(Arc::new)
+            .map_err(|e| format!("the input_schema is invalid: {e}"))
+    };
+    let key = &program.header.source_hash;
+    if key.is_empty() {
+        return build();
+    }
+    let cache = VALIDATORS.get_or_init(Mutex::default);
+    if let Some(kept) = cache
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(key)
+    {
+        return Ok(kept.clone());
+    }
+    let fresh = build()?;
+    let mut kept = cache.lock().unwrap_or_else(PoisonError::into_inner);
+    if kept.len() >= KEPT_VALIDATORS {
+        kept.clear();
+    }
+    kept.insert(key.clone(), fresh.clone());
+    Ok(fresh)
+}
 
 /// The inputs a run starts with: the program's defaults overridden by
 /// `given`, checked against the program's `input_schema`. On failure, one
@@ -26,8 +65,7 @@ pub fn prepare(program: &Program, given: &Value) -> Result<Value, Vec<String>> {
     let inputs = Value::Object(inputs);
     if let Some(c) = program.run.input_schema {
         let schema = &program.consts[c as usize];
-        let validator = jsonschema::validator_for(schema)
-            .map_err(|e| vec![format!("the input_schema is invalid: {e}")])?;
+        let validator = validator(program, schema).map_err(|e| vec![e])?;
         let errors: Vec<String> = validator
             .iter_errors(&inputs)
             .map(|e| {

@@ -84,14 +84,37 @@ impl Round {
 
     /// Takes the effects of one applied event.
     pub fn absorb(&mut self, effects: &mut Vec<Effect>, cause: &Event, plan: &Plan) {
-        for effect in effects.drain(..) {
+        // The VM emits an attempt's dispatch in the batch of the step's
+        // start (it runs the step's code right after starting it): the
+        // start's entry is written with what the attempt calls, at once.
+        let calls: HashMap<InstRef, usize> = effects
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| match e {
+                Effect::Dispatch(d) => Some((d.inst.clone(), i)),
+                _ => None,
+            })
+            .collect();
+        let mut batch: Vec<Option<Effect>> = effects.drain(..).map(Some).collect();
+        for n in 0..batch.len() {
+            let Some(effect) = batch[n].take() else {
+                continue;
+            };
             match effect {
                 Effect::Record(record) => {
+                    let mut call = None;
                     if let Some(inst) = record.inst() {
                         let started = matches!(record, opcode_vm::Record::StepStarted { .. });
                         *self.touched.entry(inst.clone()).or_default() |= started;
+                        if started
+                            && let Some(&i) = calls.get(inst)
+                            && let Some(Effect::Dispatch(d)) = &batch[i]
+                        {
+                            call = Some(d.as_ref());
+                        }
                     }
-                    self.entries.push(log::record(&self.at, &record, plan));
+                    self.entries
+                        .push(log::record(&self.at, &record, plan, call));
                 }
                 Effect::StartTimer {
                     timer,
@@ -131,17 +154,7 @@ impl Round {
                         at: self.at.clone(),
                     });
                 }
-                Effect::Dispatch(ref dispatch) => {
-                    let step = plan.instance_name(&dispatch.inst);
-                    let started = self.entries.iter_mut().rev().find(|e| {
-                        e.event_type == "step_started" && e.step_id.as_ref() == Some(&step)
-                    });
-                    if let Some(entry) = started {
-                        log::add_dispatch(entry, dispatch);
-                    }
-                    self.perform.push(effect);
-                }
-                Effect::CancelDispatch { .. } => self.perform.push(effect),
+                Effect::Dispatch(_) | Effect::CancelDispatch { .. } => self.perform.push(effect),
                 Effect::AwaitSignal { .. } => {}
             }
         }

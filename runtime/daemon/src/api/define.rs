@@ -21,7 +21,7 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
     let from_opc;
     let args = match args.get("definition") {
         Some(Value::String(text)) if !text.trim_start().starts_with('{') => {
-            from_opc = with_template_fields(args, opc_definition(api, text)?);
+            from_opc = with_template_fields(args, opc_definition(api, text).await?);
             &from_opc
         }
         _ => args,
@@ -138,15 +138,22 @@ pub fn check_text(api: &Api, text: &str, file: &str) -> Result<Value, ToolError>
 }
 
 /// A `definition` in `.opc` text: checked as written (so diagnostics point
-/// into it), then converted to the workflow object.
-fn opc_definition(api: &Api, text: &str) -> Result<Value, ToolError> {
+/// into it), then converted to the workflow object; on a thread of its
+/// own, as [`compile`].
+async fn opc_definition(api: &Api, text: &str) -> Result<Value, ToolError> {
     const OPC_FILE: &str = "definition.opc";
-    check_text(api, text, OPC_FILE)?;
-    opcode_compiler::syntax::opc::to_json(text).map_err(|diagnostics| {
-        checked(false, diagnostics, OPC_FILE, text)
-            .err()
-            .unwrap_or_else(|| ToolError::new(codes::R0123, "the .opc text does not convert"))
+    let (exec, text) = (api.exec.clone(), text.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let (program, diagnostics) = exec.compiler().compile(&text, OPC_FILE);
+        checked(program.is_some(), diagnostics, OPC_FILE, &text)?;
+        opcode_compiler::syntax::opc::to_json(&text).map_err(|diagnostics| {
+            checked(false, diagnostics, OPC_FILE, &text)
+                .err()
+                .unwrap_or_else(|| ToolError::new(codes::R0123, "the .opc text does not convert"))
+        })
     })
+    .await
+    .map_err(|e| ToolError::new(codes::R0123, format!("the compiler stopped: {e}")))?
 }
 
 /// The arguments with `value` (converted `.opc` text) as the definition;
