@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use opcode_runtime::executor::Config;
 use opcode_runtime::store::libsql::LibsqlStore;
-use opcode_runtime::store::{Commit, EntryKind, NewEntry, NewWorkflow};
+use opcode_runtime::store::{Commit, EntryKind, NewEntry, NewWorkflow, WorkflowStatus};
 use opcode_runtime::{Durability, EventStore, Executor, StartRequest, Until};
 use opcode_stdlib::cel::CelHost;
 use opcode_stdlib::exec::EnvSecrets;
@@ -51,7 +51,7 @@ async fn run_once(exec: &Executor, text: &str, program: &Program) -> Duration {
     };
     let id = exec.start(request).await.expect("starts");
     let status = exec.wait(&id, Until::Ended).await.expect("ends");
-    assert_eq!(status, "completed");
+    assert_eq!(status, WorkflowStatus::Completed);
     started.elapsed()
 }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use opcode_runtime::executor::Config;
+use opcode_runtime::store::WorkflowStatus;
 use opcode_runtime::store::libsql::LibsqlStore;
 use opcode_runtime::{Durability, EventStore, Executor, StartRequest, Until};
 use opcode_stdlib::exec::EnvSecrets;
@@ -56,7 +57,7 @@ fn for_each(c: &mut Criterion) {
                     runtime.block_on(async {
                         let id = exec.start(request.clone()).await.expect("starts");
                         let status = exec.wait(&id, Until::Ended).await.expect("ends");
-                        assert_eq!(status, "completed");
+                        assert_eq!(status, WorkflowStatus::Completed);
                     });
                 });
             },

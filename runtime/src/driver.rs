@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::executor::{ExecError, Executor};
-use crate::store::{DecisionRow, WorkflowFilter, is_ended};
+use crate::store::{DecisionRow, WorkflowFilter, WorkflowStatus};
 use crate::time::{now_ms, parse_ms};
 
 /// What to tell a run, given before it asks.
@@ -41,7 +41,7 @@ pub struct Answers {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rest {
     /// Its status.
-    pub status: String,
+    pub status: WorkflowStatus,
     /// Answers the runs refused (a choice that is not an option, a signal
     /// nobody waits for), as their messages.
     pub refused: Vec<String>,
@@ -72,7 +72,7 @@ pub async fn attend(executor: &Executor, id: &str, answers: &Answers) -> Result<
             .workflow(id)
             .await?
             .ok_or_else(|| ExecError::NotFound(id.to_owned()))?;
-        if is_ended(&root.status) {
+        if root.status.is_ended() {
             return Ok(Rest {
                 status: root.status,
                 refused,
@@ -150,14 +150,14 @@ async fn rest_or_unstick(
     id: &str,
     answers: &Answers,
     notes: &mut Vec<String>,
-) -> Result<Option<String>, ExecError> {
+) -> Result<Option<WorkflowStatus>, ExecError> {
     let loaded = executor.loaded();
     let waiting: Vec<_> = executor
         .store()
         .workflows(WorkflowFilter::default())
         .await?
         .into_iter()
-        .filter(|w| !is_ended(&w.status) && loaded.binary_search(&w.id).is_err())
+        .filter(|w| !w.status.is_ended() && loaded.binary_search(&w.id).is_err())
         .collect();
     if waiting.is_empty() {
         return Ok(None);
@@ -171,7 +171,7 @@ async fn rest_or_unstick(
         .collect();
     for run in waiting.iter().filter(|w| !near.contains(w.id.as_str())) {
         if run.id == id {
-            return Ok(Some(run.status.clone()));
+            return Ok(Some(run.status));
         }
         let reason = format!(
             "child `{}` ({}) was cancelled: it waits for a decision or a signal that nobody answers here",

@@ -48,7 +48,6 @@ pub use self::background::Background;
 pub use self::ceiling::CeilingCheck;
 pub use self::observer::{LogLine, Observer};
 use self::programs::Programs;
-pub use self::quarantine::QUARANTINED;
 use self::run::{Incoming, Msg, RunFacts, RunTask, Setup};
 pub use self::services::Emitted;
 use self::services::RuntimeServices;
@@ -62,7 +61,7 @@ use crate::log::{self, stamp};
 use crate::owner;
 use crate::store::{
     Claim, Commit, EntryKind, EventStore, LogEntry, NewWorkflow, Source, StoreError,
-    WorkflowFilter, WorkflowRow, WorkflowState, is_ended,
+    WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
 };
 use crate::time::now_ms;
 use crate::workspace::Workspaces;
@@ -257,7 +256,7 @@ impl Executor {
 
     /// Waits until the workflow has ended (or, with [`Until::Settled`], is
     /// waiting for a decision or signal) and returns its status.
-    pub async fn wait(&self, id: &str, until: Until) -> Result<String, ExecError> {
+    pub async fn wait(&self, id: &str, until: Until) -> Result<WorkflowStatus, ExecError> {
         let changes = self.inner.changes.subscribe();
         let look = !self.inner.runs().contains_key(id);
         let settled = self.inner.wait(id, until, changes, look).await?;
@@ -341,7 +340,7 @@ impl Inner {
         let feed =
             (self.appended.receiver_count() > 0 && !commit.entries.is_empty()).then(|| Appended {
                 workflow_id: commit.workflow_id.clone(),
-                status: commit.update.as_ref().map(|u| u.status.clone()),
+                status: commit.update.as_ref().map(|u| u.status),
                 entries: commit
                     .entries
                     .iter()
@@ -371,10 +370,16 @@ impl Inner {
         Ok(state)
     }
 
-    fn publish(&self, id: &str, status: &str, loaded: bool, state: Option<Arc<WorkflowState>>) {
+    fn publish(
+        &self,
+        id: &str,
+        status: WorkflowStatus,
+        loaded: bool,
+        state: Option<Arc<WorkflowState>>,
+    ) {
         let _ = self.changes.send(Change {
             id: id.to_owned(),
-            status: status.to_owned(),
+            status: Some(status),
             loaded,
             state,
             error: None,
@@ -385,7 +390,7 @@ impl Inner {
     fn publish_failure(&self, id: &str, error: &ExecError) {
         let _ = self.changes.send(Change {
             id: id.to_owned(),
-            status: "unknown".to_owned(),
+            status: None,
             loaded: false,
             state: None,
             error: Some(error.clone()),
@@ -555,13 +560,13 @@ impl Inner {
             .workflow(id)
             .await?
             .ok_or_else(|| ExecError::NotFound(id.to_owned()))?;
-        if is_ended(&row.status) {
+        if row.status.is_ended() {
             return Err(ExecError::Ended {
                 id: id.to_owned(),
                 status: row.status,
             });
         }
-        let quarantined = row.status == QUARANTINED;
+        let quarantined = row.status == WorkflowStatus::Quarantined;
         if quarantined && !quarantine_ok {
             return Err(ExecError::Quarantined(id.to_owned()));
         }
@@ -667,8 +672,9 @@ impl Inner {
         mut changes: broadcast::Receiver<Change>,
         mut look: bool,
     ) -> Result<Settled, ExecError> {
-        let settled =
-            |status: &str| is_ended(status) || (until == Until::Settled && status == "suspended");
+        let settled = |status: WorkflowStatus| {
+            status.is_ended() || (until == Until::Settled && status == WorkflowStatus::Suspended)
+        };
         loop {
             if look {
                 let row = self
@@ -678,7 +684,7 @@ impl Inner {
                     .ok_or_else(|| ExecError::NotFound(id.to_owned()))?;
                 // A run that ended here is waited for until it has also left
                 // (its lease given up), so callers see it fully settled.
-                if settled(&row.status) && !self.runs().contains_key(id) {
+                if settled(row.status) && !self.runs().contains_key(id) {
                     return Ok(Settled {
                         status: row.status,
                         state: None,
@@ -707,11 +713,12 @@ impl Inner {
                 Ok(Some(Change {
                     error: Some(error), ..
                 })) => return Err(error),
-                Ok(Some(change)) if settled(&change.status) => {
-                    return Ok(Settled {
-                        status: change.status,
-                        state: change.state,
-                    });
+                Ok(Some(Change {
+                    status: Some(status),
+                    state,
+                    ..
+                })) if settled(status) => {
+                    return Ok(Settled { status, state });
                 }
                 _ => look = true,
             }
@@ -722,7 +729,7 @@ impl Inner {
         let rows = self
             .store
             .workflows(WorkflowFilter {
-                statuses: vec!["pending".into(), "active".into()],
+                statuses: vec![WorkflowStatus::Pending, WorkflowStatus::Active],
                 ..WorkflowFilter::default()
             })
             .await?;
@@ -759,7 +766,7 @@ impl Inner {
                 &serde_json::json!({"reason": "process_restart"}),
             )],
             update: Some(crate::store::WorkflowUpdate {
-                status: "suspended".into(),
+                status: WorkflowStatus::Suspended,
                 output: row.output.clone(),
                 error: row.error.clone(),
                 updated_at: at,
@@ -770,7 +777,7 @@ impl Inner {
         let result = self.commit(commit, false).await.map(|_| ());
         let _ = self.store.release(&row.id, owner::current()).await;
         result?;
-        self.publish(&row.id, "suspended", false, None);
+        self.publish(&row.id, WorkflowStatus::Suspended, false, None);
         Ok(())
     }
 }

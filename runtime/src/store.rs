@@ -16,10 +16,13 @@ pub mod libsql;
 pub mod memory;
 #[cfg(feature = "libsql")]
 mod schema;
+mod status;
 
 /// The schema version this build writes (see `spec/events.md`).
 #[cfg(feature = "libsql")]
 pub use schema::LATEST as SCHEMA_VERSION;
+
+pub use status::WorkflowStatus;
 
 pub use catalog::{
     EventFilter, FoundEntry, ScheduleAdvance, ScheduleRow, SecretRow, TemplateDraft,
@@ -207,11 +210,6 @@ pub struct NewWorkflow {
     pub created_at: String,
 }
 
-/// Is `status` one a run never leaves (completed, failed, cancelled)?
-pub fn is_ended(status: &str) -> bool {
-    matches!(status, "completed" | "failed" | "cancelled")
-}
-
 /// A workflow with its step instances and pending decisions, read at once.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct WorkflowState {
@@ -232,8 +230,8 @@ pub struct WorkflowRow {
     pub name: String,
     /// The hash of its source (see [`EventStore::source`]).
     pub source_hash: String,
-    /// `pending`, `active`, `suspended`, `completed`, `failed`, `cancelled`.
-    pub status: String,
+    /// Its status.
+    pub status: WorkflowStatus,
     /// The inputs (JSON text).
     pub inputs: String,
     /// The output (JSON text), once completed.
@@ -268,7 +266,7 @@ pub struct WorkflowRow {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct WorkflowUpdate {
     /// The status.
-    pub status: String,
+    pub status: WorkflowStatus,
     /// The output (JSON text).
     pub output: Option<String>,
     /// The error (JSON text).
@@ -426,7 +424,7 @@ pub enum LeaseChange {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct WorkflowFilter {
     /// Only these statuses (all when empty).
-    pub statuses: Vec<String>,
+    pub statuses: Vec<WorkflowStatus>,
     /// Only those started by this agent.
     pub agent_id: Option<String>,
     /// Only runs of this template.
@@ -626,7 +624,7 @@ pub trait Catalog: Send + Sync {
     fn agents(&self) -> BoxFuture<'_, StoreResult<Vec<AgentRow>>>;
 
     /// How many workflows have each status (statuses with none are absent).
-    fn workflow_counts(&self) -> BoxFuture<'_, StoreResult<Vec<(String, u64)>>>;
+    fn workflow_counts(&self) -> BoxFuture<'_, StoreResult<Vec<(WorkflowStatus, u64)>>>;
 
     /// Creates or replaces a scheduled job.
     fn save_schedule(&self, job: ScheduleRow) -> BoxFuture<'_, StoreResult<()>>;

@@ -49,7 +49,7 @@ fn every_ask_of_a_step_gets_its_answer_and_the_run_completes() {
         let rest = attend(&exec, &id, &answers(&[("review", "yes")]))
             .await
             .unwrap();
-        assert_eq!(rest.status, "completed", "{rest:?}");
+        assert_eq!(rest.status.as_str(), "completed", "{rest:?}");
         assert!(rest.refused.is_empty());
         let steps = exec.store().steps(&id).await.unwrap();
         let answered = steps
@@ -69,7 +69,7 @@ fn unanswered_the_run_rests_suspended_and_a_bad_choice_is_reported() {
         let _background = exec.background();
         let id = exec.start(request(&review(), &json!({}))).await.unwrap();
         let rest = attend(&exec, &id, &answers(&[])).await.unwrap();
-        assert_eq!(rest.status, "suspended");
+        assert_eq!(rest.status.as_str(), "suspended");
         // The driver answers every run of its store: a store of its own.
         let exec = executor(&Arc::new(MemoryStore::new()), config(dir.path()));
         let _background = exec.background();
@@ -77,7 +77,7 @@ fn unanswered_the_run_rests_suspended_and_a_bad_choice_is_reported() {
         let rest = attend(&exec, &id, &answers(&[("review", "maybe")]))
             .await
             .unwrap();
-        assert_eq!(rest.status, "suspended");
+        assert_eq!(rest.status.as_str(), "suspended");
         assert_eq!(rest.refused.len(), 1, "{rest:?}");
         assert!(rest.refused[0].contains("maybe"), "{rest:?}");
     });
@@ -97,7 +97,7 @@ fn a_decision_timeout_within_max_wait_is_waited_for() {
         let _background = exec.background();
         let id = exec.start(request(&workflow, &json!({}))).await.unwrap();
         let rest = attend(&exec, &id, &answers(&[])).await.unwrap();
-        assert_eq!(rest.status, "completed", "{rest:?}");
+        assert_eq!(rest.status.as_str(), "completed", "{rest:?}");
     });
 }
 
@@ -114,13 +114,13 @@ fn a_child_that_waits_for_nobody_is_cancelled_and_its_parent_fails_saying_why() 
         let _background = exec.background();
         let id = exec.start(request(&parent, &json!({}))).await.unwrap();
         let rest = attend(&exec, &id, &answers(&[])).await.unwrap();
-        assert_eq!(rest.status, "failed", "{rest:?}");
+        assert_eq!(rest.status.as_str(), "failed", "{rest:?}");
         let child = store
             .workflow(&format!("{id}.call.1"))
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(child.status, "cancelled");
+        assert_eq!(child.status.as_str(), "cancelled");
         assert_eq!(rest.notes.len(), 1, "{rest:?}");
         assert!(rest.notes[0].contains("nobody answers"), "{rest:?}");
         let row = store.workflow(&id).await.unwrap().unwrap();
@@ -157,7 +157,7 @@ fn a_stand_in_answers_calls_or_holds_them_and_the_actions_never_run() {
         let _background = exec.background();
         let id = exec.start(request(&workflow, &json!({}))).await.unwrap();
         let rest = attend(&exec, &id, &answers(&[])).await.unwrap();
-        assert_eq!(rest.status, "failed", "{rest:?}");
+        assert_eq!(rest.status.as_str(), "failed", "{rest:?}");
         let steps = exec.store().steps(&id).await.unwrap();
         let held = steps.iter().find(|s| s.step_id == "held").unwrap();
         let error: Value = serde_json::from_str(held.error.as_deref().unwrap()).unwrap();

@@ -76,7 +76,7 @@ fn a_run_completes_and_its_state_is_derived() {
             .await
             .unwrap();
         let row = settle(&exec, &id, Until::Ended).await;
-        assert_eq!(row.status, "completed");
+        assert_eq!(row.status.as_str(), "completed");
         assert!(row.completed_at.is_some() && row.started_at.is_some());
         let steps = store.steps(&id).await.unwrap();
         let view: Vec<(&str, &str)> = steps
@@ -108,7 +108,7 @@ fn a_suspended_run_is_unloaded_and_decisions_resume_it_with_outputs_intact() {
             .await
             .unwrap();
         let row = settle(&exec, &id, Until::Settled).await;
-        assert_eq!(row.status, "suspended");
+        assert_eq!(row.status.as_str(), "suspended");
         assert!(exec.loaded().is_empty(), "a suspended run holds no task");
         let pending = store.decisions(Some(&id), Some("pending")).await.unwrap();
         assert_eq!(pending.len(), 1);
@@ -124,7 +124,7 @@ fn a_suspended_run_is_unloaded_and_decisions_resume_it_with_outputs_intact() {
             exec.wait(&id, Until::Settled).await.unwrap();
         }
         let row = settle(&exec, &id, Until::Ended).await;
-        assert_eq!(row.status, "completed");
+        assert_eq!(row.status.as_str(), "completed");
         let steps = store.steps(&id).await.unwrap();
         let last = steps.iter().find(|s| s.step_id == "last").unwrap();
         assert_eq!(json_of(last.output.as_deref())["result"], json!("2/2"));
@@ -172,7 +172,7 @@ fn an_interrupted_run_resumes_and_completed_steps_never_run_again() {
             store.workflow(&id).await
         );
         let row = settle(&exec, &id, Until::Ended).await;
-        assert_eq!(row.status, "completed");
+        assert_eq!(row.status.as_str(), "completed");
         let log = entries(&store, &id).await;
         let notes: Vec<&LogEntry> = log
             .iter()
@@ -211,13 +211,13 @@ fn a_decision_timeout_that_passed_while_down_fires_at_start() {
         let exec = executor(&store, config(dir.path()));
         let _background = exec.background();
         let row = settle(&exec, &id, Until::Ended).await;
-        assert_eq!(row.status, "completed");
+        assert_eq!(row.status.as_str(), "completed");
         assert_eq!(
             json_of(row.output.as_deref())["after"]["result"],
             json!("hold")
         );
         let decisions = store.decisions(Some(&id), None).await.unwrap();
-        assert_eq!(decisions[0].status, "timed_out");
+        assert_eq!(decisions[0].status.as_str(), "timed_out");
         assert!(store.next_timers(10).await.unwrap().is_empty());
     });
 }
@@ -238,9 +238,9 @@ fn cancel_ends_a_suspended_run() {
         };
         assert_eq!(exec.deliver(&id, cancel).await.unwrap(), Delivery::Applied);
         let row = settle(&exec, &id, Until::Ended).await;
-        assert_eq!(row.status, "cancelled");
+        assert_eq!(row.status.as_str(), "cancelled");
         let decisions = store.decisions(Some(&id), None).await.unwrap();
-        assert_eq!(decisions[0].status, "cancelled");
+        assert_eq!(decisions[0].status.as_str(), "cancelled");
     });
 }
 
@@ -265,12 +265,17 @@ fn recovery_can_leave_interrupted_runs_suspended_until_resumed() {
         let exec = executor(&store, parked);
         assert_eq!(exec.recover().await.unwrap(), std::slice::from_ref(&id));
         let row = store.workflow(&id).await.unwrap().unwrap();
-        assert_eq!(row.status, "suspended");
+        assert_eq!(row.status.as_str(), "suspended");
         let log = entries(&store, &id).await;
         assert!(log.iter().any(|e| e.event_type == "workflow_interrupted"));
         exec.resume(&id).await.unwrap();
         let row = settle(&exec, &id, Until::Ended).await;
-        assert_eq!(row.status, "completed", "{:?}", entries(&store, &id).await);
+        assert_eq!(
+            row.status.as_str(),
+            "completed",
+            "{:?}",
+            entries(&store, &id).await
+        );
     });
 }
 
@@ -304,7 +309,7 @@ fn events_for_a_run_owned_elsewhere_wait_in_its_inbox() {
         store.release(&id, other).await.unwrap();
         let _background = exec.background();
         let row = settle(&exec, &id, Until::Ended).await;
-        assert_eq!(row.status, "completed");
+        assert_eq!(row.status.as_str(), "completed");
         assert!(store.inbox(Some(&id)).await.unwrap().is_empty());
     });
 }
@@ -324,16 +329,16 @@ fn a_run_suspended_by_its_deadline_resumes_with_a_fresh_one() {
         // The deadline passes while the decision is pending: the run halts.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let row = settle(&exec, &id, Until::Settled).await;
-        assert_eq!(row.status, "suspended");
+        assert_eq!(row.status.as_str(), "suspended");
         let log = entries(&store, &id).await;
         assert!(log.iter().any(|e| e.event_type == "workflow_timed_out"));
         // The decision is taken, but nothing new starts while halted.
         exec.deliver(&id, decide("gate", "go")).await.unwrap();
         let row = settle(&exec, &id, Until::Settled).await;
-        assert_eq!(row.status, "suspended");
+        assert_eq!(row.status.as_str(), "suspended");
         exec.resume(&id).await.unwrap();
         let row = settle(&exec, &id, Until::Settled).await;
-        assert_eq!(row.status, "completed", "{row:?}");
+        assert_eq!(row.status.as_str(), "completed", "{row:?}");
     });
 }
 
@@ -353,13 +358,13 @@ fn a_child_workflow_runs_once_and_its_output_reaches_the_parent() {
         let exec = executor(&store, config(dir.path()));
         let id = exec.start(request(&parent, &json!({}))).await.unwrap();
         let row = settle(&exec, &id, Until::Ended).await;
-        assert_eq!(row.status, "completed", "{row:?}");
+        assert_eq!(row.status.as_str(), "completed", "{row:?}");
         let output = json_of(row.output.as_deref());
         assert_eq!(output["call"]["output"]["doubled"], json!(42), "{output}");
         let child_id = format!("{id}.call.1");
         let child = store.workflow(&child_id).await.unwrap().unwrap();
         assert_eq!(child.parent_id.as_deref(), Some(id.as_str()));
-        assert_eq!(child.status, "completed");
+        assert_eq!(child.status.as_str(), "completed");
     });
 }
 
@@ -399,7 +404,10 @@ fn immediate_actions_run_in_the_round_that_asked_for_them() {
              "params": {"expression": "steps.c.size"}}
         ]});
         let id = exec.start(request(&workflow, &json!({}))).await.unwrap();
-        assert_eq!(settle(&exec, &id, Until::Ended).await.status, "completed");
+        assert_eq!(
+            settle(&exec, &id, Until::Ended).await.status.as_str(),
+            "completed"
+        );
         let commits = commits_of(&mut feed, &id);
         // The start, `a` and `b` (immediate), and `c` asked for: one commit;
         // `c`'s result (read from the disk), `d` and the end: the second.
@@ -417,7 +425,10 @@ fn immediate_actions_run_in_the_round_that_asked_for_them() {
         assert_eq!(commits[1].last().unwrap().0, "workflow_completed");
         // The same run replayed from its log ends the same way.
         let steps = store.steps(&id).await.unwrap();
-        assert!(steps.iter().all(|s| s.status == "completed"), "{steps:?}");
+        assert!(
+            steps.iter().all(|s| s.status.as_str() == "completed"),
+            "{steps:?}"
+        );
     });
 }
 
@@ -435,7 +446,10 @@ fn an_action_cancelled_in_the_round_that_asked_for_it_never_starts() {
              "params": {"path": "out.txt", "content": "written"}}
         ]});
         let id = exec.start(request(&workflow, &json!({}))).await.unwrap();
-        assert_eq!(settle(&exec, &id, Until::Ended).await.status, "failed");
+        assert_eq!(
+            settle(&exec, &id, Until::Ended).await.status.as_str(),
+            "failed"
+        );
         assert!(!dir.path().join("out.txt").exists());
     });
 }
@@ -503,7 +517,7 @@ fn a_run_whose_recoveries_keep_ending_the_process_is_quarantined_until_resumed()
             "quarantined, not resumed"
         );
         let row = store.workflow(&id).await.unwrap().unwrap();
-        assert_eq!(row.status, "quarantined");
+        assert_eq!(row.status.as_str(), "quarantined");
         let log = entries(&store, &id).await;
         let note = log.last().unwrap();
         assert_eq!(note.event_type, "workflow_quarantined");
@@ -525,7 +539,7 @@ fn a_run_whose_recoveries_keep_ending_the_process_is_quarantined_until_resumed()
         // ...but a hand resumes it, and it finishes.
         exec.resume(&id).await.unwrap();
         let row = settle(&exec, &id, Until::Ended).await;
-        assert_eq!(row.status, "completed");
+        assert_eq!(row.status.as_str(), "completed");
     });
     let trace = std::fs::read_to_string(dir.path().join("trace")).unwrap();
     assert_eq!(trace.lines().count(), 1, "{trace}");
@@ -558,7 +572,7 @@ fn a_quarantined_run_can_be_cancelled_without_running_its_step_again() {
         };
         exec.deliver(&id, cancel).await.unwrap();
         let row = settle(&exec, &id, Until::Ended).await;
-        assert_eq!(row.status, "cancelled");
+        assert_eq!(row.status.as_str(), "cancelled");
         tokio::time::sleep(Duration::from_millis(700)).await;
     });
     assert!(
@@ -598,7 +612,7 @@ fn a_graceful_shutdown_lets_runs_go_and_is_not_counted_as_a_crash() {
         let exec = executor(&store, config());
         assert_eq!(exec.recover().await.unwrap(), std::slice::from_ref(&id));
         let row = settle(&exec, &id, Until::Ended).await;
-        assert_eq!(row.status, "completed");
+        assert_eq!(row.status.as_str(), "completed");
     });
 }
 
@@ -634,7 +648,7 @@ fn runs_stop_when_their_leases_lapse_and_come_back_with_the_store() {
         assert!(failure.error.contains("disk full"), "{failure:?}");
         store.refuse_writes(None);
         let row = settle(&exec, &id, Until::Ended).await;
-        assert_eq!(row.status, "completed");
+        assert_eq!(row.status.as_str(), "completed");
         assert!(exec.write_failure().is_none());
     });
 }

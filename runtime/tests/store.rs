@@ -8,7 +8,7 @@ use opcode_runtime::store::memory::MemoryStore;
 use opcode_runtime::store::{
     Claim, Commit, DecisionChange, DecisionRow, Durability, EntryKind, EventFilter, EventStore,
     LeaseChange, NewEntry, NewWorkflow, RunLog, Source, StepRow, StoreError, TemplateDraft,
-    TemplateFilter, TimerChange, TimerRow, WorkflowFilter, WorkflowUpdate,
+    TemplateFilter, TimerChange, TimerRow, WorkflowFilter, WorkflowStatus, WorkflowUpdate,
 };
 
 /// Both stores, fresh; the temp dir lives as long as the libSQL one.
@@ -57,7 +57,7 @@ fn create(id: &str) -> Commit {
         }),
         entries: vec![entry(0), entry(1)],
         update: Some(WorkflowUpdate {
-            status: "active".into(),
+            status: WorkflowStatus::Active,
             started_at: Some(at(0)),
             updated_at: at(0),
             ..WorkflowUpdate::default()
@@ -196,7 +196,7 @@ fn step_rows_keep_their_first_start_and_get_a_duration() {
             let rows = store.steps("w").await.unwrap();
             assert_eq!(rows.len(), 1, "{name}");
             let row = &rows[0];
-            assert_eq!(row.status, "completed", "{name}");
+            assert_eq!(row.status.as_str(), "completed", "{name}");
             assert_eq!(row.attempt, 2, "{name}");
             assert_eq!(row.started_at.as_deref(), Some(at(1).as_str()), "{name}");
             assert_eq!(row.duration_ms, Some(3_000), "{name}");
@@ -274,7 +274,7 @@ fn timers_decisions_and_inbox() {
             store.commit(commit).await.unwrap();
             assert_eq!(store.next_timers(10).await.unwrap().len(), 1, "{name}");
             let all = store.decisions(None, None).await.unwrap();
-            assert_eq!(all[0].status, "resolved", "{name}");
+            assert_eq!(all[0].status.as_str(), "resolved", "{name}");
             assert_eq!(all[0].resolved_by.as_deref(), Some("me"), "{name}");
             assert!(
                 store
@@ -427,7 +427,7 @@ fn workflows_are_listed_newest_first_by_status() {
                 if id == "b"
                     && let Some(u) = c.update.as_mut()
                 {
-                    u.status = "completed".into();
+                    u.status = WorkflowStatus::Completed;
                 }
                 store.commit(c).await.unwrap();
             }
@@ -436,7 +436,7 @@ fn workflows_are_listed_newest_first_by_status() {
             assert_eq!(ids, ["c", "b", "a"], "{name}");
             let active = store
                 .workflows(WorkflowFilter {
-                    statuses: vec!["active".into()],
+                    statuses: vec![WorkflowStatus::Active],
                     limit: Some(1),
                     ..WorkflowFilter::default()
                 })

@@ -17,7 +17,7 @@ use libtest_mimic::Failed;
 use opcode_runtime::executor::{Answer, StandIn};
 use opcode_runtime::log;
 use opcode_runtime::store::memory::MemoryStore;
-use opcode_runtime::store::{EventStore, RunLog, WorkflowFilter, is_ended};
+use opcode_runtime::store::{EventStore, RunLog, WorkflowFilter, WorkflowStatus};
 use opcode_runtime::{Config, Executor};
 use opcode_vm::effect::{Dispatch, InstRef};
 use opcode_vm::error::ActionError;
@@ -144,7 +144,7 @@ async fn recover(
     let Some(row) = store.workflow(id).await.map_err(|e| e.to_string())? else {
         return Ok(None);
     };
-    if is_ended(&row.status) {
+    if row.status.is_ended() {
         return Ok(None);
     }
     store.expire_leases();
@@ -157,7 +157,7 @@ async fn recover(
     executor.set_stand_in(recorded);
     let _background = executor.background();
     let recovered = executor.recover().await.map_err(|e| e.to_string())?;
-    let interrupted = matches!(row.status.as_str(), "pending" | "active");
+    let interrupted = matches!(row.status, WorkflowStatus::Pending | WorkflowStatus::Active);
     if interrupted && !recovered.iter().any(|r| r == id) {
         return Err(format!(
             "recover() left the run {} ({recovered:?})",

@@ -10,7 +10,7 @@ use prometheus::{
 use serde_json::Value;
 
 use opcode_runtime::executor::Observer;
-use opcode_runtime::store::{EntryKind, EventStore, StoreError};
+use opcode_runtime::store::{EntryKind, EventStore, StoreError, WorkflowStatus};
 
 /// Seconds an action call took: 1 ms to 5 minutes.
 const ACTION_BUCKETS: [f64; 14] = [
@@ -153,18 +153,10 @@ impl Metrics {
         let counts = store.workflow_counts().await?;
         let pending = store.decisions(None, Some("pending")).await?.len();
         self.workflows.reset();
-        for status in [
-            "pending",
-            "active",
-            "suspended",
-            "quarantined",
-            "completed",
-            "failed",
-            "cancelled",
-        ] {
-            let count = counts.iter().find(|(s, _)| s == status).map_or(0, |c| c.1);
+        for status in WorkflowStatus::ALL {
+            let count = counts.iter().find(|(s, _)| *s == status).map_or(0, |c| c.1);
             self.workflows
-                .with_label_values(&[status])
+                .with_label_values(&[status.as_str()])
                 .set(count as i64);
         }
         self.decisions_pending.set(pending as i64);

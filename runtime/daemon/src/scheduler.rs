@@ -66,7 +66,7 @@ async fn refresh_status(exec: &Executor, job: &ScheduleRow) -> Result<(), StoreE
     };
     if job.last_run_status.as_deref() != Some(row.status.as_str()) {
         exec.store()
-            .set_schedule_status(&job.id, workflow_id, &row.status)
+            .set_schedule_status(&job.id, workflow_id, row.status.as_str())
             .await?;
     }
     Ok(())

@@ -139,6 +139,21 @@ async fn run_validates_params_and_honours_defaults() {
         rows["workflows"][0]["input_params"]["who"], "world",
         "the default applied"
     );
+    let suspended = ok(
+        &api,
+        "opcode.query",
+        json!({"resource": "workflows", "filter": {"status": ["suspended", "active"]}}),
+    )
+    .await;
+    assert!(suspended["workflows"].as_array().is_some(), "{suspended}");
+    let typo = err(
+        &api,
+        "opcode.query",
+        json!({"resource": "workflows", "filter": {"status": "runnning"}}),
+    )
+    .await;
+    assert!(typo.message.contains("`runnning` is not a workflow status"), "{typo:?}");
+    assert!(typo.message.contains("suspended"), "{typo:?}");
 }
 
 #[tokio::test]

@@ -156,7 +156,7 @@ fn check(db: &Path, appends: &Path, ids: &[String]) -> Tally {
             tally.killed_before_start += 1;
             continue;
         };
-        if row.status != "completed" {
+        if row.status.as_str() != "completed" {
             tally.failures.push(format!("{id} ended {}", row.status));
             continue;
         }

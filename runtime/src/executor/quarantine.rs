@@ -12,11 +12,9 @@ use serde_json::json;
 use super::{ExecError, Inner};
 use crate::log::{self, stamp};
 use crate::owner;
-use crate::store::{Commit, EntryKind, LogEntry, WorkflowRow, WorkflowUpdate};
+use crate::store::{Commit, EntryKind, LogEntry, WorkflowRow, WorkflowStatus, WorkflowUpdate};
 use crate::time::now_ms;
 
-/// The status of a quarantined run.
-pub const QUARANTINED: &str = "quarantined";
 /// The note a recovery at start appends before the run replays.
 pub(crate) const RECOVERED: &str = "workflow_recovered";
 /// The note a graceful shutdown appends to each run it lets go.
@@ -88,7 +86,7 @@ impl Inner {
             after_seq: row.last_seq,
             entries: vec![log::note(&at, note, None, &payload)],
             update: quarantine.then(|| WorkflowUpdate {
-                status: QUARANTINED.into(),
+                status: WorkflowStatus::Quarantined,
                 output: row.output.clone(),
                 error: row.error.clone(),
                 updated_at: at.clone(),
@@ -103,7 +101,7 @@ impl Inner {
                 recoveries = before,
                 "workflow quarantined: each recovery ended the process; resume or cancel it by hand"
             );
-            self.publish(&row.id, QUARANTINED, false, None);
+            self.publish(&row.id, WorkflowStatus::Quarantined, false, None);
             return Ok(Recovery::Quarantined);
         }
         Ok(Recovery::Noted)

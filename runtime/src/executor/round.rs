@@ -263,7 +263,7 @@ pub fn workflow_update(
 ) -> WorkflowUpdate {
     let status = vm.status();
     WorkflowUpdate {
-        status: status.as_str().to_owned(),
+        status: status.into(),
         output: vm.output().map(Value::to_string),
         error: vm.error().and_then(|e| serde_json::to_string(e).ok()),
         context: context.map(Value::to_string),

@@ -20,6 +20,7 @@ use super::{quarantine, writes};
 use crate::breaker::Transition;
 use crate::log;
 use crate::owner;
+use crate::store::WorkflowStatus;
 use crate::store::{Commit, LeaseChange, NewWorkflow, WorkflowState};
 use crate::time::now_ms;
 
@@ -285,7 +286,7 @@ impl RunTask {
                 return self.finish().await;
             }
             if self.idle() && self.unload() {
-                return self.release(self.vm.status().as_str()).await;
+                return self.release(self.vm.status().into()).await;
             }
             let Some(batch) = self.next_batch().await else {
                 return self.finish().await;
@@ -435,7 +436,7 @@ impl RunTask {
         let status = self.vm.status();
         if status != self.last_status {
             self.last_status = status;
-            self.inner.publish(&self.id, status.as_str(), true, None);
+            self.inner.publish(&self.id, status.into(), true, None);
         }
         for effect in std::mem::take(&mut round.perform) {
             self.perform(effect);
@@ -660,13 +661,13 @@ impl RunTask {
         }
         let ended = ExecError::Ended {
             id: self.id.clone(),
-            status: self.vm.status().as_str().to_owned(),
+            status: self.vm.status().into(),
         };
         self.refuse_queued(&ended);
         for (_, (handle, _)) in self.inflight.drain() {
             handle.abort();
         }
-        self.release(self.vm.status().as_str()).await;
+        self.release(self.vm.status().into()).await;
     }
 
     /// A commit failed: the log is the truth, so drop this copy of the run.
@@ -719,7 +720,7 @@ impl RunTask {
             }
         }
         self.refuse_queued(&ExecError::Stopped(self.id.clone()));
-        self.release(self.vm.status().as_str()).await;
+        self.release(self.vm.status().into()).await;
         let _ = done.send(());
     }
 
@@ -735,7 +736,7 @@ impl RunTask {
     }
 
     /// Lets the run go and tells waiters how it left.
-    async fn release(&mut self, status: &str) {
+    async fn release(&mut self, status: WorkflowStatus) {
         self.let_go().await;
         let state = self
             .settled_state

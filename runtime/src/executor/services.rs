@@ -10,6 +10,7 @@ use opcode_vm::event::Event;
 use serde_json::{Value, json};
 
 use super::{ExecError, Inner, StartRequest, Until};
+use crate::store::WorkflowStatus;
 
 /// A `workflow.emit` event.
 #[derive(Debug, Clone, PartialEq)]
@@ -142,7 +143,7 @@ impl Services for RuntimeServices {
                 .and_then(|o| serde_json::from_str(o).ok())
                 .unwrap_or(Value::Null);
             let result = json!({"workflow_id": id, "status": row.status, "output": output});
-            if row.status == "completed" {
+            if row.status == WorkflowStatus::Completed {
                 Ok(result)
             } else {
                 let why = row

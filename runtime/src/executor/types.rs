@@ -12,7 +12,7 @@ use opcode_vm::effect::SecretSite;
 use serde_json::Value;
 
 use crate::breaker::BreakerConfig;
-use crate::store::{LogEntry, StoreError, WorkflowState};
+use crate::store::{LogEntry, StoreError, WorkflowState, WorkflowStatus};
 use crate::workspace::Workspaces;
 
 /// What to do, at start, with workflows a dead process left running.
@@ -81,7 +81,7 @@ pub enum ExecError {
         /// The workflow.
         id: String,
         /// How it ended.
-        status: String,
+        status: WorkflowStatus,
     },
     /// Another live process owns the workflow.
     #[error("workflow `{id}` is run by another process ({owner})")]
@@ -169,8 +169,8 @@ pub struct StartRequest {
 pub struct Change {
     /// The workflow.
     pub id: String,
-    /// Its status.
-    pub status: String,
+    /// Its status (none when it left before settling: see `error`).
+    pub status: Option<WorkflowStatus>,
     /// Is it still loaded here?
     pub loaded: bool,
     /// Its state as its last commit left it, when that commit read it.
@@ -183,7 +183,7 @@ pub struct Change {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settled {
     /// Its status.
-    pub status: String,
+    pub status: WorkflowStatus,
     /// Its state, when the run read it as it settled (see
     /// [`StartRequest::report_state`]).
     pub state: Option<Arc<WorkflowState>>,
@@ -197,7 +197,7 @@ pub struct Appended {
     /// The workflow.
     pub workflow_id: String,
     /// Its status after the commit, when the commit changed the derived state.
-    pub status: Option<String>,
+    pub status: Option<WorkflowStatus>,
     /// The entries, in order.
     pub entries: Vec<LogEntry>,
 }

@@ -22,7 +22,7 @@ use super::{
     AgentRow, BoxFuture, Catalog, Claim, Commit, DecisionRow, Durability, EventFilter, FoundEntry,
     InboxMessage, LogEntry, RunLog, ScheduleAdvance, ScheduleRow, SecretRow, Source, StepRow,
     StoreError, StoreResult, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader,
-    WorkflowFilter, WorkflowRow, WorkflowState,
+    WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
 };
 
 /// At most this many commits share one transaction.
@@ -342,7 +342,7 @@ impl Catalog for LibsqlStore {
         self.ask(Db::agents)
     }
 
-    fn workflow_counts(&self) -> BoxFuture<'_, StoreResult<Vec<(String, u64)>>> {
+    fn workflow_counts(&self) -> BoxFuture<'_, StoreResult<Vec<(WorkflowStatus, u64)>>> {
         self.ask(Db::workflow_counts)
     }
 

@@ -9,8 +9,8 @@ use super::{
     AgentRow, BoxFuture, Catalog, Claim, Commit, DecisionChange, DecisionRow, EventFilter,
     FoundEntry, InboxMessage, LeaseChange, LogEntry, RunLog, ScheduleAdvance, ScheduleRow,
     SecretRow, Source, StepRow, StoreError, StoreResult, TemplateDraft, TemplateFilter,
-    TemplateRow, TimerChange, TimerRow, VaultHeader, WorkflowFilter, WorkflowRow, WorkflowUpdate,
-    is_ended,
+    TemplateRow, TimerChange, TimerRow, VaultHeader, WorkflowFilter, WorkflowRow, WorkflowStatus,
+    WorkflowUpdate,
 };
 
 #[derive(Default, Clone)]
@@ -190,7 +190,7 @@ impl State {
                     id: new.id.clone(),
                     name: new.name.clone(),
                     source_hash: new.source.hash.clone(),
-                    status: "pending".into(),
+                    status: WorkflowStatus::Pending,
                     inputs: new.inputs.clone(),
                     agent_id: new.agent_id.clone(),
                     parent_id: new.parent_id.clone(),
@@ -276,7 +276,7 @@ impl State {
                 if let Some(d) = self
                     .decisions
                     .get_mut(&(id.to_owned(), decision.clone()))
-                    .filter(|d| d.status == "pending")
+                    .filter(|d| d.status.as_str() == "pending")
                 {
                     (*status).clone_into(&mut d.status);
                     d.resolution.clone_from(resolution);
@@ -515,7 +515,7 @@ impl RunLog for MemoryStore {
         }
         let state = &mut *self.lock();
         for (id, (held_by, expires)) in &mut state.leases {
-            let ended = state.workflows.get(id).is_none_or(|w| is_ended(&w.status));
+            let ended = state.workflows.get(id).is_none_or(|w| w.status.is_ended());
             if held_by == owner && !ended {
                 until.clone_into(expires);
             }
@@ -638,12 +638,12 @@ impl Catalog for MemoryStore {
         ready(Ok(rows))
     }
 
-    fn workflow_counts(&self) -> BoxFuture<'_, StoreResult<Vec<(String, u64)>>> {
-        let mut counts = BTreeMap::<String, u64>::new();
+    fn workflow_counts(&self) -> BoxFuture<'_, StoreResult<Vec<(WorkflowStatus, u64)>>> {
+        let mut counts = BTreeMap::<&'static str, (WorkflowStatus, u64)>::new();
         for w in self.lock().workflows.values() {
-            *counts.entry(w.status.clone()).or_default() += 1;
+            counts.entry(w.status.as_str()).or_insert((w.status, 0)).1 += 1;
         }
-        ready(Ok(counts.into_iter().collect()))
+        ready(Ok(counts.into_values().collect()))
     }
 
     fn save_schedule(&self, job: ScheduleRow) -> BoxFuture<'_, StoreResult<()>> {

@@ -277,7 +277,7 @@ mod tests {
     fn a_run_that_suspends_on_a_decision() {
         let row = WorkflowRow {
             id: "wf".into(),
-            status: "active".into(),
+            status: opcode_runtime::store::WorkflowStatus::Active,
             ..WorkflowRow::default()
         };
         let (mut mapper, mut events) = Mapper::start("wf", "wf@0", &row, &[]);

@@ -8,7 +8,7 @@ use super::args::Args;
 use super::{Api, ToolError, ToolResult};
 use opcode_runtime::store::{
     DecisionRow, EventFilter, FoundEntry, ScheduleRow, TemplateFilter, TemplateRow, WorkflowFilter,
-    WorkflowRow,
+    WorkflowRow, WorkflowStatus,
 };
 
 /// Rows per page unless `limit` says otherwise.
@@ -82,18 +82,12 @@ pub async fn query(api: &Api, args: &Args) -> ToolResult {
         "workflows" => {
             let statuses = match filter.get("status") {
                 None => Vec::new(),
-                Some(Value::String(s)) => vec![s.clone()],
+                Some(Value::String(s)) => vec![status_of(s)?],
                 Some(Value::Array(items)) => items
                     .iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect(),
-                Some(_) => {
-                    return Err(ToolError::new(
-                        codes::R0122,
-                        "`filter.status` must be a status or a list of them",
-                    ));
-                }
+                    .map(|item| item.as_str().map_or_else(|| Err(bad_status()), status_of))
+                    .collect::<Result<_, _>>()?,
+                Some(_) => return Err(bad_status()),
             };
             let rows = api
                 .store()
@@ -288,4 +282,26 @@ pub fn schedule_json(s: &ScheduleRow) -> Value {
         "origin": s.origin,
         "created_at": s.created_at,
     })
+}
+
+/// The workflow status spelled `text`.
+fn status_of(text: &str) -> Result<WorkflowStatus, ToolError> {
+    WorkflowStatus::parse(text).ok_or_else(|| {
+        let known: Vec<&str> = WorkflowStatus::ALL.iter().map(|s| s.as_str()).collect();
+        ToolError::new(
+            codes::R0122,
+            format!(
+                "`filter.status` `{text}` is not a workflow status; one of: {}",
+                known.join(", ")
+            ),
+        )
+    })
+}
+
+/// The refusal of a `filter.status` that is neither a status nor a list.
+fn bad_status() -> ToolError {
+    ToolError::new(
+        codes::R0122,
+        "`filter.status` must be a status or a list of them",
+    )
 }

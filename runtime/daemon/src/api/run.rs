@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::args::Args;
 use super::{Api, ToolError, ToolResult};
 use opcode_runtime::executor::{ExecError, Executor, StartRequest, Until};
-use opcode_runtime::store::{StoreError, TemplateRow};
+use opcode_runtime::store::{StoreError, TemplateRow, WorkflowStatus};
 use opcode_runtime::summary;
 
 /// Handles `opcode.run`.
@@ -43,7 +43,7 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
     };
     if !wait {
         let row = api.store().workflow(&id).await?;
-        let status = row.map_or_else(|| "pending".to_owned(), |r| r.status);
+        let status = row.map_or(WorkflowStatus::Pending, |r| r.status);
         return Ok(json!({ "workflow_id": id, "status": status }));
     }
     // A run stopped by a refused write carries on later: name it.

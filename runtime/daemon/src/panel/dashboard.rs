@@ -39,7 +39,12 @@ pub async fn page(panel: Panel, Query(query): Query<Fields>) -> Response {
         Err(e) => return super::failure(&e),
     };
     let plugins = panel.api.plugins_report();
-    let count = |s: &str| counts.iter().find(|(c, _)| c == s).map_or(0, |c| c.1);
+    let count = |s: &str| {
+        counts
+            .iter()
+            .find(|(c, _)| c.as_str() == s)
+            .map_or(0, |c| c.1)
+    };
     let body = html! {
         section #counts data-live {
             ul.cards {

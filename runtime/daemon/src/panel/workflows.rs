@@ -15,7 +15,7 @@ use super::layout::{
 };
 use super::{Fields, Panel, Posted, back, call, failure};
 use crate::api::ToolError;
-use opcode_runtime::store::WorkflowFilter;
+use opcode_runtime::store::{WorkflowFilter, WorkflowStatus};
 
 /// Events a workflow's page shows (its last ones; `/events` has them all).
 const TIMELINE: u64 = 500;
@@ -32,7 +32,10 @@ pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
         .unwrap_or(1)
         .max(1);
     let filter = WorkflowFilter {
-        statuses: pick("status").into_iter().collect(),
+        statuses: pick("status")
+            .and_then(|s| WorkflowStatus::parse(&s))
+            .into_iter()
+            .collect(),
         agent_id: pick("agent"),
         template_name: pick("template"),
         limit: Some(PAGE + 1),
@@ -96,7 +99,7 @@ pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
                                 td { (workflow_link(&w.id)) }
                                 td { (w.name) }
                                 td { @if let Some(t) = &w.template_name { a href={"/templates/" (encode(t))} { (t) } @if let Some(v) = w.template_version { " v" (v) } } }
-                                td { (status(&w.status)) }
+                                td { (status(w.status.as_str())) }
                                 td { (w.agent_id.as_deref().unwrap_or("")) }
                                 td { (time(Some(&w.created_at))) }
                                 td { (time(Some(&w.updated_at))) }
@@ -175,7 +178,7 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
     let body = html! {
         section #summary data-live {
             dl.facts {
-                dt { "Status" } dd { (status(&row.status)) }
+                dt { "Status" } dd { (status(row.status.as_str())) }
                 dt { "Name" } dd { (row.name) }
                 @if let Some(t) = &row.template_name {
                     dt { "Template" } dd { a href={"/templates/" (encode(t))} { (t) } @if let Some(v) = row.template_version { " v" (v) } }
@@ -234,14 +237,14 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
                         li {
                             (status(&d.status)) " " strong { (d.prompt) } " · step " code { (d.step_id) }
                             @if let Some(resolution) = &d.resolution { (json_text(resolution)) }
-                            @if d.status == "pending" { " " a href="/decisions" { "Answer →" } }
+                            @if d.status.as_str() == "pending" { " " a href="/decisions" { "Answer →" } }
                         }
                     }
                 }
             }
             @if !children.is_empty() {
                 h2 { "Child workflows" }
-                ul.list { @for c in &children { li { (workflow_link(&c.id)) " " (status(&c.status)) } } }
+                ul.list { @for c in &children { li { (workflow_link(&c.id)) " " (status(c.status.as_str())) } } }
             }
         }
         section #timeline data-live {

@@ -7,6 +7,7 @@ use libsql::{Row, Value};
 use super::{Db, backend, get, log_entry, push_page};
 use crate::store::{
     AgentRow, EventFilter, FoundEntry, StoreResult, TemplateDraft, TemplateFilter, TemplateRow,
+    WorkflowStatus,
 };
 
 const TEMPLATE_COLUMNS: &str = "name, version, description, definition, input_schema, \
@@ -119,7 +120,7 @@ impl Db {
     }
 
     /// How many workflows have each status.
-    pub fn workflow_counts(&self) -> StoreResult<Vec<(String, u64)>> {
+    pub fn workflow_counts(&self) -> StoreResult<Vec<(WorkflowStatus, u64)>> {
         let sql = "SELECT status, COUNT(*) FROM workflows GROUP BY status ORDER BY status";
         self.block(self.query_all(sql, Vec::new(), |row| {
             let count: i64 = get(row, 1)?;

@@ -8,7 +8,7 @@ use libsql::{Row, Value};
 use super::{backend, seq};
 use crate::store::{
     DecisionRow, EntryKind, LogEntry, NewWorkflow, StepRow, StoreError, StoreResult, WorkflowRow,
-    WorkflowUpdate,
+    WorkflowStatus, WorkflowUpdate,
 };
 
 /// A Rust value read from a column.
@@ -20,6 +20,15 @@ impl FromColumn for String {
     fn from_column(value: Value) -> Option<String> {
         match value {
             Value::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl FromColumn for WorkflowStatus {
+    fn from_column(value: Value) -> Option<WorkflowStatus> {
+        match value {
+            Value::Text(s) => WorkflowStatus::parse(&s),
             _ => None,
         }
     }
@@ -78,7 +87,7 @@ pub(super) fn create_params(
         w.template_version.into(),
         w.base_dir.clone().into(),
         w.created_at.as_str().into(),
-        update.map(|u| u.status.clone()).into(),
+        update.map(|u| u.status.as_str()).into(),
         seq(last_seq),
         update.map(|u| u.updated_at.clone()).into(),
         update.and_then(|u| u.output.clone()).into(),
