@@ -30,6 +30,8 @@ pub use catalog::{
 };
 
 use std::future::Future;
+
+pub use opcode_vm::StepStatus;
 use std::pin::Pin;
 
 /// A boxed future, so the trait stays object-safe.
@@ -287,7 +289,7 @@ pub struct StepRow {
     /// The instance name (`fetch`, `review[2]`).
     pub step_id: String,
     /// Its status.
-    pub status: String,
+    pub status: StepStatus,
     /// Attempts started.
     pub attempt: u32,
     /// Output (JSON text).

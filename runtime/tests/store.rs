@@ -7,8 +7,9 @@ use opcode_runtime::store::libsql::LibsqlStore;
 use opcode_runtime::store::memory::MemoryStore;
 use opcode_runtime::store::{
     Claim, Commit, DecisionChange, DecisionRow, Durability, EntryKind, EventFilter, EventStore,
-    LeaseChange, NewEntry, NewWorkflow, RunLog, Source, StepRow, StoreError, TemplateDraft,
-    TemplateFilter, TimerChange, TimerRow, WorkflowFilter, WorkflowStatus, WorkflowUpdate,
+    LeaseChange, NewEntry, NewWorkflow, RunLog, Source, StepRow, StepStatus, StoreError,
+    TemplateDraft, TemplateFilter, TimerChange, TimerRow, WorkflowFilter, WorkflowStatus,
+    WorkflowUpdate,
 };
 
 /// Both stores, fresh; the temp dir lives as long as the libSQL one.
@@ -141,7 +142,7 @@ fn a_failed_commit_in_a_batch_leaves_the_others_intact() {
                 entries: vec![entry(2)],
                 steps: vec![StepRow {
                     step_id: "x".into(),
-                    status: "running".into(),
+                    status: StepStatus::Running,
                     ..StepRow::default()
                 }],
                 ..Commit::default()
@@ -172,7 +173,7 @@ fn step_rows_keep_their_first_start_and_get_a_duration() {
             store.commit(create("w")).await.unwrap();
             let step = |status: &str, started: Option<u32>, ended: Option<u32>, attempt| StepRow {
                 step_id: "fetch".into(),
-                status: status.into(),
+                status: StepStatus::parse(status).unwrap(),
                 attempt,
                 output: ended.map(|_| "{\"ok\":true}".into()),
                 started_at: started.map(at),
@@ -351,7 +352,7 @@ fn a_large_commit_keeps_its_entries_and_steps_in_order() {
                 steps: (0..40)
                     .map(|n| StepRow {
                         step_id: format!("s{n:02}"),
-                        status: "running".into(),
+                        status: StepStatus::Running,
                         attempt: 1,
                         started_at: Some(at(n)),
                         ..StepRow::default()
@@ -585,7 +586,7 @@ fn a_commit_can_read_back_the_state_it_left() {
             let mut first = create("w");
             first.steps = vec![StepRow {
                 step_id: "s".into(),
-                status: "completed".into(),
+                status: StepStatus::Completed,
                 attempt: 1,
                 output: Some("7".into()),
                 started_at: Some(at(0)),

@@ -193,7 +193,7 @@ async fn wait_for_change(
 
 /// Applies one resume entry as `opcode.signal` would.
 async fn answer(api: &Api, id: &str, entry: &ResumeEntry) -> Result<(), ToolError> {
-    let cancelled = entry.status.as_str() == "cancelled";
+    let cancelled = entry.status == "cancelled";
     let args = if entry.interrupt_id == "resume" {
         match entry.payload.get("signal").and_then(Value::as_str) {
             Some(name) if !cancelled => json!({

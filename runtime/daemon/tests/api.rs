@@ -152,7 +152,10 @@ async fn run_validates_params_and_honours_defaults() {
         json!({"resource": "workflows", "filter": {"status": "runnning"}}),
     )
     .await;
-    assert!(typo.message.contains("`runnning` is not a workflow status"), "{typo:?}");
+    assert!(
+        typo.message.contains("`runnning` is not a workflow status"),
+        "{typo:?}"
+    );
     assert!(typo.message.contains("suspended"), "{typo:?}");
 }
 

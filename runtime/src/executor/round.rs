@@ -225,7 +225,7 @@ impl Round {
                 );
                 Some(StepRow {
                     step_id: view.name,
-                    status: view.status.as_str().to_owned(),
+                    status: view.status,
                     attempt: view.attempt,
                     output: (view.status == StepStatus::Completed).then(|| view.output.to_string()),
                     error: view

@@ -276,7 +276,7 @@ impl State {
                 if let Some(d) = self
                     .decisions
                     .get_mut(&(id.to_owned(), decision.clone()))
-                    .filter(|d| d.status.as_str() == "pending")
+                    .filter(|d| d.status == "pending")
                 {
                     (*status).clone_into(&mut d.status);
                     d.resolution.clone_from(resolution);

@@ -51,10 +51,11 @@ impl RunStatus {
 }
 
 /// A step instance's status (opcode's step states).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
     /// Created, not yet started.
+    #[default]
     Pending,
     /// Working.
     Running,
@@ -90,6 +91,21 @@ impl StepStatus {
             StepStatus::Failed => "failed",
             StepStatus::Skipped => "skipped",
         }
+    }
+
+    /// The status spelled `text` (as [`StepStatus::as_str`] spells it).
+    pub fn parse(text: &str) -> Option<StepStatus> {
+        [
+            StepStatus::Pending,
+            StepStatus::Running,
+            StepStatus::Retrying,
+            StepStatus::Suspended,
+            StepStatus::Completed,
+            StepStatus::Failed,
+            StepStatus::Skipped,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == text)
     }
 }
 

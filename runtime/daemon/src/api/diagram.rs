@@ -90,7 +90,7 @@ async fn step_statuses(api: &Api, id: &str) -> Result<Statuses, ToolError> {
     let mut statuses = Statuses::new();
     for step in steps {
         let base = step_of_instance(&step.step_id);
-        statuses.insert(base.to_owned(), step.status);
+        statuses.insert(base.to_owned(), step.status.as_str().to_owned());
     }
     Ok(statuses)
 }

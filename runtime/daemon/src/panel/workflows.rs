@@ -215,7 +215,7 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
                             tr {
                                 td { code { (s.step_id) } }
                                 td { @if let Some(action) = called.and_then(|c| c["action"].as_str()) { code { (action) } } }
-                                td { (status(&s.status)) }
+                                td { (status(s.status.as_str())) }
                                 td { (s.attempt) }
                                 td { @if let Some(ms) = s.duration_ms { (ms) " ms" } }
                                 td {
@@ -237,7 +237,7 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
                         li {
                             (status(&d.status)) " " strong { (d.prompt) } " · step " code { (d.step_id) }
                             @if let Some(resolution) = &d.resolution { (json_text(resolution)) }
-                            @if d.status.as_str() == "pending" { " " a href="/decisions" { "Answer →" } }
+                            @if d.status == "pending" { " " a href="/decisions" { "Answer →" } }
                         }
                     }
                 }

@@ -7,8 +7,8 @@ use libsql::{Row, Value};
 
 use super::{backend, seq};
 use crate::store::{
-    DecisionRow, EntryKind, LogEntry, NewWorkflow, StepRow, StoreError, StoreResult, WorkflowRow,
-    WorkflowStatus, WorkflowUpdate,
+    DecisionRow, EntryKind, LogEntry, NewWorkflow, StepRow, StepStatus, StoreError, StoreResult,
+    WorkflowRow, WorkflowStatus, WorkflowUpdate,
 };
 
 /// A Rust value read from a column.
@@ -29,6 +29,15 @@ impl FromColumn for WorkflowStatus {
     fn from_column(value: Value) -> Option<WorkflowStatus> {
         match value {
             Value::Text(s) => WorkflowStatus::parse(&s),
+            _ => None,
+        }
+    }
+}
+
+impl FromColumn for StepStatus {
+    fn from_column(value: Value) -> Option<StepStatus> {
+        match value {
+            Value::Text(s) => StepStatus::parse(&s),
             _ => None,
         }
     }
