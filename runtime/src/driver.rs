@@ -86,13 +86,19 @@ pub async fn attend(executor: &Executor, id: &str, answers: &Answers) -> Result<
             let Some(choice) = answers.decisions.get(&decision.step_id) else {
                 continue;
             };
-            if answered.insert(key) {
-                gave = true;
-                let event = resolution(&decision, choice, answers);
-                refuse_into(
-                    executor.deliver(&decision.workflow_id, event).await,
-                    &mut refused,
-                )?;
+            if !answered.insert(key.clone()) {
+                continue;
+            }
+            gave = true;
+            let event = resolution(&decision, choice, answers);
+            match executor.deliver(&decision.workflow_id, event).await {
+                // It ended, or left before answering (it is asked again
+                // once it is back): the next look decides.
+                Err(ExecError::Ended { .. }) => {}
+                Err(ExecError::Stopped(_)) => {
+                    answered.remove(&key);
+                }
+                other => refuse_into(other, &mut refused)?,
             }
         }
         if !gave && let Some(status) = rest_or_unstick(executor, id, answers, &mut notes).await? {

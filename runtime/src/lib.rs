@@ -21,10 +21,12 @@ pub mod driver;
 pub mod executor;
 pub mod log;
 pub mod owner;
+#[cfg(feature = "schedule")]
 pub mod schedule;
 pub mod store;
 pub mod summary;
 pub mod time;
+#[cfg(feature = "vault")]
 pub mod vault;
 pub mod workspace;
 
