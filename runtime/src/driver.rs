@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::executor::{ExecError, Executor};
-use crate::store::{DecisionRow, WorkflowFilter, WorkflowStatus};
+use crate::store::{DecisionRow, DecisionStatus, WorkflowFilter, WorkflowStatus};
 use crate::time::{now_ms, parse_ms};
 
 /// What to tell a run, given before it asks.
@@ -79,7 +79,10 @@ pub async fn attend(executor: &Executor, id: &str, answers: &Answers) -> Result<
                 notes,
             });
         }
-        let asked = executor.store().decisions(None, Some("pending")).await?;
+        let asked = executor
+            .store()
+            .decisions(None, Some(DecisionStatus::Pending))
+            .await?;
         let mut gave = false;
         for decision in asked {
             let key = (decision.workflow_id.clone(), decision.id.clone());

@@ -22,7 +22,7 @@ mod status;
 #[cfg(feature = "libsql")]
 pub use schema::LATEST as SCHEMA_VERSION;
 
-pub use status::WorkflowStatus;
+pub use status::{DecisionStatus, WorkflowStatus};
 
 pub use catalog::{
     EventFilter, FoundEntry, ScheduleAdvance, ScheduleRow, SecretRow, TemplateDraft,
@@ -338,8 +338,8 @@ pub struct DecisionRow {
     pub target_agent: Option<String>,
     /// When it times out (RFC 3339).
     pub timeout_at: Option<String>,
-    /// `pending`, `resolved`, `timed_out`, `cancelled`.
-    pub status: String,
+    /// Its status.
+    pub status: DecisionStatus,
     /// The resolution (JSON).
     pub resolution: Option<String>,
     /// Who resolved it.
@@ -359,8 +359,8 @@ pub enum DecisionChange {
     Settle {
         /// The decision id.
         id: String,
-        /// `resolved`, `timed_out` or `cancelled`.
-        status: &'static str,
+        /// `Resolved`, `TimedOut` or `Cancelled`.
+        status: DecisionStatus,
         /// The resolution (JSON).
         resolution: Option<String>,
         /// Who.
@@ -525,7 +525,7 @@ pub trait RunLog: Send + Sync {
             let (workflow, steps, decisions) = futures::join!(
                 self.workflow(id),
                 self.steps(id),
-                self.decisions(Some(id), Some("pending"))
+                self.decisions(Some(id), Some(DecisionStatus::Pending))
             );
             let Some(workflow) = workflow? else {
                 return Ok(None);
@@ -559,7 +559,7 @@ pub trait RunLog: Send + Sync {
     fn decisions<'a>(
         &'a self,
         workflow_id: Option<&'a str>,
-        status: Option<&'a str>,
+        status: Option<DecisionStatus>,
     ) -> BoxFuture<'a, StoreResult<Vec<DecisionRow>>>;
 
     /// For each workflow with timers, its earliest due time; soonest first.

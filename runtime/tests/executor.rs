@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{config, executor, request, runtime};
 use opcode_runtime::executor::Config;
 use opcode_runtime::store::memory::MemoryStore;
-use opcode_runtime::store::{EntryKind, LogEntry, RunLog, WorkflowRow};
+use opcode_runtime::store::{DecisionStatus, EntryKind, LogEntry, RunLog, WorkflowRow};
 use opcode_runtime::{Delivery, ExecError, Executor, Recovery, Until};
 use opcode_vm::event::{Event, Resolution};
 use serde_json::{Value, json};
@@ -110,7 +110,10 @@ fn a_suspended_run_is_unloaded_and_decisions_resume_it_with_outputs_intact() {
         let row = settle(&exec, &id, Until::Settled).await;
         assert_eq!(row.status.as_str(), "suspended");
         assert!(exec.loaded().is_empty(), "a suspended run holds no task");
-        let pending = store.decisions(Some(&id), Some("pending")).await.unwrap();
+        let pending = store
+            .decisions(Some(&id), Some(DecisionStatus::Pending))
+            .await
+            .unwrap();
         assert_eq!(pending.len(), 1);
         assert_eq!(pending[0].id, "review[0]");
         // A refused choice is reported and leaves no trace in the log.
@@ -128,7 +131,10 @@ fn a_suspended_run_is_unloaded_and_decisions_resume_it_with_outputs_intact() {
         let steps = store.steps(&id).await.unwrap();
         let last = steps.iter().find(|s| s.step_id == "last").unwrap();
         assert_eq!(json_of(last.output.as_deref())["result"], json!("2/2"));
-        let settled = store.decisions(Some(&id), Some("resolved")).await.unwrap();
+        let settled = store
+            .decisions(Some(&id), Some(DecisionStatus::Resolved))
+            .await
+            .unwrap();
         assert_eq!(settled.len(), 2);
         assert_eq!(settled[0].resolved_by.as_deref(), Some("tester"));
         let ended = exec.deliver(&id, decide("review[0]", "yes")).await;

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use opcode_runtime::store::libsql::LibsqlStore;
 use opcode_runtime::store::memory::MemoryStore;
 use opcode_runtime::store::{
-    Claim, Commit, DecisionChange, DecisionRow, Durability, EntryKind, EventFilter, EventStore,
-    LeaseChange, NewEntry, NewWorkflow, RunLog, Source, StepRow, StepStatus, StoreError,
-    TemplateDraft, TemplateFilter, TimerChange, TimerRow, WorkflowFilter, WorkflowStatus,
-    WorkflowUpdate,
+    Claim, Commit, DecisionChange, DecisionRow, DecisionStatus, Durability, EntryKind, EventFilter,
+    EventStore, LeaseChange, NewEntry, NewWorkflow, RunLog, Source, StepRow, StepStatus,
+    StoreError, TemplateDraft, TemplateFilter, TimerChange, TimerRow, WorkflowFilter,
+    WorkflowStatus, WorkflowUpdate,
 };
 
 /// Both stores, fresh; the temp dir lives as long as the libSQL one.
@@ -248,7 +248,10 @@ fn timers_decisions_and_inbox() {
                 [("v".into(), at(10)), ("w".into(), at(20))],
                 "{name}"
             );
-            let pending = store.decisions(Some("w"), Some("pending")).await.unwrap();
+            let pending = store
+                .decisions(Some("w"), Some(DecisionStatus::Pending))
+                .await
+                .unwrap();
             assert_eq!(pending.len(), 1, "{name}");
             assert_eq!(pending[0].workflow_id, "w", "{name}");
             let settle = |status| DecisionChange::Settle {
@@ -268,7 +271,10 @@ fn timers_decisions_and_inbox() {
                 after_seq: 2,
                 timers: vec![TimerChange::Clear(2), TimerChange::Clear(1)],
                 // The first settlement wins; the second finds nothing pending.
-                decisions: vec![settle("resolved"), settle("cancelled")],
+                decisions: vec![
+                    settle(DecisionStatus::Resolved),
+                    settle(DecisionStatus::Cancelled),
+                ],
                 inbox_taken: vec![id],
                 ..Commit::default()
             };
@@ -279,7 +285,7 @@ fn timers_decisions_and_inbox() {
             assert_eq!(all[0].resolved_by.as_deref(), Some("me"), "{name}");
             assert!(
                 store
-                    .decisions(None, Some("pending"))
+                    .decisions(None, Some(DecisionStatus::Pending))
                     .await
                     .unwrap()
                     .is_empty()

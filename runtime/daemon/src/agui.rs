@@ -127,7 +127,12 @@ async fn follow(
     // the run with its error.
     let mut answering = None;
     if resume.is_empty() {
-        let pending = store.decisions(Some(id), Some("pending")).await?;
+        let pending = store
+            .decisions(
+                Some(id),
+                Some(opcode_runtime::store::DecisionStatus::Pending),
+            )
+            .await?;
         if let Some(stop) = stop_of_row(&row, pending) {
             send(tx, mapper.finish(&stop)).await;
             return Ok(());
@@ -147,9 +152,14 @@ async fn follow(
             send(tx, mapper.entry(&entry)).await;
             if let Some(stop) = stop_of(&entry) {
                 let stop = match stop {
-                    Stop::Suspended(_) => {
-                        Stop::Suspended(store.decisions(Some(id), Some("pending")).await?)
-                    }
+                    Stop::Suspended(_) => Stop::Suspended(
+                        store
+                            .decisions(
+                                Some(id),
+                                Some(opcode_runtime::store::DecisionStatus::Pending),
+                            )
+                            .await?,
+                    ),
                     other => other,
                 };
                 send(tx, mapper.finish(&stop)).await;

@@ -10,7 +10,7 @@ use prometheus::{
 use serde_json::Value;
 
 use opcode_runtime::executor::Observer;
-use opcode_runtime::store::{EntryKind, EventStore, StoreError, WorkflowStatus};
+use opcode_runtime::store::{DecisionStatus, EntryKind, EventStore, StoreError, WorkflowStatus};
 
 /// Seconds an action call took: 1 ms to 5 minutes.
 const ACTION_BUCKETS: [f64; 14] = [
@@ -151,7 +151,10 @@ impl Metrics {
         plugins: &[Value],
     ) -> Result<String, StoreError> {
         let counts = store.workflow_counts().await?;
-        let pending = store.decisions(None, Some("pending")).await?.len();
+        let pending = store
+            .decisions(None, Some(DecisionStatus::Pending))
+            .await?
+            .len();
         self.workflows.reset();
         for status in WorkflowStatus::ALL {
             let count = counts.iter().find(|(s, _)| *s == status).map_or(0, |c| c.1);

@@ -12,7 +12,8 @@ use tokio::sync::oneshot;
 use super::ExecError;
 use crate::log::{self, stamp};
 use crate::store::{
-    Commit, DecisionChange, DecisionRow, NewEntry, StepRow, TimerChange, TimerRow, WorkflowUpdate,
+    Commit, DecisionChange, DecisionRow, DecisionStatus, NewEntry, StepRow, TimerChange, TimerRow,
+    WorkflowUpdate,
 };
 
 /// Where to send the answer to a delivered event.
@@ -73,7 +74,7 @@ impl Round {
                 resolution,
             } => self.decisions.push(DecisionChange::Settle {
                 id: decision.clone(),
-                status: "resolved",
+                status: DecisionStatus::Resolved,
                 resolution: serde_json::to_string(resolution).ok(),
                 resolved_by: resolution.resolved_by.clone(),
                 at: self.at.clone(),
@@ -142,9 +143,9 @@ impl Round {
                 }
                 Effect::CancelDecision { ref id } => {
                     let status = if matches!(cause, Event::TimerFired { .. }) {
-                        "timed_out"
+                        DecisionStatus::TimedOut
                     } else {
-                        "cancelled"
+                        DecisionStatus::Cancelled
                     };
                     self.decisions.push(DecisionChange::Settle {
                         id: id.clone(),
@@ -199,7 +200,7 @@ impl Round {
             fallback: request.fallback.clone(),
             target_agent: request.target_agent.clone(),
             timeout_at: request.timeout_at.map(stamp),
-            status: "pending".into(),
+            status: DecisionStatus::Pending,
             created_at: self.at.clone(),
             ..DecisionRow::default()
         }

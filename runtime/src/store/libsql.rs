@@ -19,10 +19,10 @@ use tokio::sync::oneshot;
 use self::checkpoint::{Checkpointer, FinishRequest};
 use self::db::Db;
 use super::{
-    AgentRow, BoxFuture, Catalog, Claim, Commit, DecisionRow, Durability, EventFilter, FoundEntry,
-    InboxMessage, LogEntry, RunLog, ScheduleAdvance, ScheduleRow, SecretRow, Source, StepRow,
-    StoreError, StoreResult, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader,
-    WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
+    AgentRow, BoxFuture, Catalog, Claim, Commit, DecisionRow, DecisionStatus, Durability,
+    EventFilter, FoundEntry, InboxMessage, LogEntry, RunLog, ScheduleAdvance, ScheduleRow,
+    SecretRow, Source, StepRow, StoreError, StoreResult, TemplateDraft, TemplateFilter,
+    TemplateRow, VaultHeader, WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
 };
 
 /// At most this many commits share one transaction.
@@ -176,7 +176,7 @@ fn read_state(db: &Db, id: &str) -> StoreResult<Option<WorkflowState>> {
     Ok(Some(WorkflowState {
         workflow,
         steps: db.steps(id)?,
-        pending_decisions: db.decisions(Some(id), Some("pending"))?,
+        pending_decisions: db.decisions(Some(id), Some(DecisionStatus::Pending))?,
     }))
 }
 
@@ -253,11 +253,10 @@ impl RunLog for LibsqlStore {
     fn decisions<'a>(
         &'a self,
         workflow_id: Option<&'a str>,
-        status: Option<&'a str>,
+        status: Option<DecisionStatus>,
     ) -> BoxFuture<'a, StoreResult<Vec<DecisionRow>>> {
         let workflow_id = workflow_id.map(str::to_owned);
-        let status = status.map(str::to_owned);
-        self.ask(move |db| db.decisions(workflow_id.as_deref(), status.as_deref()))
+        self.ask(move |db| db.decisions(workflow_id.as_deref(), status))
     }
 
     fn next_timers(&self, limit: u32) -> BoxFuture<'_, StoreResult<Vec<(String, String)>>> {

@@ -6,11 +6,11 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::commit::{self, Write};
 use super::{
-    AgentRow, BoxFuture, Catalog, Claim, Commit, DecisionChange, DecisionRow, EventFilter,
-    FoundEntry, InboxMessage, LeaseChange, LogEntry, RunLog, ScheduleAdvance, ScheduleRow,
-    SecretRow, Source, StepRow, StoreError, StoreResult, TemplateDraft, TemplateFilter,
-    TemplateRow, TimerChange, TimerRow, VaultHeader, WorkflowFilter, WorkflowRow, WorkflowStatus,
-    WorkflowUpdate,
+    AgentRow, BoxFuture, Catalog, Claim, Commit, DecisionChange, DecisionRow, DecisionStatus,
+    EventFilter, FoundEntry, InboxMessage, LeaseChange, LogEntry, RunLog, ScheduleAdvance,
+    ScheduleRow, SecretRow, Source, StepRow, StoreError, StoreResult, TemplateDraft,
+    TemplateFilter, TemplateRow, TimerChange, TimerRow, VaultHeader, WorkflowFilter, WorkflowRow,
+    WorkflowStatus, WorkflowUpdate,
 };
 
 #[derive(Default, Clone)]
@@ -263,7 +263,7 @@ impl State {
             Write::Decision(DecisionChange::Ask(d)) => {
                 let mut d = (**d).clone();
                 id.clone_into(&mut d.workflow_id);
-                d.status = "pending".into();
+                d.status = DecisionStatus::Pending;
                 self.decisions.insert((id.to_owned(), d.id.clone()), d);
             }
             Write::Decision(DecisionChange::Settle {
@@ -276,9 +276,9 @@ impl State {
                 if let Some(d) = self
                     .decisions
                     .get_mut(&(id.to_owned(), decision.clone()))
-                    .filter(|d| d.status == "pending")
+                    .filter(|d| d.status == DecisionStatus::Pending)
                 {
-                    (*status).clone_into(&mut d.status);
+                    d.status = *status;
                     d.resolution.clone_from(resolution);
                     d.resolved_by.clone_from(resolved_by);
                     d.resolved_at = Some(at.clone());
@@ -405,7 +405,7 @@ impl RunLog for MemoryStore {
     fn decisions<'a>(
         &'a self,
         workflow_id: Option<&'a str>,
-        status: Option<&'a str>,
+        status: Option<DecisionStatus>,
     ) -> BoxFuture<'a, StoreResult<Vec<DecisionRow>>> {
         let state = self.lock();
         let mut rows: Vec<DecisionRow> = state

@@ -1,5 +1,5 @@
-//! A workflow's status as the store keeps it: the VM's run status, or
-//! quarantined (`spec/limits.md`).
+//! Statuses as the store keeps them: a workflow's (the VM's run status, or
+//! quarantined, `spec/limits.md`) and a decision's.
 
 use opcode_vm::RunStatus;
 
@@ -85,6 +85,54 @@ impl std::fmt::Display for WorkflowStatus {
     }
 }
 
+/// A decision's status.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionStatus {
+    /// Asked, not answered.
+    #[default]
+    Pending,
+    /// Answered.
+    Resolved,
+    /// Its timeout fired (the fallback, if any, was taken).
+    TimedOut,
+    /// The run stopped asking (cancelled, or the step was).
+    Cancelled,
+}
+
+impl DecisionStatus {
+    /// Every status.
+    pub const ALL: [DecisionStatus; 4] = [
+        DecisionStatus::Pending,
+        DecisionStatus::Resolved,
+        DecisionStatus::TimedOut,
+        DecisionStatus::Cancelled,
+    ];
+
+    /// The spelling in results and the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionStatus::Pending => "pending",
+            DecisionStatus::Resolved => "resolved",
+            DecisionStatus::TimedOut => "timed_out",
+            DecisionStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// The status spelled `text`.
+    pub fn parse(text: &str) -> Option<DecisionStatus> {
+        DecisionStatus::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for DecisionStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,5 +145,10 @@ mod tests {
             assert_eq!(json, status.as_str());
         }
         assert_eq!(WorkflowStatus::parse("done"), None);
+        for status in DecisionStatus::ALL {
+            assert_eq!(DecisionStatus::parse(status.as_str()), Some(status));
+            let json = serde_json::to_value(status).unwrap_or_default();
+            assert_eq!(json, status.as_str());
+        }
     }
 }

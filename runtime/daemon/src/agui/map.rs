@@ -308,7 +308,7 @@ mod tests {
             options: r#"[{"id":"yes"},{"id":"no"}]"#.into(),
             context: "{}".into(),
             timeout_at: Some("2026-11-30T00:00:00.000Z".into()),
-            status: "pending".into(),
+            status: opcode_runtime::store::DecisionStatus::Pending,
             ..DecisionRow::default()
         };
         events.extend(mapper.finish(&Stop::Suspended(vec![decision])));

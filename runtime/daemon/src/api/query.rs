@@ -7,8 +7,8 @@ use serde_json::{Map, Value, json};
 use super::args::Args;
 use super::{Api, ToolError, ToolResult};
 use opcode_runtime::store::{
-    DecisionRow, EventFilter, FoundEntry, ScheduleRow, TemplateFilter, TemplateRow, WorkflowFilter,
-    WorkflowRow, WorkflowStatus,
+    DecisionRow, DecisionStatus, EventFilter, FoundEntry, ScheduleRow, TemplateFilter, TemplateRow,
+    WorkflowFilter, WorkflowRow, WorkflowStatus,
 };
 
 /// Rows per page unless `limit` says otherwise.
@@ -131,13 +131,26 @@ pub async fn query(api: &Api, args: &Args) -> ToolResult {
             rows.iter().map(template_json).collect()
         }
         "decisions" => {
-            let status = text("status")?.unwrap_or_else(|| "pending".into());
-            let status = (status != "all").then_some(status);
+            let status = match text("status")?.as_deref() {
+                None => Some(DecisionStatus::Pending),
+                Some("all") => None,
+                Some(other) => Some(DecisionStatus::parse(other).ok_or_else(|| {
+                    let known: Vec<&str> =
+                        DecisionStatus::ALL.iter().map(|s| s.as_str()).collect();
+                    ToolError::new(
+                        codes::R0122,
+                        format!(
+                            "`filter.status` `{other}` is not a decision status; one of: {}, or all",
+                            known.join(", ")
+                        ),
+                    )
+                })?),
+            };
             let workflow_id = text("workflow_id")?;
             let agent = text("agent_id")?;
             let rows = api
                 .store()
-                .decisions(workflow_id.as_deref(), status.as_deref())
+                .decisions(workflow_id.as_deref(), status)
                 .await?;
             rows.iter()
                 .filter(|d| agent.is_none() || d.target_agent.is_none() || d.target_agent == agent)

@@ -129,7 +129,13 @@ async fn pending_decision(
     let step = step_id.ok_or_else(|| {
         ToolError::new(codes::R0122, "`step_id` is required: the decision's step")
     })?;
-    let pending = api.store().decisions(Some(id), Some("pending")).await?;
+    let pending = api
+        .store()
+        .decisions(
+            Some(id),
+            Some(opcode_runtime::store::DecisionStatus::Pending),
+        )
+        .await?;
     let found = pending
         .iter()
         .find(|d| d.id == step)

@@ -85,7 +85,10 @@ async fn decision(store: &dyn EventStore, args: &SignalArgs, decide: &str) -> Re
         return Err(fail(format!("--decide takes STEP=CHOICE, got `{decide}`")));
     };
     let pending = store
-        .decisions(Some(&args.id), Some("pending"))
+        .decisions(
+            Some(&args.id),
+            Some(opcode_runtime::store::DecisionStatus::Pending),
+        )
         .await
         .map_err(fail)?;
     let found = pending

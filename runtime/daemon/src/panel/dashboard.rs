@@ -24,7 +24,9 @@ pub async fn page(panel: Panel, Query(query): Query<Fields>) -> Response {
     let store = panel.store();
     let loaded = async {
         let counts = store.workflow_counts().await?;
-        let pending = store.decisions(None, Some("pending")).await?;
+        let pending = store
+            .decisions(None, Some(opcode_runtime::store::DecisionStatus::Pending))
+            .await?;
         let recent = store
             .find_entries(EventFilter {
                 limit: Some(15),

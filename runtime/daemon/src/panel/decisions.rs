@@ -13,7 +13,10 @@ use super::{Fields, Panel, Posted, back, call, failure};
 /// `GET /decisions`.
 pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
     let store = panel.store();
-    let pending = match store.decisions(None, Some("pending")).await {
+    let pending = match store
+        .decisions(None, Some(opcode_runtime::store::DecisionStatus::Pending))
+        .await
+    {
         Ok(rows) => rows,
         Err(e) => return failure(&e),
     };

@@ -15,7 +15,7 @@ use super::layout::{
 };
 use super::{Fields, Panel, Posted, back, call, failure};
 use crate::api::ToolError;
-use opcode_runtime::store::{WorkflowFilter, WorkflowStatus};
+use opcode_runtime::store::{DecisionStatus, WorkflowFilter, WorkflowStatus};
 
 /// Events a workflow's page shows (its last ones; `/events` has them all).
 const TIMELINE: u64 = 500;
@@ -235,9 +235,9 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
                 ul.list {
                     @for d in &decisions {
                         li {
-                            (status(&d.status)) " " strong { (d.prompt) } " · step " code { (d.step_id) }
+                            (status(d.status.as_str())) " " strong { (d.prompt) } " · step " code { (d.step_id) }
                             @if let Some(resolution) = &d.resolution { (json_text(resolution)) }
-                            @if d.status == "pending" { " " a href="/decisions" { "Answer →" } }
+                            @if d.status == DecisionStatus::Pending { " " a href="/decisions" { "Answer →" } }
                         }
                     }
                 }

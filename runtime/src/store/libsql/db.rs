@@ -25,8 +25,8 @@ use self::migrate::migrate;
 
 use super::super::commit::{self, Write};
 use super::super::{
-    Commit, DecisionChange, DecisionRow, Durability, InboxMessage, LeaseChange, LogEntry, Source,
-    StepRow, StoreError, StoreResult, TimerChange, WorkflowFilter, WorkflowRow,
+    Commit, DecisionChange, DecisionRow, DecisionStatus, Durability, InboxMessage, LeaseChange,
+    LogEntry, Source, StepRow, StoreError, StoreResult, TimerChange, WorkflowFilter, WorkflowRow,
 };
 
 /// Prepared statements of the write path.
@@ -401,7 +401,7 @@ impl Db {
                 let params = vec![
                     id.into(),
                     decision.as_str().into(),
-                    (*status).into(),
+                    status.as_str().into(),
                     resolution.clone().into(),
                     resolved_by.clone().into(),
                     at.as_str().into(),
@@ -606,7 +606,7 @@ impl Db {
     pub fn decisions(
         &self,
         workflow_id: Option<&str>,
-        status: Option<&str>,
+        status: Option<DecisionStatus>,
     ) -> StoreResult<Vec<DecisionRow>> {
         // Only the filters given, so the key and the status index serve.
         let mut sql = String::from(
@@ -615,6 +615,7 @@ impl Db {
              resolved_at FROM pending_decisions WHERE 1 = 1",
         );
         let mut params: Vec<Value> = Vec::new();
+        let status = status.map(DecisionStatus::as_str);
         for (column, value) in [("workflow_id", workflow_id), ("status", status)] {
             if let Some(value) = value {
                 params.push(value.into());

@@ -7,8 +7,8 @@ use libsql::{Row, Value};
 
 use super::{backend, seq};
 use crate::store::{
-    DecisionRow, EntryKind, LogEntry, NewWorkflow, StepRow, StepStatus, StoreError, StoreResult,
-    WorkflowRow, WorkflowStatus, WorkflowUpdate,
+    DecisionRow, DecisionStatus, EntryKind, LogEntry, NewWorkflow, StepRow, StepStatus, StoreError,
+    StoreResult, WorkflowRow, WorkflowStatus, WorkflowUpdate,
 };
 
 /// A Rust value read from a column.
@@ -38,6 +38,15 @@ impl FromColumn for StepStatus {
     fn from_column(value: Value) -> Option<StepStatus> {
         match value {
             Value::Text(s) => StepStatus::parse(&s),
+            _ => None,
+        }
+    }
+}
+
+impl FromColumn for DecisionStatus {
+    fn from_column(value: Value) -> Option<DecisionStatus> {
+        match value {
+            Value::Text(s) => DecisionStatus::parse(&s),
             _ => None,
         }
     }
