@@ -157,6 +157,24 @@ async fn run_validates_params_and_honours_defaults() {
         "{typo:?}"
     );
     assert!(typo.message.contains("suspended"), "{typo:?}");
+    let all = ok(
+        &api,
+        "opcode.query",
+        json!({"resource": "decisions", "filter": {"status": "all"}}),
+    )
+    .await;
+    assert!(all["decisions"].as_array().is_some(), "{all}");
+    let typo = err(
+        &api,
+        "opcode.query",
+        json!({"resource": "decisions", "filter": {"status": "answered"}}),
+    )
+    .await;
+    assert!(
+        typo.message.contains("`answered` is not a decision status"),
+        "{typo:?}"
+    );
+    assert!(typo.message.contains("timed_out"), "{typo:?}");
 }
 
 #[tokio::test]
