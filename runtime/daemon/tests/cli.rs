@@ -307,3 +307,44 @@ fn doctor_says_which_protections_the_host_gives() {
         "{report}"
     );
 }
+
+#[test]
+fn a_database_url_is_refused_never_opened_as_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for url in [
+        "postgres://me@localhost:5432/opcode",
+        "postgresql://h/db",
+        "sqlite://x.db",
+    ] {
+        let status = Command::new(OPCODE)
+            .args(["status", "some-id", "--db", url])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(status.status.code(), Some(2), "{url}");
+        let stderr = String::from_utf8_lossy(&status.stderr);
+        assert!(
+            stderr.contains("URL") && stderr.contains("file path"),
+            "{stderr}"
+        );
+        let served = Command::new(OPCODE)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env("OPCODE_DB", url)
+            .env("HOME", dir.path())
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_ne!(served.status.code(), Some(0), "{url}");
+        let stderr = String::from_utf8_lossy(&served.stderr);
+        assert!(stderr.contains("URL"), "{stderr}");
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .filter(|name| {
+            name.to_string_lossy().starts_with("postgres")
+                || name.to_string_lossy().starts_with("sqlite")
+        })
+        .collect();
+    assert!(left.is_empty(), "a URL was opened as a file: {left:?}");
+}

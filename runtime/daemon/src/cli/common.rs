@@ -1,6 +1,6 @@
 //! What every `opcode` command shares: the database, the executor, output.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use opcode_daemon::settings::{OwnFiles, Settings};
@@ -87,13 +87,9 @@ impl DbArgs {
             DurabilityArg::Normal => Durability::Normal,
             DurabilityArg::Full => Durability::Full,
         };
-        let path = self.path();
-        match LibsqlStore::open(&path, durability) {
+        match open_db(&self.path(), durability) {
             Ok(store) => Ok(Arc::new(store)),
-            Err(e) => {
-                eprintln!("error: cannot open {}: {e}", path.display());
-                Err(Exit::Usage)
-            }
+            Err(message) => Err(fail(message)),
         }
     }
 }
@@ -207,6 +203,25 @@ pub async fn report(store: &dyn EventStore, id: &str, format: Format) -> Exit {
         }
     }
     Exit::of_status(summary["status"].as_str().unwrap_or_default())
+}
+
+/// Opens the libSQL database at `path`. A `path` that is a URL
+/// (`postgres://…`) is refused, never opened as a file of that name: this
+/// build stores runs only in a file.
+pub fn open_db(path: &Path, durability: Durability) -> Result<LibsqlStore, String> {
+    let text = path.to_string_lossy();
+    if let Some((scheme, _)) = text.split_once("://")
+        && !scheme.is_empty()
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    {
+        return Err(format!(
+            "the database `{text}` is a {scheme}:// URL; this build keeps runs in a libSQL \
+             file only: give a file path (--db, OPCODE_DB or \"db\" in settings)"
+        ));
+    }
+    LibsqlStore::open(path, durability).map_err(|e| format!("cannot open {}: {e}", path.display()))
 }
 
 /// Prints an error and returns the usage exit code.

@@ -12,7 +12,6 @@ use opcode_daemon::serve::guard::valid_token;
 use opcode_daemon::serve::{self, Gate, Guard, SharedGuard};
 use opcode_daemon::settings::{OwnFiles, Settings};
 use opcode_runtime::store::Durability;
-use opcode_runtime::store::libsql::LibsqlStore;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -164,9 +163,9 @@ pub async fn serve(args: Args) -> Exit {
         .db
         .clone()
         .unwrap_or_else(|| home().join(".opcode").join("opcode.db"));
-    let store = match LibsqlStore::open(&db, durability) {
+    let store = match super::common::open_db(&db, durability) {
         Ok(store) => Arc::new(store),
-        Err(e) => return fail(format!("cannot open {}: {e}", db.display())),
+        Err(message) => return fail(message),
     };
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
