@@ -47,7 +47,7 @@ PASS = {"name": "pass", "definition": {"steps": [
         "template_name": "use", "params": {"token": "${{secrets.API}}", "word": "${{secrets.WORD}}"}}},
     {"id": "many", "action": "workflow.map", "depends_on": ["one"], "params": {
         "template_name": "use", "items": ["${{secrets.API}}", "plain"], "item_param": "token",
-        "params": {"word": "${{secrets.WORD}}"}}},
+        "params": {"word": "${{secrets.WORD}}"}, "max_concurrency": 1}},
     {"id": "readback", "action": "fs.read", "depends_on": ["many"], "params": {"path": "secret.txt"}},
     {"id": "cat", "action": "shell.exec", "depends_on": ["readback"],
      "params": {"command": "cat", "args": ["secret.txt"]}},
@@ -103,8 +103,10 @@ def main(binary):
             child = run["output"]["one"]["output"]
             check(child["echo"]["stdout"].startswith('{"t": "[REDACTED]", "w": "[REDACTED]"}'), f"echo: {child}")
             check("Bearer [REDACTED] and" in child["text"] and child["token"] == "${{secrets.API}}", f"text: {child}")
-            # The map's children write the file in either order: the last
-            # was given the API secret or "plain".
+            # The map's children write the file one after the other (two at
+            # once could interleave their writes, leaving a fragment of a
+            # secret no redactor can know): the last was given the API
+            # secret or "plain".
             masked = {"[REDACTED] [REDACTED]", "plain [REDACTED]"}
             check(steps["readback"]["output"]["content"] in masked, f"read: {steps['readback']}")
             check(steps["cat"]["output"]["stdout_raw"] in masked, f"cat: {steps['cat']}")
