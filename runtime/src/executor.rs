@@ -60,8 +60,8 @@ use self::writes::Writes;
 use crate::log::{self, stamp};
 use crate::owner;
 use crate::store::{
-    Claim, Commit, EntryKind, EventStore, LogEntry, NewWorkflow, Source, StoreError,
-    WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
+    Claim, Commit, EntryKind, EventStore, NewWorkflow, Source, StoreError, WorkflowFilter,
+    WorkflowRow, WorkflowState, WorkflowStatus,
 };
 use crate::time::now_ms;
 use crate::workspace::Workspaces;
@@ -345,15 +345,7 @@ impl Inner {
                     .entries
                     .iter()
                     .zip(commit.after_seq + 1..)
-                    .map(|(e, seq)| LogEntry {
-                        seq,
-                        at: e.at.clone(),
-                        kind: e.kind,
-                        event_type: e.event_type.to_owned(),
-                        step_id: e.step_id.clone(),
-                        version: e.version,
-                        payload: e.payload.clone(),
-                    })
+                    .map(|(e, seq)| e.stored(seq))
                     .collect(),
             });
         let written = if read_back {

@@ -131,16 +131,7 @@ mod tests {
         ];
         for (i, event) in events.into_iter().enumerate() {
             let at = stamp(1_700_000_000_123 + i as u64);
-            let e = input(&at, &event, None);
-            let stored = LogEntry {
-                seq: i as u64 + 1,
-                at: e.at,
-                kind: e.kind,
-                event_type: e.event_type.to_owned(),
-                step_id: e.step_id,
-                version: e.version,
-                payload: e.payload,
-            };
+            let stored = input(&at, &event, None).stored(i as u64 + 1);
             assert_eq!(decode(&stored), Ok((1_700_000_000_123 + i as u64, event)));
         }
     }

@@ -151,6 +151,21 @@ pub struct NewEntry {
     pub payload: String,
 }
 
+impl NewEntry {
+    /// The entry as stored at sequence number `seq`.
+    pub fn stored(&self, seq: u64) -> LogEntry {
+        LogEntry {
+            seq,
+            at: self.at.clone(),
+            kind: self.kind,
+            event_type: self.event_type.to_owned(),
+            step_id: self.step_id.clone(),
+            version: self.version,
+            payload: self.payload.clone(),
+        }
+    }
+}
+
 /// A stored log entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogEntry {

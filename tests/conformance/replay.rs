@@ -18,13 +18,12 @@ use opcode_runtime::executor::{Answer, StandIn};
 use opcode_runtime::log;
 use opcode_runtime::store::memory::MemoryStore;
 use opcode_runtime::store::{EventStore, RunLog, WorkflowFilter, WorkflowStatus};
-use opcode_runtime::{Config, Executor};
 use opcode_vm::effect::{Dispatch, InstRef};
 use opcode_vm::error::ActionError;
 use opcode_vm::event::Event;
 use serde_json::Value;
 
-use crate::run::{NoSecrets, Outcome, settle};
+use crate::run::{Outcome, engine_over, runtime, settle};
 
 /// A call, as recoveries know it: its run, step instance and attempt (its
 /// effect id depends on the order results came in, which a recovery
@@ -99,12 +98,7 @@ async fn recorded(store: &MemoryStore, calls: &Calls) -> Result<Recorded, String
 
 /// Recovers the run of `outcome` after each of its store's commits.
 pub fn check_replay(dir: &Path, outcome: &Outcome) -> Result<(), Failed> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(async {
+    runtime()?.block_on(async {
         let recorded = Arc::new(recorded(&outcome.store, &outcome.calls).await?);
         let signals = inputs(outcome.store.as_ref(), &outcome.id).await?;
         let reference = untimed(&outcome.summary);
@@ -149,11 +143,7 @@ async fn recover(
     }
     store.expire_leases();
     let store = Arc::new(store);
-    let config = Config {
-        base_dir: dir.to_path_buf(),
-        ..Config::default()
-    };
-    let executor = Executor::new(store.clone(), Arc::new(NoSecrets), config);
+    let executor = engine_over(store.clone(), dir);
     executor.set_stand_in(recorded);
     let _background = executor.background();
     let recovered = executor.recover().await.map_err(|e| e.to_string())?;

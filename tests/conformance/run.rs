@@ -37,7 +37,7 @@ fn substitute(value: &Value, vars: &[(&str, &str)]) -> Value {
 }
 
 /// Secrets for the tests: `secret-NAME`.
-pub struct NoSecrets;
+struct NoSecrets;
 
 impl Secrets for NoSecrets {
     fn secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Option<String>> {
@@ -65,12 +65,25 @@ pub struct Outcome {
 pub fn engine(dir: &Path) -> (Arc<MemoryStore>, Executor) {
     let store = Arc::new(MemoryStore::new());
     store.keep_snapshots();
+    (store.clone(), engine_over(store, dir))
+}
+
+/// An executor over `store` whose relative paths resolve in `dir`.
+pub fn engine_over(store: Arc<MemoryStore>, dir: &Path) -> Executor {
     let config = Config {
         base_dir: dir.to_path_buf(),
         ..Config::default()
     };
-    let executor = Executor::new(store.clone(), Arc::new(NoSecrets), config);
-    (store, executor)
+    Executor::new(store, Arc::new(NoSecrets), config)
+}
+
+/// The runtime a trial runs in.
+pub fn runtime() -> Result<tokio::runtime::Runtime, Failed> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failed::from(e.to_string()))
 }
 
 /// The answers of `run`.
@@ -156,12 +169,7 @@ pub fn check_run(dir: &Path) -> Result<Option<Outcome>, Failed> {
     let Some(run) = expect.run else {
         return Ok(None);
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(async {
+    runtime()?.block_on(async {
         let mock = Mock::start(run.mock.clone()).await;
         let name = dir
             .file_name()

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use opcode_vm::effect::{DecisionRequest, Effect};
+use opcode_vm::effect::{DecisionRequest, Dispatch, Effect};
 use opcode_vm::event::{EffectId, Event};
 use opcode_vm::{InstRef, Plan, StepStatus, Vm};
 use serde_json::Value;
@@ -85,38 +85,24 @@ impl Round {
 
     /// Takes the effects of one applied event.
     pub fn absorb(&mut self, effects: &mut Vec<Effect>, cause: &Event, plan: &Plan) {
-        // The VM emits an attempt's dispatch in the batch of the step's
-        // start (it runs the step's code right after starting it): the
-        // start's entry is written with what the attempt calls, at once.
-        let calls: HashMap<InstRef, usize> = effects
-            .iter()
-            .enumerate()
-            .filter_map(|(i, e)| match e {
-                Effect::Dispatch(d) => Some((d.inst.clone(), i)),
-                _ => None,
-            })
-            .collect();
-        let mut batch: Vec<Option<Effect>> = effects.drain(..).map(Some).collect();
-        for n in 0..batch.len() {
-            let Some(effect) = batch[n].take() else {
+        for (n, effect) in effects.iter().enumerate() {
+            let Effect::Record(record) = effect else {
                 continue;
             };
-            match effect {
-                Effect::Record(record) => {
-                    let mut call = None;
-                    if let Some(inst) = record.inst() {
-                        let started = matches!(record, opcode_vm::Record::StepStarted { .. });
-                        *self.touched.entry(inst.clone()).or_default() |= started;
-                        if started
-                            && let Some(&i) = calls.get(inst)
-                            && let Some(Effect::Dispatch(d)) = &batch[i]
-                        {
-                            call = Some(d.as_ref());
-                        }
-                    }
-                    self.entries
-                        .push(log::record(&self.at, &record, plan, call));
+            let mut call = None;
+            if let Some(inst) = record.inst() {
+                let started = matches!(record, opcode_vm::Record::StepStarted { .. });
+                *self.touched.entry(inst.clone()).or_default() |= started;
+                if started {
+                    call = attempt_call(&effects[n + 1..], inst);
                 }
+            }
+            self.entries.push(log::record(&self.at, record, plan, call));
+        }
+        for effect in effects.drain(..) {
+            match effect {
+                // Recorded above; a signal wait needs no row of its own.
+                Effect::Record(_) | Effect::AwaitSignal { .. } => {}
                 Effect::StartTimer {
                     timer,
                     due,
@@ -156,7 +142,6 @@ impl Round {
                     });
                 }
                 Effect::Dispatch(_) | Effect::CancelDispatch { .. } => self.perform.push(effect),
-                Effect::AwaitSignal { .. } => {}
             }
         }
     }
@@ -272,4 +257,17 @@ pub fn workflow_update(
         completed_at: status.is_terminal().then(|| at.to_owned()),
         updated_at: at.to_owned(),
     }
+}
+
+/// The dispatch of the attempt whose start is just before `after`: the VM
+/// runs a step's code right after starting it, so the dispatch comes
+/// before the next step's start (looked for no further).
+fn attempt_call<'a>(after: &'a [Effect], inst: &InstRef) -> Option<&'a Dispatch> {
+    after
+        .iter()
+        .take_while(|e| !matches!(e, Effect::Record(opcode_vm::Record::StepStarted { .. })))
+        .find_map(|e| match e {
+            Effect::Dispatch(d) if d.inst == *inst => Some(d.as_ref()),
+            _ => None,
+        })
 }

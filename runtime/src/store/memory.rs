@@ -229,15 +229,12 @@ impl State {
             }
             Write::Append { first_seq, entries } => {
                 let log = self.entries.entry(id.to_owned()).or_default();
-                log.extend(entries.iter().zip(first_seq..).map(|(e, seq)| LogEntry {
-                    seq,
-                    at: e.at.clone(),
-                    kind: e.kind,
-                    event_type: e.event_type.to_owned(),
-                    step_id: e.step_id.clone(),
-                    version: e.version,
-                    payload: e.payload.clone(),
-                }));
+                log.extend(
+                    entries
+                        .iter()
+                        .zip(first_seq..)
+                        .map(|(e, seq)| e.stored(seq)),
+                );
             }
             Write::PutSteps(rows) => {
                 let steps = self.steps.entry(id.to_owned()).or_default();
