@@ -19,6 +19,7 @@
 mod background;
 mod caller;
 mod ceiling;
+mod fences;
 mod observer;
 mod programs;
 mod quarantine;
@@ -46,6 +47,7 @@ use tokio::sync::{Notify, Semaphore, broadcast, mpsc, oneshot};
 
 pub use self::background::Background;
 pub use self::ceiling::CeilingCheck;
+use self::fences::Fences;
 pub use self::observer::{LogLine, Observer};
 use self::programs::Programs;
 use self::run::{Incoming, Msg, RunFacts, RunTask, Setup};
@@ -60,8 +62,8 @@ use self::writes::Writes;
 use crate::log::{self, stamp};
 use crate::owner;
 use crate::store::{
-    Claim, Commit, EntryKind, EventStore, NewWorkflow, Source, StoreError, WorkflowFilter,
-    WorkflowRow, WorkflowState, WorkflowStatus,
+    Claim, Commit, EntryKind, EventStore, LeaseChange, NewWorkflow, Source, StoreError,
+    WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
 };
 use crate::time::now_ms;
 use crate::workspace::Workspaces;
@@ -96,6 +98,7 @@ pub(crate) struct Inner {
     observer: std::sync::OnceLock<Arc<dyn Observer>>,
     wake: Notify,
     writes: Writes,
+    fences: Fences,
     notifier: std::sync::OnceLock<Arc<dyn Notifier>>,
     external: std::sync::OnceLock<Arc<dyn ExternalActions>>,
     stand_in: std::sync::OnceLock<Arc<dyn StandIn>>,
@@ -131,6 +134,7 @@ impl Executor {
                 observer: std::sync::OnceLock::new(),
                 wake: Notify::new(),
                 writes: Writes::default(),
+                fences: Fences::default(),
                 notifier: std::sync::OnceLock::new(),
                 external: std::sync::OnceLock::new(),
                 stand_in: std::sync::OnceLock::new(),
@@ -329,9 +333,18 @@ impl Inner {
     /// `read_back`, also reads the workflow's state as it left it.
     async fn commit(
         &self,
-        commit: Commit,
+        mut commit: Commit,
         read_back: bool,
     ) -> Result<Option<WorkflowState>, StoreError> {
+        let id = commit.workflow_id.clone();
+        if commit.create.is_none() {
+            commit.fence = self.fences.of(&id);
+        }
+        let lease = match &commit.lease {
+            Some(LeaseChange::Take { .. }) => Some(true),
+            Some(LeaseChange::Release { .. }) => Some(false),
+            None => None,
+        };
         let kinds: Vec<(EntryKind, &'static str)> = commit
             .entries
             .iter()
@@ -355,6 +368,12 @@ impl Inner {
         };
         self.writes.record(&written);
         let state = written?;
+        match lease {
+            // A creation's lease is the run's first grant.
+            Some(true) => self.fences.hold(&id, 1),
+            Some(false) => self.fences.forget(&id),
+            None => {}
+        }
         self.observer().appended(&kinds);
         if let Some(feed) = feed {
             let _ = self.appended.send(Arc::new(feed));
@@ -437,7 +456,6 @@ impl Inner {
             created_at: stamp(now_ms()),
         };
         // The first commit creates the workflow and takes its lease at once.
-        let lease_until = stamp(now_ms() + self.config.lease_ttl.as_millis() as u64);
         let (tx, rx) = mpsc::unbounded_channel();
         let (reply, answer) = oneshot::channel();
         let started = Incoming::external(
@@ -459,7 +477,7 @@ impl Inner {
             who,
         };
         let task = RunTask::new(self.clone(), setup, tx, rx)
-            .creating(create, lease_until)
+            .creating(create)
             .reporting_state(report_state);
         tokio::spawn(task.run(Vec::new()));
         match answer.await {
@@ -565,7 +583,7 @@ impl Inner {
         self.claim(id).await?;
         let result = self.rebuild(&row, tx, rx).await;
         if result.is_err() {
-            let _ = self.store.release(id, owner::current()).await;
+            self.release_lease(id).await;
         }
         result.map(|task| (task, quarantined))
     }
@@ -624,24 +642,20 @@ impl Inner {
 
     /// Takes the lease of `id`, from a dead owner if need be.
     async fn claim(&self, id: &str) -> Result<(), ExecError> {
-        let now = now_ms();
-        let (now_text, until) = (
-            stamp(now),
-            stamp(now + self.config.lease_ttl.as_millis() as u64),
-        );
-        let me = owner::current();
-        let claimed = self.store.claim(id, me, None, &now_text, &until).await;
+        let (me, ttl) = (owner::current(), self.config.lease_ttl);
+        let claimed = self.store.claim(id, me, None, ttl).await;
         self.writes.record(&claimed);
+        let granted = |epoch| {
+            self.fences.hold(id, epoch);
+            Ok(())
+        };
         match claimed? {
-            Claim::Granted => Ok(()),
+            Claim::Granted { epoch } => granted(epoch),
             Claim::Held { owner, .. } if owner::is_dead(&owner) => {
-                let taken = self
-                    .store
-                    .claim(id, me, Some(&owner), &now_text, &until)
-                    .await;
+                let taken = self.store.claim(id, me, Some(&owner), ttl).await;
                 self.writes.record(&taken);
                 match taken? {
-                    Claim::Granted => Ok(()),
+                    Claim::Granted { epoch } => granted(epoch),
                     Claim::Held { owner, .. } => Err(ExecError::Held {
                         id: id.to_owned(),
                         owner,
@@ -653,6 +667,12 @@ impl Inner {
                 owner,
             }),
         }
+    }
+
+    /// Gives the lease of `id` up (a failure leaves it to expire).
+    async fn release_lease(&self, id: &str) {
+        self.fences.forget(id);
+        let _ = self.store.release(id, owner::current()).await;
     }
 
     /// Waits with `changes` subscribed before the run could have left this
@@ -767,7 +787,7 @@ impl Inner {
             ..Commit::default()
         };
         let result = self.commit(commit, false).await.map(|_| ());
-        let _ = self.store.release(&row.id, owner::current()).await;
+        self.release_lease(&row.id).await;
         result?;
         self.publish(&row.id, WorkflowStatus::Suspended, false, None);
         Ok(())

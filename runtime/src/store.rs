@@ -30,6 +30,7 @@ pub use catalog::{
 };
 
 use std::future::Future;
+use std::time::Duration;
 
 pub use opcode_vm::StepStatus;
 use std::pin::Pin;
@@ -59,6 +60,10 @@ pub enum StoreError {
         /// The log's real last sequence.
         actual: u64,
     },
+    /// The writer's lease on the workflow moved on (another process took
+    /// it over): the writer must stop writing it.
+    #[error("workflow `{0}` is owned by another writer now: this writer's lease moved on")]
+    Fenced(String),
     /// The run was created from what its writer took for the latest
     /// version of its template, and a newer one exists.
     #[error("template `{0}` has a newer version")]
@@ -417,18 +422,34 @@ pub struct Commit {
     pub inbox_taken: Vec<i64>,
     /// A lease taken or given up with this commit, saving a write of its own.
     pub lease: Option<LeaseChange>,
+    /// The lease the writer holds: the commit is refused
+    /// ([`StoreError::Fenced`]) unless the workflow's lease is still it.
+    pub fence: Option<Fence>,
+}
+
+/// A lease as its holder knows it: who, and which grant. Every grant to a
+/// writer that did not hold the lease has the next epoch, so a writer that
+/// lost its lease while paused cannot write, even after the lease was
+/// given up again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    /// The owner.
+    pub owner: String,
+    /// The grant.
+    pub epoch: u64,
 }
 
 /// A lease change that rides along with a commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LeaseChange {
-    /// The creator of a new workflow owns it until `until` (RFC 3339). Only
-    /// valid with `create`, which already guarantees nobody else runs it.
+    /// The creator of a new workflow owns it for `ttl` by the store's
+    /// clock, at epoch 1. Only valid with `create`, which already
+    /// guarantees nobody else runs it.
     Take {
         /// The owner.
         owner: String,
-        /// Until when.
-        until: String,
+        /// For how long.
+        ttl: Duration,
     },
     /// The owner gives the workflow up.
     Release {
@@ -484,7 +505,11 @@ pub struct InboxMessage {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
     /// The caller owns the workflow until the lease expires.
-    Granted,
+    Granted {
+        /// The grant's epoch (what the caller's commits carry in their
+        /// [`Fence`]); 0 for a workflow that does not exist.
+        epoch: u64,
+    },
     /// Someone else does.
     Held {
         /// The owner.
@@ -594,22 +619,24 @@ pub trait RunLog: Send + Sync {
         workflow_id: Option<&'a str>,
     ) -> BoxFuture<'a, StoreResult<Vec<InboxMessage>>>;
 
-    /// Claims a workflow for `owner` until `until`: granted when nobody
-    /// holds it, the owner already does, or the lease expired before `now`.
-    /// With `take_from`, also granted when that (dead) owner holds it. The
-    /// lease lives on the workflow's row: a workflow that does not exist
-    /// is granted and nothing is held.
+    /// Claims a workflow for `owner` for `ttl`: granted when nobody holds
+    /// it, the owner already does, or the lease expired. With `take_from`,
+    /// also granted when that (dead) owner holds it. Expiry is judged by
+    /// the store's clock (a shared database's `now()`), so writers with
+    /// skewed clocks agree. A grant to an owner that did not hold the
+    /// lease has the next epoch. The lease lives on the workflow's row: a
+    /// workflow that does not exist is granted and nothing is held.
     fn claim<'a>(
         &'a self,
         id: &'a str,
         owner: &'a str,
         take_from: Option<&'a str>,
-        now: &'a str,
-        until: &'a str,
+        ttl: Duration,
     ) -> BoxFuture<'a, StoreResult<Claim>>;
 
-    /// Extends every lease of `owner` on a run that has not ended to `until`.
-    fn renew<'a>(&'a self, owner: &'a str, until: &'a str) -> BoxFuture<'a, StoreResult<()>>;
+    /// Extends every lease of `owner` on a run that has not ended to `ttl`
+    /// from now (the store's clock).
+    fn renew<'a>(&'a self, owner: &'a str, ttl: Duration) -> BoxFuture<'a, StoreResult<()>>;
 
     /// Gives a workflow up.
     fn release<'a>(&'a self, id: &'a str, owner: &'a str) -> BoxFuture<'a, StoreResult<()>>;

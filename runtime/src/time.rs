@@ -16,6 +16,11 @@ pub fn rfc3339(ms: u64) -> String {
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
+/// `ttl` from now, as RFC 3339 text (when a lease granted now expires).
+pub fn from_now(ttl: Duration) -> String {
+    rfc3339(now_ms() + ttl.as_millis() as u64)
+}
+
 /// RFC 3339 text as milliseconds since the epoch.
 pub fn parse_ms(text: &str) -> Option<u64> {
     let t = humantime::parse_rfc3339(text).ok()?;

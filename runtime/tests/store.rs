@@ -2,12 +2,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use opcode_runtime::store::libsql::LibsqlStore;
 use opcode_runtime::store::memory::MemoryStore;
 use opcode_runtime::store::{
     Claim, Commit, DecisionChange, DecisionRow, DecisionStatus, Durability, EntryKind, EventFilter,
-    EventStore, LeaseChange, NewEntry, NewWorkflow, RunLog, Source, StepRow, StepStatus,
+    EventStore, Fence, LeaseChange, NewEntry, NewWorkflow, RunLog, Source, StepRow, StepStatus,
     StoreError, TemplateDraft, TemplateFilter, TimerChange, TimerRow, WorkflowFilter,
     WorkflowStatus, WorkflowUpdate,
 };
@@ -295,53 +296,92 @@ fn timers_decisions_and_inbox() {
     }
 }
 
+const LONG: Duration = Duration::from_mins(1);
+
+/// Lets a lease granted for `Duration::ZERO` expire by the store's clock.
+async fn expire() {
+    tokio::time::sleep(Duration::from_millis(5)).await;
+}
+
 #[test]
 fn leases_are_exclusive_until_they_expire() {
     for (name, store, _dir) in stores() {
         block_on(async {
             store.commit(create("w")).await.unwrap();
-            let granted = store.claim("w", "me", None, &at(0), &at(10)).await.unwrap();
-            assert_eq!(granted, Claim::Granted, "{name}");
-            let held = store
-                .claim("w", "you", None, &at(5), &at(15))
-                .await
-                .unwrap();
-            assert_eq!(
-                held,
-                Claim::Held {
-                    owner: "me".into(),
-                    expires_at: at(10)
-                },
-                "{name}"
+            let granted = store.claim("w", "me", None, LONG).await.unwrap();
+            assert_eq!(granted, Claim::Granted { epoch: 1 }, "{name}");
+            let held = store.claim("w", "you", None, LONG).await.unwrap();
+            assert!(
+                matches!(held, Claim::Held { ref owner, .. } if owner == "me"),
+                "{name}: {held:?}"
             );
-            // The owner may claim again; renewing moves the expiry.
-            assert_eq!(
-                store.claim("w", "me", None, &at(5), &at(12)).await.unwrap(),
-                Claim::Granted
-            );
-            store.renew("me", &at(20)).await.unwrap();
-            let held = store
-                .claim("w", "you", None, &at(15), &at(25))
-                .await
-                .unwrap();
+            // The owner may claim again, keeping its epoch.
+            let again = store.claim("w", "me", None, LONG).await.unwrap();
+            assert_eq!(again, Claim::Granted { epoch: 1 }, "{name}");
+            // Taken from a dead owner: the next epoch.
+            let taken = store.claim("w", "you", Some("me"), LONG).await.unwrap();
+            assert_eq!(taken, Claim::Granted { epoch: 2 }, "{name}");
+            // Renewed, it holds; let lapse, anyone takes it.
+            store.renew("you", LONG).await.unwrap();
+            let held = store.claim("w", "me", None, LONG).await.unwrap();
             assert!(matches!(held, Claim::Held { .. }), "{name}");
-            // Taken from a dead owner, then expired, then released.
-            let taken = store
-                .claim("w", "you", Some("me"), &at(15), &at(25))
-                .await
-                .unwrap();
-            assert_eq!(taken, Claim::Granted, "{name}");
-            let expired = store
-                .claim("w", "me", None, &at(30), &at(40))
-                .await
-                .unwrap();
-            assert_eq!(expired, Claim::Granted, "{name}");
+            store.renew("you", Duration::ZERO).await.unwrap();
+            expire().await;
+            let expired = store.claim("w", "me", None, LONG).await.unwrap();
+            assert_eq!(expired, Claim::Granted { epoch: 3 }, "{name}");
+            // Released, then claimed again by the same owner: a new grant.
             store.release("w", "me").await.unwrap();
-            let free = store
-                .claim("w", "you", None, &at(31), &at(41))
-                .await
-                .unwrap();
-            assert_eq!(free, Claim::Granted, "{name}");
+            let free = store.claim("w", "me", None, LONG).await.unwrap();
+            assert_eq!(free, Claim::Granted { epoch: 4 }, "{name}");
+            let none = store.claim("nobody", "me", None, LONG).await.unwrap();
+            assert_eq!(none, Claim::Granted { epoch: 0 }, "{name}");
+        });
+    }
+}
+
+/// A commit fenced by a lease that moved on is refused whole, even after
+/// the new owner let the lease go; the current holder's goes through.
+#[test]
+fn a_commit_from_a_lease_that_moved_on_is_refused() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            let mut first = create("w");
+            first.lease = Some(LeaseChange::Take {
+                owner: "me".into(),
+                ttl: Duration::ZERO,
+            });
+            store.commit(first).await.unwrap();
+            expire().await;
+            let taken = store.claim("w", "you", None, LONG).await.unwrap();
+            assert_eq!(taken, Claim::Granted { epoch: 2 }, "{name}");
+            store.release("w", "you").await.unwrap();
+            let late = |owner: &str, epoch| Commit {
+                workflow_id: "w".into(),
+                after_seq: 2,
+                entries: vec![entry(2)],
+                fence: Some(Fence {
+                    owner: owner.into(),
+                    epoch,
+                }),
+                ..Commit::default()
+            };
+            let refused = store.commit(late("me", 1)).await.unwrap_err();
+            assert_eq!(refused, StoreError::Fenced("w".into()), "{name}");
+            assert_eq!(store.entries("w", 0, false).await.unwrap().len(), 2);
+            assert_eq!(store.workflow("w").await.unwrap().unwrap().last_seq, 2);
+            // Released, the lease fences every writer out.
+            let refused = store.commit(late("you", 2)).await.unwrap_err();
+            assert_eq!(refused, StoreError::Fenced("w".into()), "{name}");
+            let mine = store.claim("w", "me", None, LONG).await.unwrap();
+            assert_eq!(mine, Claim::Granted { epoch: 3 }, "{name}");
+            store.commit(late("me", 3)).await.unwrap();
+            assert_eq!(store.workflow("w").await.unwrap().unwrap().last_seq, 3);
+            let missing = Commit {
+                workflow_id: "nobody".into(),
+                ..late("me", 3)
+            };
+            let refused = store.commit(missing).await.unwrap_err();
+            assert_eq!(refused, StoreError::NotFound("nobody".into()), "{name}");
         });
     }
 }
@@ -390,13 +430,10 @@ fn leases_ride_along_with_commits() {
             let mut first = create("w");
             first.lease = Some(LeaseChange::Take {
                 owner: "me".into(),
-                until: at(10),
+                ttl: LONG,
             });
             store.commit(first).await.unwrap();
-            let held = store
-                .claim("w", "you", None, &at(5), &at(15))
-                .await
-                .unwrap();
+            let held = store.claim("w", "you", None, LONG).await.unwrap();
             assert!(
                 matches!(held, Claim::Held { ref owner, .. } if owner == "me"),
                 "{name}"
@@ -413,11 +450,8 @@ fn leases_ride_along_with_commits() {
                 };
                 store.commit(commit).await.unwrap();
             }
-            let free = store
-                .claim("w", "you", None, &at(5), &at(15))
-                .await
-                .unwrap();
-            assert_eq!(free, Claim::Granted, "{name}");
+            let free = store.claim("w", "you", None, LONG).await.unwrap();
+            assert_eq!(free, Claim::Granted { epoch: 2 }, "{name}");
         });
     }
 }
@@ -692,7 +726,7 @@ fn a_steady_writer_does_not_grow_the_wal_without_end() {
         let before = wal_restarts(&path);
         // Commits back to back, a few pages each, so the checkpointer never
         // finds the writer idle: only a restart lets the WAL start over.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
         let mut n = 0;
         while wal_restarts(&path) == before {
             assert!(

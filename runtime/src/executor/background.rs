@@ -10,7 +10,6 @@ use tokio::task::JoinHandle;
 
 use super::run::Msg;
 use super::{ExecError, Inner, writes};
-use crate::log::stamp;
 use crate::owner;
 use crate::store::{Commit, StoreError};
 use crate::time::{now_ms, parse_ms};
@@ -135,8 +134,10 @@ async fn reload_stranded(inner: &Arc<Inner>) {
 /// health; once the leases have lapsed, every loaded run stops (another
 /// process may take it) and is loaded again when the store takes writes.
 async fn renew(inner: &Arc<Inner>, since: Duration) -> bool {
-    let until = stamp(now_ms() + inner.config.lease_ttl.as_millis() as u64);
-    let renewed = inner.store.renew(owner::current(), &until).await;
+    let renewed = inner
+        .store
+        .renew(owner::current(), inner.config.lease_ttl)
+        .await;
     inner.writes.record(&renewed);
     let Err(error) = renewed else {
         return true;

@@ -11,7 +11,6 @@ use serde_json::json;
 
 use super::{ExecError, Inner};
 use crate::log::{self, stamp};
-use crate::owner;
 use crate::store::{Commit, EntryKind, LogEntry, WorkflowRow, WorkflowStatus, WorkflowUpdate};
 use crate::time::now_ms;
 
@@ -47,7 +46,7 @@ impl Inner {
             // Loading takes the lease this process holds.
             Ok(Recovery::Noted) => self.resume(&row.id).await.map(|()| true),
             other => {
-                let _ = self.store.release(&row.id, owner::current()).await;
+                self.release_lease(&row.id).await;
                 other.map(|_| false)
             }
         }

@@ -236,6 +236,7 @@ impl Round {
             decisions: std::mem::take(&mut self.decisions),
             inbox_taken: std::mem::take(&mut self.inbox_taken),
             lease: None,
+            fence: None,
         }
     }
 }

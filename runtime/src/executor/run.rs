@@ -111,7 +111,7 @@ pub struct RunTask {
     last_at: u64,
     last_status: RunStatus,
     last_context: Value,
-    create: Option<(NewWorkflow, String)>,
+    create: Option<NewWorkflow>,
     /// The last commit gave the lease up.
     released: bool,
     /// Read the state with the commit that settles the run.
@@ -245,10 +245,9 @@ impl RunTask {
         }
     }
 
-    /// The first commit also creates the workflow and takes its lease
-    /// until `lease_until`.
-    pub fn creating(mut self, create: NewWorkflow, lease_until: String) -> RunTask {
-        self.create = Some((create, lease_until));
+    /// The first commit also creates the workflow and takes its lease.
+    pub fn creating(mut self, create: NewWorkflow) -> RunTask {
+        self.create = Some(create);
         self
     }
 
@@ -541,10 +540,11 @@ impl RunTask {
         let ended = self.vm.status().is_terminal();
         match self.create.take() {
             // A run that ends in its first round never holds the lease.
-            Some((create, _)) if ended => commit.create = Some(create),
-            Some((create, until)) => {
+            Some(create) if ended => commit.create = Some(create),
+            Some(create) => {
                 commit.create = Some(create);
-                commit.lease = Some(LeaseChange::Take { owner, until });
+                let ttl = self.inner.config.lease_ttl;
+                commit.lease = Some(LeaseChange::Take { owner, ttl });
             }
             // Ending gives the lease up in the same write.
             None if ended => commit.lease = Some(LeaseChange::Release { owner }),
@@ -753,7 +753,7 @@ impl RunTask {
             handle.abort();
         }
         if !self.released {
-            let _ = self.inner.store.release(&self.id, owner::current()).await;
+            self.inner.release_lease(&self.id).await;
         }
     }
 }

@@ -9,14 +9,20 @@
 //! is all or nothing. Every check is against the database as it is, not as
 //! the writer last saw it, so several processes may write one database.
 
+use std::time::Duration;
+
 use super::{
-    Commit, DecisionChange, LeaseChange, NewEntry, NewWorkflow, StepRow, StoreError, StoreResult,
-    TimerChange, WorkflowUpdate,
+    Commit, DecisionChange, Fence, LeaseChange, NewEntry, NewWorkflow, StepRow, StoreError,
+    StoreResult, TimerChange, WorkflowUpdate,
 };
 
 /// One write of a commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Write<'a> {
+    /// Refuse with [`StoreError::Fenced`] unless the workflow's lease is
+    /// held by the fence's owner at its epoch (or with
+    /// [`StoreError::NotFound`]).
+    Fence(&'a Fence),
     /// Refuse with [`StoreError::Outdated`] if `template` has a version
     /// newer than `version` (the writer took "the latest" from a cache).
     RequireLatest {
@@ -36,8 +42,8 @@ pub enum Write<'a> {
         update: Option<&'a WorkflowUpdate>,
         /// Its log's last sequence once the commit's entries are appended.
         last_seq: u64,
-        /// `(owner, until)`: the creator's lease.
-        lease: Option<(&'a str, &'a str)>,
+        /// `(owner, ttl)`: the creator's lease, at epoch 1.
+        lease: Option<(&'a str, Duration)>,
     },
     /// Compare and set the workflow's `last_seq` from `from` to `to`,
     /// refusing with [`StoreError::Conflict`] (another writer appended)
@@ -81,6 +87,9 @@ pub fn plan(commit: &Commit) -> StoreResult<Vec<Write<'_>>> {
     let last_seq = c.after_seq + c.entries.len() as u64;
     let mut writes = Vec::with_capacity(4 + c.steps.len().min(1) + c.timers.len());
     let mut lease = c.lease.as_ref();
+    if let (Some(fence), None) = (&c.fence, &c.create) {
+        writes.push(Write::Fence(fence));
+    }
     if let Some(new) = &c.create {
         if c.after_seq != 0 {
             return Err(StoreError::Conflict {
@@ -95,7 +104,7 @@ pub fn plan(commit: &Commit) -> StoreResult<Vec<Write<'_>>> {
             writes.push(Write::RequireLatest { template, version });
         }
         let taken = match lease {
-            Some(LeaseChange::Take { owner, until }) => Some((owner.as_str(), until.as_str())),
+            Some(LeaseChange::Take { owner, ttl }) => Some((owner.as_str(), *ttl)),
             _ => None,
         };
         if taken.is_some() {
@@ -199,7 +208,7 @@ mod tests {
             entries: vec![entry()],
             lease: Some(LeaseChange::Take {
                 owner: "me".into(),
-                until: "later".into(),
+                ttl: Duration::from_secs(9),
             }),
             ..Commit::default()
         };
@@ -213,11 +222,31 @@ mod tests {
                 },
                 Write::Create {
                     last_seq: 1,
-                    lease: Some(("me", "later")),
+                    lease: Some(("me", _)),
                     ..
                 },
                 Write::Append { first_seq: 1, .. }
             ]
+        ));
+    }
+
+    #[test]
+    fn a_fenced_commit_checks_its_lease_before_anything_else() {
+        let fence = Fence {
+            owner: "me".into(),
+            epoch: 2,
+        };
+        let commit = Commit {
+            workflow_id: "w".into(),
+            after_seq: 1,
+            entries: vec![entry()],
+            fence: Some(fence.clone()),
+            ..Commit::default()
+        };
+        let writes = plan(&commit).unwrap();
+        assert!(matches!(
+            writes[..],
+            [Write::Fence(f), Write::Advance { .. }, Write::Append { .. }] if *f == fence
         ));
     }
 

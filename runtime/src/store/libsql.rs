@@ -286,22 +286,16 @@ impl RunLog for LibsqlStore {
         id: &'a str,
         owner: &'a str,
         take_from: Option<&'a str>,
-        now: &'a str,
-        until: &'a str,
+        ttl: Duration,
     ) -> BoxFuture<'a, StoreResult<Claim>> {
-        let (id, owner, now, until) = (
-            id.to_owned(),
-            owner.to_owned(),
-            now.to_owned(),
-            until.to_owned(),
-        );
+        let (id, owner) = (id.to_owned(), owner.to_owned());
         let take_from = take_from.map(str::to_owned);
-        self.ask(move |db| db.claim(&id, &owner, take_from.as_deref(), &now, &until))
+        self.ask(move |db| db.claim(&id, &owner, take_from.as_deref(), ttl))
     }
 
-    fn renew<'a>(&'a self, owner: &'a str, until: &'a str) -> BoxFuture<'a, StoreResult<()>> {
-        let (owner, until) = (owner.to_owned(), until.to_owned());
-        self.ask(move |db| db.renew(&owner, &until))
+    fn renew<'a>(&'a self, owner: &'a str, ttl: Duration) -> BoxFuture<'a, StoreResult<()>> {
+        let owner = owner.to_owned();
+        self.ask(move |db| db.renew(&owner, ttl))
     }
 
     fn release<'a>(&'a self, id: &'a str, owner: &'a str) -> BoxFuture<'a, StoreResult<()>> {

@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard};
 use super::commit::{self, Write};
 use super::{
     AgentRow, BoxFuture, Catalog, Claim, Commit, DecisionChange, DecisionRow, DecisionStatus,
-    EventFilter, FoundEntry, InboxMessage, LeaseChange, LogEntry, RunLog, ScheduleAdvance,
+    EventFilter, Fence, FoundEntry, InboxMessage, LeaseChange, LogEntry, RunLog, ScheduleAdvance,
     ScheduleRow, SecretRow, Source, StepRow, StoreError, StoreResult, TemplateDraft,
     TemplateFilter, TemplateRow, TimerChange, TimerRow, VaultHeader, WorkflowFilter, WorkflowRow,
     WorkflowStatus, WorkflowUpdate,
@@ -24,6 +24,8 @@ struct State {
     inbox: BTreeMap<i64, InboxMessage>,
     next_message: i64,
     leases: HashMap<String, (String, String)>,
+    /// The epoch of each workflow's last lease grant (kept when released).
+    epochs: HashMap<String, u64>,
     templates: BTreeMap<(String, i64), TemplateRow>,
     agents: HashMap<String, AgentRow>,
     schedules: BTreeMap<String, ScheduleRow>,
@@ -118,6 +120,20 @@ impl State {
         at.clone_into(&mut agent.last_seen_at);
     }
 
+    /// Grants the lease of `id` to `owner` for `ttl`, at the next epoch
+    /// unless `owner` holds it already; returns the epoch.
+    fn grant(&mut self, id: &str, owner: &str, ttl: std::time::Duration) -> u64 {
+        let until = crate::time::from_now(ttl);
+        let held = self.leases.get(id).is_some_and(|(by, _)| by == owner);
+        let epoch = self.epochs.entry(id.to_owned()).or_insert(0);
+        if !held {
+            *epoch += 1;
+        }
+        let epoch = *epoch;
+        self.leases.insert(id.to_owned(), (owner.to_owned(), until));
+        epoch
+    }
+
     /// The newest version of template `name`.
     fn latest_version(&self, name: &str) -> Option<i64> {
         let range = (name.to_owned(), i64::MIN)..=(name.to_owned(), i64::MAX);
@@ -165,8 +181,17 @@ impl State {
                 }
                 None => return Err(StoreError::NotFound(id.to_owned())),
             },
-            Write::Update(_) if !self.workflows.contains_key(id) => {
+            Write::Update(_) | Write::Fence(_) if !self.workflows.contains_key(id) => {
                 return Err(StoreError::NotFound(id.to_owned()));
+            }
+            Write::Fence(Fence { owner, epoch })
+                if self
+                    .leases
+                    .get(id)
+                    .is_none_or(|(held_by, _)| held_by != owner)
+                    || self.epochs.get(id) != Some(epoch) =>
+            {
+                return Err(StoreError::Fenced(id.to_owned()));
             }
             _ => {}
         }
@@ -176,7 +201,7 @@ impl State {
     /// Makes one checked write.
     fn perform(&mut self, id: &str, write: Write<'_>) {
         match write {
-            Write::RequireLatest { .. } => {}
+            Write::RequireLatest { .. } | Write::Fence(_) => {}
             Write::Create {
                 new,
                 update,
@@ -209,9 +234,8 @@ impl State {
                 if let Some(agent) = &new.agent_id {
                     self.see_agent(agent, &new.created_at);
                 }
-                if let Some((owner, until)) = lease {
-                    self.leases
-                        .insert(id.to_owned(), (owner.to_owned(), until.to_owned()));
+                if let Some((owner, ttl)) = lease {
+                    self.grant(id, owner, ttl);
                 }
             }
             Write::Advance { to, update, .. } => {
@@ -284,9 +308,8 @@ impl State {
             Write::TakeInbox(message) => {
                 self.inbox.remove(&message);
             }
-            Write::Lease(LeaseChange::Take { owner, until }) => {
-                self.leases
-                    .insert(id.to_owned(), (owner.clone(), until.clone()));
+            Write::Lease(LeaseChange::Take { owner, ttl }) => {
+                self.grant(id, owner, *ttl);
             }
             Write::Lease(LeaseChange::Release { owner }) => {
                 if self
@@ -476,18 +499,16 @@ impl RunLog for MemoryStore {
         id: &'a str,
         owner: &'a str,
         take_from: Option<&'a str>,
-        now: &'a str,
-        until: &'a str,
+        ttl: std::time::Duration,
     ) -> BoxFuture<'a, StoreResult<Claim>> {
         if let Err(refused) = self.refused() {
             return ready(Err(refused));
         }
+        let now = crate::time::rfc3339(crate::time::now_ms());
         let mut state = self.lock();
         let claim = match state.leases.get(id) {
             Some((held_by, expires))
-                if held_by != owner
-                    && expires.as_str() >= now
-                    && Some(held_by.as_str()) != take_from =>
+                if held_by != owner && *expires >= now && Some(held_by.as_str()) != take_from =>
             {
                 Claim::Held {
                     owner: held_by.clone(),
@@ -495,21 +516,23 @@ impl RunLog for MemoryStore {
                 }
             }
             // A lease is kept on the workflow's row: only one that exists.
-            _ if !state.workflows.contains_key(id) => Claim::Granted,
-            _ => {
-                state
-                    .leases
-                    .insert(id.to_owned(), (owner.to_owned(), until.to_owned()));
-                Claim::Granted
-            }
+            _ if !state.workflows.contains_key(id) => Claim::Granted { epoch: 0 },
+            _ => Claim::Granted {
+                epoch: state.grant(id, owner, ttl),
+            },
         };
         ready(Ok(claim))
     }
 
-    fn renew<'a>(&'a self, owner: &'a str, until: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+    fn renew<'a>(
+        &'a self,
+        owner: &'a str,
+        ttl: std::time::Duration,
+    ) -> BoxFuture<'a, StoreResult<()>> {
         if let Err(refused) = self.refused() {
             return ready(Err(refused));
         }
+        let until = crate::time::from_now(ttl);
         let state = &mut *self.lock();
         for (id, (held_by, expires)) in &mut state.leases {
             let ended = state.workflows.get(id).is_none_or(|w| w.status.is_ended());

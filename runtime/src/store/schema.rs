@@ -10,10 +10,11 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (3, "vault", V3),
     (4, "leaner writes", V4),
     (5, "quarantined runs", V5),
+    (6, "lease epochs", V6),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 5;
+pub const LATEST: i64 = 6;
 
 const V1: &str = "
 CREATE TABLE agents (
@@ -259,4 +260,11 @@ CREATE INDEX workflows_by_agent ON workflows (agent_id, created_at DESC)
 CREATE INDEX workflows_by_parent ON workflows (parent_workflow_id)
     WHERE parent_workflow_id IS NOT NULL;
 CREATE INDEX workflows_by_created ON workflows (created_at DESC);
+";
+
+/// Every lease grant gets an epoch, which a writer's commits carry as
+/// their fence (spec/store.md): a run's epoch outlives its lease.
+const V6: &str = "
+ALTER TABLE workflows ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0;
+UPDATE workflows SET lease_epoch = 1 WHERE lease_owner IS NOT NULL;
 ";

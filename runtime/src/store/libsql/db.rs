@@ -25,8 +25,9 @@ use self::migrate::migrate;
 
 use super::super::commit::{self, Write};
 use super::super::{
-    Commit, DecisionChange, DecisionRow, DecisionStatus, Durability, InboxMessage, LeaseChange,
-    LogEntry, Source, StepRow, StoreError, StoreResult, TimerChange, WorkflowFilter, WorkflowRow,
+    Commit, DecisionChange, DecisionRow, DecisionStatus, Durability, Fence, InboxMessage,
+    LeaseChange, LogEntry, Source, StepRow, StoreError, StoreResult, TimerChange, WorkflowFilter,
+    WorkflowRow,
 };
 
 /// Prepared statements of the write path.
@@ -278,6 +279,24 @@ impl Db {
         }
     }
 
+    /// Refuses the commit unless `fence` still holds the lease of `id`.
+    async fn check_fence(&self, id: &str, fence: &Fence) -> StoreResult<()> {
+        let held = self
+            .query_one(
+                "SELECT lease_owner, lease_epoch FROM workflows WHERE id = ?1",
+                vec![id.into()],
+                |row| Ok((get::<Option<String>>(row, 0)?, get::<i64>(row, 1)?)),
+            )
+            .await?;
+        match held {
+            None => Err(StoreError::NotFound(id.to_owned())),
+            Some((Some(owner), epoch)) if owner == fence.owner && epoch as u64 == fence.epoch => {
+                Ok(())
+            }
+            Some(_) => Err(StoreError::Fenced(id.to_owned())),
+        }
+    }
+
     /// Commits the open transaction, or rolls it back if that fails.
     async fn end(&self) -> StoreResult<()> {
         let w = &self.writes;
@@ -306,6 +325,7 @@ impl Db {
             Write::RequireLatest { template, version } => {
                 self.check_latest(template, version).await?;
             }
+            Write::Fence(fence) => self.check_fence(id, fence).await?,
             Write::Create {
                 new,
                 update,
@@ -411,8 +431,9 @@ impl Db {
             Write::TakeInbox(message) => {
                 run(&w.take_inbox, vec![message.into()]).await?;
             }
-            Write::Lease(LeaseChange::Take { owner, until }) => {
-                let params = vec![id.into(), owner.as_str().into(), until.as_str().into()];
+            Write::Lease(LeaseChange::Take { owner, ttl }) => {
+                let until = crate::time::from_now(*ttl);
+                let params = vec![id.into(), owner.as_str().into(), until.into()];
                 run(&w.take_lease, params).await?;
             }
             Write::Lease(LeaseChange::Release { owner }) => {
@@ -699,9 +720,9 @@ async fn prepare(conn: &Connection) -> StoreResult<Writes> {
             "INSERT INTO workflows (id, name, source_hash, status, input_params, \
              agent_id, parent_workflow_id, template_name, template_version, base_dir, \
              last_seq, created_at, updated_at, output, error, context, started_at, \
-             completed_at, lease_owner, lease_expires_at) \
+             completed_at, lease_owner, lease_expires_at, lease_epoch) \
              VALUES (?1, ?2, ?3, COALESCE(?11, 'pending'), ?4, ?5, ?6, ?7, ?8, ?9, ?12, ?10, \
-             COALESCE(?13, ?10), ?14, ?15, ?16, ?17, ?18, ?19, ?20) \
+             COALESCE(?13, ?10), ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?19 IS NOT NULL) \
              ON CONFLICT (id) DO NOTHING",
         )
         .await?,
@@ -743,8 +764,11 @@ async fn prepare(conn: &Connection) -> StoreResult<Writes> {
              ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at",
         )
         .await?,
-        take_lease: p("UPDATE workflows SET lease_owner = ?2, lease_expires_at = ?3 WHERE id = ?1")
-            .await?,
+        take_lease: p(
+            "UPDATE workflows SET lease_owner = ?2, lease_expires_at = ?3, \
+             lease_epoch = lease_epoch + (lease_owner IS NOT ?2) WHERE id = ?1",
+        )
+        .await?,
         release_lease: p(
             "UPDATE workflows SET lease_owner = NULL, lease_expires_at = NULL \
              WHERE id = ?1 AND lease_owner = ?2",

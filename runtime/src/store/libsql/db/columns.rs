@@ -92,7 +92,7 @@ pub(super) fn create_params(
     w: &NewWorkflow,
     update: Option<&WorkflowUpdate>,
     last_seq: u64,
-    lease: Option<(&str, &str)>,
+    lease: Option<(&str, std::time::Duration)>,
 ) -> Vec<Value> {
     vec![
         w.id.as_str().into(),
@@ -114,7 +114,7 @@ pub(super) fn create_params(
         update.and_then(|u| u.started_at.clone()).into(),
         update.and_then(|u| u.completed_at.clone()).into(),
         lease.map(|(owner, _)| owner.to_owned()).into(),
-        lease.map(|(_, until)| until.to_owned()).into(),
+        lease.map(|(_, ttl)| crate::time::from_now(ttl)).into(),
     ]
 }
 

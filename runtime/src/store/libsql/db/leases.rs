@@ -1,40 +1,45 @@
-//! Leases on the libSQL connection: a run's owner and until when, kept in
-//! its row (schema v4), claimed, renewed and released.
+//! Leases on the libSQL connection: a run's owner, until when and the
+//! grant's epoch, kept in its row (schema v4, v6), claimed, renewed and
+//! released. The store's clock is this process's: one machine.
+
+use std::time::Duration;
 
 use libsql::Value;
 
 use super::{Db, backend, get};
 use crate::store::{Claim, StoreResult};
+use crate::time::{from_now, now_ms, rfc3339};
 
 impl Db {
-    /// Claims a lease.
+    /// Claims a lease for `ttl`.
     pub fn claim(
         &self,
         id: &str,
         owner: &str,
         take_from: Option<&str>,
-        now: &str,
-        until: &str,
+        ttl: Duration,
     ) -> StoreResult<Claim> {
         self.block(async {
-            let changed = self
-                .conn
-                .execute(
-                    "UPDATE workflows SET lease_owner = ?2, lease_expires_at = ?4 \
+            let granted = self
+                .query_one(
+                    "UPDATE workflows SET lease_owner = ?2, lease_expires_at = ?4, \
+                     lease_epoch = lease_epoch + (lease_owner IS NOT ?2) \
                      WHERE id = ?1 AND (lease_owner IS NULL OR lease_owner = ?2 \
-                     OR lease_expires_at < ?3 OR lease_owner = ?5)",
+                     OR lease_expires_at < ?3 OR lease_owner = ?5) RETURNING lease_epoch",
                     vec![
                         Value::from(id),
                         owner.into(),
-                        now.into(),
-                        until.into(),
+                        rfc3339(now_ms()).into(),
+                        from_now(ttl).into(),
                         take_from.map(str::to_owned).into(),
                     ],
+                    |row| get::<i64>(row, 0),
                 )
-                .await
-                .map_err(backend)?;
-            if changed > 0 {
-                return Ok(Claim::Granted);
+                .await?;
+            if let Some(epoch) = granted {
+                return Ok(Claim::Granted {
+                    epoch: epoch as u64,
+                });
             }
             let held = self
                 .query_one(
@@ -49,12 +54,12 @@ impl Db {
                     },
                 )
                 .await?;
-            Ok(held.unwrap_or(Claim::Granted))
+            Ok(held.unwrap_or(Claim::Granted { epoch: 0 }))
         })
     }
 
-    /// Renews an owner's leases.
-    pub fn renew(&self, owner: &str, until: &str) -> StoreResult<()> {
+    /// Renews an owner's leases for `ttl`.
+    pub fn renew(&self, owner: &str, ttl: Duration) -> StoreResult<()> {
         self.block(async {
             self.conn
                 .execute(
@@ -62,7 +67,7 @@ impl Db {
                     // keeps this to them.
                     "UPDATE workflows SET lease_expires_at = ?2 \
                      WHERE status IN ('pending', 'active', 'suspended') AND lease_owner = ?1",
-                    vec![Value::from(owner), until.into()],
+                    vec![Value::from(owner), from_now(ttl).into()],
                 )
                 .await
                 .map_err(backend)

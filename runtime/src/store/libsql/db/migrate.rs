@@ -108,23 +108,27 @@ mod tests {
              VALUES ('w', 'me', '2999-01-01T00:00:00.000Z');",
         );
         let db = Db::open(&path, Durability::Normal).unwrap();
-        let now = "2026-01-01T00:00:00.000Z";
-        let until = "2026-01-01T00:00:30.000Z";
+        let ttl = std::time::Duration::from_secs(30);
         assert_eq!(
-            db.claim("w", "you", None, now, until).unwrap(),
+            db.claim("w", "you", None, ttl).unwrap(),
             Claim::Held {
                 owner: "me".into(),
                 expires_at: "2999-01-01T00:00:00.000Z".into(),
             }
         );
         assert_eq!(
-            db.claim("v", "you", None, now, until).unwrap(),
-            Claim::Granted
+            db.claim("v", "you", None, ttl).unwrap(),
+            Claim::Granted { epoch: 1 }
         );
         assert!(matches!(
-            db.claim("v", "me", None, now, until).unwrap(),
+            db.claim("v", "me", None, ttl).unwrap(),
             Claim::Held { owner, .. } if owner == "you"
         ));
+        // The lease held before schema 6 is its run's first grant.
+        assert_eq!(
+            db.claim("w", "me", None, ttl).unwrap(),
+            Claim::Granted { epoch: 1 }
+        );
     }
 
     /// A database left by schema 4 keeps its runs, leases and indexes, and
@@ -141,9 +145,8 @@ mod tests {
              VALUES ('w', 'wf', 'h', 'active', 'a', 'a', 'me', '2999-01-01T00:00:00.000Z');",
         );
         let db = Db::open(&path, Durability::Normal).unwrap();
-        let now = "2026-01-01T00:00:00.000Z";
         assert!(matches!(
-            db.claim("w", "you", None, now, now).unwrap(),
+            db.claim("w", "you", None, std::time::Duration::ZERO).unwrap(),
             Claim::Held { owner, .. } if owner == "me"
         ));
         let count = |sql: &str| -> i64 {
