@@ -722,6 +722,12 @@ impl Inner {
             })
             .await;
             match left {
+                // Another process owns the run now: wait for it there.
+                Ok(Some(Change {
+                    error:
+                        Some(ExecError::Store(StoreError::Fenced(_) | StoreError::Conflict { .. })),
+                    ..
+                })) => look = true,
                 Ok(Some(Change {
                     error: Some(error), ..
                 })) => return Err(error),

@@ -14,6 +14,9 @@ pub mod commit;
 #[cfg(feature = "libsql")]
 pub mod libsql;
 pub mod memory;
+mod notice;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "libsql")]
 mod schema;
 mod status;
@@ -22,6 +25,7 @@ mod status;
 #[cfg(feature = "libsql")]
 pub use schema::LATEST as SCHEMA_VERSION;
 
+pub use notice::Notice;
 pub use status::{DecisionStatus, WorkflowStatus};
 
 pub use catalog::{
@@ -640,6 +644,13 @@ pub trait RunLog: Send + Sync {
 
     /// Gives a workflow up.
     fn release<'a>(&'a self, id: &'a str, owner: &'a str) -> BoxFuture<'a, StoreResult<()>>;
+
+    /// What other writers of a shared store commit and send, as it happens
+    /// (`None`: a store with one writer, which announces nothing). Notices
+    /// are hints: one may be lost, so a listener also polls.
+    fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<Notice>> {
+        None
+    }
 }
 
 /// What the tools, the scheduler and the panel keep beside the runs:

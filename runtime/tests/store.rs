@@ -13,14 +13,26 @@ use opcode_runtime::store::{
     WorkflowStatus, WorkflowUpdate,
 };
 
-/// Both stores, fresh; the temp dir lives as long as the libSQL one.
+#[cfg(feature = "postgres")]
+mod pg;
+
+/// Every store, fresh: memory, libSQL, and PostgreSQL when a test cluster
+/// is set; the temp dir lives as long as the libSQL one.
 fn stores() -> Vec<(&'static str, Arc<dyn EventStore>, Option<tempfile::TempDir>)> {
     let dir = tempfile::tempdir().unwrap();
     let libsql = LibsqlStore::open(&dir.path().join("t.db"), Durability::Normal).unwrap();
-    vec![
+    let mut stores: Vec<(&'static str, Arc<dyn EventStore>, Option<tempfile::TempDir>)> = vec![
         ("memory", Arc::new(MemoryStore::new()), None),
         ("libsql", Arc::new(libsql), Some(dir)),
-    ]
+    ];
+    #[cfg(feature = "postgres")]
+    if let Some(url) = pg::fresh_database() {
+        let store = block_on(opcode_runtime::store::postgres::PostgresStore::connect(
+            &url,
+        ));
+        stores.push(("postgres", Arc::new(store.unwrap()), None));
+    }
+    stores
 }
 
 fn at(s: u32) -> String {
@@ -68,11 +80,18 @@ fn create(id: &str) -> Commit {
     }
 }
 
+/// Runs `f` on the one runtime of this test binary (a PostgreSQL store's
+/// connections live on the runtime that made them).
 fn block_on<T>(f: impl Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap()
+        })
         .block_on(f)
 }
 

@@ -1,0 +1,360 @@
+//! The shared PostgreSQL store: several daemons on one database
+//! (`spec/scale-out.md`). The same contract as the libSQL store, with what
+//! a shared server adds: leases expire by the database's clock (`now()`),
+//! a commit's fence is checked under the row's lock, and every commit and
+//! message is announced with `NOTIFY` so other daemons wake at once (a
+//! hint: they also poll).
+
+mod catalog;
+mod commit;
+mod connect;
+mod listen;
+mod rows;
+mod schema;
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use deadpool_postgres::{Object, Pool};
+use tokio::sync::broadcast;
+use tokio_postgres::types::ToSql;
+
+pub use self::schema::LATEST as SCHEMA_VERSION;
+
+use self::connect::Target;
+use self::rows::{WORKFLOW_COLUMNS, decision_row, log_entry, page, step_row, workflow_row};
+use super::{
+    BoxFuture, Claim, Commit, DecisionRow, DecisionStatus, InboxMessage, LogEntry, Notice, RunLog,
+    Source, StepRow, StoreError, StoreResult, WorkflowFilter, WorkflowRow,
+};
+
+/// The channel commits and messages are announced on.
+const CHANNEL: &str = "opcode";
+
+/// A store on a PostgreSQL database.
+pub struct PostgresStore {
+    pool: Pool,
+    notices: broadcast::Sender<Notice>,
+    _listener: listen::Listener,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore").finish_non_exhaustive()
+    }
+}
+
+/// A parameter list.
+type Params<'a> = Vec<&'a (dyn ToSql + Sync)>;
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://USER@HOST:PORT/DB`,
+    /// `postgresql://…` too), migrates it and starts listening for other
+    /// writers' notices. Fails if the database cannot be reached.
+    pub async fn connect(url: &str) -> StoreResult<PostgresStore> {
+        let target = Target::parse(url)?;
+        let pool = target.pool()?;
+        connect::migrate(&pool).await?;
+        let (notices, _) = broadcast::channel(1024);
+        let listener = listen::Listener::start(target, notices.clone()).await?;
+        Ok(PostgresStore {
+            pool,
+            notices,
+            _listener: listener,
+        })
+    }
+
+    /// A connection from the pool.
+    async fn client(&self) -> StoreResult<Object> {
+        self.pool.get().await.map_err(pool_error)
+    }
+
+    /// The rows of `sql`, each mapped by `map`.
+    async fn query<T>(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        map: impl Fn(&tokio_postgres::Row) -> StoreResult<T>,
+    ) -> StoreResult<Vec<T>> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(sql).await.map_err(backend)?;
+        let rows = client.query(&statement, params).await.map_err(backend)?;
+        rows.iter().map(map).collect()
+    }
+
+    /// How many rows `sql` changed.
+    async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<u64> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(sql).await.map_err(backend)?;
+        client.execute(&statement, params).await.map_err(backend)
+    }
+}
+
+/// A database error as the store reports it (the server's message, when
+/// there is one).
+#[expect(clippy::needless_pass_by_value, reason = "the shape `map_err` takes")]
+fn backend(e: tokio_postgres::Error) -> StoreError {
+    match e.as_db_error() {
+        Some(db) => StoreError::Backend(format!("PostgreSQL: {}", db.message())),
+        None => StoreError::Backend(format!("PostgreSQL: {e}")),
+    }
+}
+
+fn pool_error(e: deadpool_postgres::PoolError) -> StoreError {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => backend(e),
+        other => StoreError::Backend(format!("PostgreSQL: {other}")),
+    }
+}
+
+/// A lease's time to live, in seconds (what `make_interval` takes).
+fn seconds(ttl: Duration) -> f64 {
+    ttl.as_secs_f64()
+}
+
+impl RunLog for PostgresStore {
+    fn commit(&self, commit: Commit) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            commit::write(&mut client, &commit).await
+        })
+    }
+
+    fn workflow<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<WorkflowRow>>> {
+        Box::pin(async move {
+            let sql = format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE id = $1");
+            Ok(self.query(&sql, &[&id], workflow_row).await?.pop())
+        })
+    }
+
+    fn source<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, StoreResult<Option<Source>>> {
+        Box::pin(async move {
+            let sql = "SELECT hash, definition, program FROM sources WHERE hash = $1";
+            let mut found = self
+                .query(sql, &[&hash], |row| {
+                    Ok(Source {
+                        hash: row.try_get(0).map_err(backend)?,
+                        definition: row.try_get(1).map_err(backend)?,
+                        program: row.try_get(2).map_err(backend)?,
+                    })
+                })
+                .await?;
+            Ok(found.pop())
+        })
+    }
+
+    fn workflows(&self, filter: WorkflowFilter) -> BoxFuture<'_, StoreResult<Vec<WorkflowRow>>> {
+        Box::pin(async move {
+            let mut sql = format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE TRUE");
+            let statuses: Vec<&str> = filter.statuses.iter().map(|s| s.as_str()).collect();
+            let mut params: Params<'_> = Vec::new();
+            if !statuses.is_empty() {
+                params.push(&statuses);
+                let _ = write!(sql, " AND status = ANY(${})", params.len());
+            }
+            for (column, op, value) in [
+                ("agent_id", "=", &filter.agent_id),
+                ("template_name", "=", &filter.template_name),
+                ("parent_workflow_id", "=", &filter.parent_id),
+                ("created_at", ">=", &filter.since),
+            ] {
+                if let Some(value) = value {
+                    params.push(value);
+                    let _ = write!(sql, " AND {column} {op} ${}", params.len());
+                }
+            }
+            sql.push_str(" ORDER BY created_at DESC, id");
+            page(&mut sql, filter.limit, filter.offset);
+            self.query(&sql, &params, workflow_row).await
+        })
+    }
+
+    fn entries<'a>(
+        &'a self,
+        id: &'a str,
+        after_seq: u64,
+        inputs_only: bool,
+    ) -> BoxFuture<'a, StoreResult<Vec<LogEntry>>> {
+        Box::pin(async move {
+            let filter = if inputs_only {
+                " AND kind = 'input'"
+            } else {
+                ""
+            };
+            let sql = format!(
+                "SELECT seq, at, kind, event_type, step_id, version, payload FROM events \
+                 WHERE workflow_id = $1 AND seq > $2{filter} ORDER BY seq"
+            );
+            let after = after_seq as i64;
+            self.query(&sql, &[&id, &after], |row| log_entry(row, 0))
+                .await
+        })
+    }
+
+    fn steps<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Vec<StepRow>>> {
+        Box::pin(async move {
+            let sql = "SELECT step_id, status, attempt, output, error, started_at, completed_at, \
+                       duration_ms FROM step_state WHERE workflow_id = $1 \
+                       ORDER BY started_at NULLS FIRST, step_id";
+            self.query(sql, &[&id], step_row).await
+        })
+    }
+
+    fn decisions<'a>(
+        &'a self,
+        workflow_id: Option<&'a str>,
+        status: Option<DecisionStatus>,
+    ) -> BoxFuture<'a, StoreResult<Vec<DecisionRow>>> {
+        Box::pin(async move {
+            let mut sql = String::from(
+                "SELECT workflow_id, id, step_id, prompt, context, options, fallback, \
+                 target_agent_id, timeout_at, status, resolution, resolved_by, created_at, \
+                 resolved_at FROM pending_decisions WHERE TRUE",
+            );
+            let status = status.map(DecisionStatus::as_str);
+            let mut params: Params<'_> = Vec::new();
+            for (column, value) in [("workflow_id", &workflow_id), ("status", &status)] {
+                if let Some(value) = value {
+                    params.push(value);
+                    let _ = write!(sql, " AND {column} = ${}", params.len());
+                }
+            }
+            sql.push_str(" ORDER BY created_at, workflow_id, id");
+            self.query(&sql, &params, decision_row).await
+        })
+    }
+
+    fn next_timers(&self, limit: u32) -> BoxFuture<'_, StoreResult<Vec<(String, String)>>> {
+        Box::pin(async move {
+            let sql = format!(
+                "SELECT workflow_id, MIN(due_at) AS due FROM timers GROUP BY workflow_id \
+                 ORDER BY due LIMIT {limit}"
+            );
+            self.query(&sql, &[], |row| {
+                Ok((
+                    row.try_get(0).map_err(backend)?,
+                    row.try_get(1).map_err(backend)?,
+                ))
+            })
+            .await
+        })
+    }
+
+    fn send<'a>(
+        &'a self,
+        workflow_id: &'a str,
+        event: String,
+        at: String,
+    ) -> BoxFuture<'a, StoreResult<i64>> {
+        Box::pin(async move {
+            let sql = "WITH sent AS (INSERT INTO inbox (workflow_id, event, created_at) \
+                       VALUES ($1, $2, $3) RETURNING id) \
+                       SELECT id, pg_notify($4, $5) FROM sent";
+            let notice = Notice::Mail(workflow_id.to_owned()).encode();
+            let mut ids = self
+                .query(
+                    sql,
+                    &[&workflow_id, &event, &at, &CHANNEL, &notice],
+                    |row| row.try_get::<_, i64>(0).map_err(backend),
+                )
+                .await?;
+            ids.pop()
+                .ok_or_else(|| StoreError::Backend("the inbox insert returned no row".into()))
+        })
+    }
+
+    fn inbox<'a>(
+        &'a self,
+        workflow_id: Option<&'a str>,
+    ) -> BoxFuture<'a, StoreResult<Vec<InboxMessage>>> {
+        Box::pin(async move {
+            let sql = "SELECT id, workflow_id, event, created_at FROM inbox \
+                       WHERE ($1::text IS NULL OR workflow_id = $1) ORDER BY id";
+            self.query(sql, &[&workflow_id], |row| {
+                Ok(InboxMessage {
+                    id: row.try_get(0).map_err(backend)?,
+                    workflow_id: row.try_get(1).map_err(backend)?,
+                    event: row.try_get(2).map_err(backend)?,
+                    created_at: row.try_get(3).map_err(backend)?,
+                })
+            })
+            .await
+        })
+    }
+
+    fn claim<'a>(
+        &'a self,
+        id: &'a str,
+        owner: &'a str,
+        take_from: Option<&'a str>,
+        ttl: Duration,
+    ) -> BoxFuture<'a, StoreResult<Claim>> {
+        Box::pin(async move {
+            let ttl = seconds(ttl);
+            let granted = self
+                .query(
+                    "UPDATE workflows SET lease_owner = $2, \
+                     lease_expires_at = now() + make_interval(secs => $3), \
+                     lease_epoch = lease_epoch + \
+                     CASE WHEN lease_owner IS DISTINCT FROM $2 THEN 1 ELSE 0 END \
+                     WHERE id = $1 AND (lease_owner IS NULL OR lease_owner = $2 \
+                     OR lease_expires_at < now() OR lease_owner = $4) RETURNING lease_epoch",
+                    &[&id, &owner, &ttl, &take_from],
+                    |row| row.try_get::<_, i64>(0).map_err(backend),
+                )
+                .await?;
+            if let Some(epoch) = granted.first() {
+                return Ok(Claim::Granted {
+                    epoch: *epoch as u64,
+                });
+            }
+            let held = self
+                .query(
+                    "SELECT lease_owner, to_char(lease_expires_at AT TIME ZONE 'UTC', \
+                     'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') FROM workflows \
+                     WHERE id = $1 AND lease_owner IS NOT NULL",
+                    &[&id],
+                    |row| {
+                        Ok(Claim::Held {
+                            owner: row.try_get(0).map_err(backend)?,
+                            expires_at: row.try_get(1).map_err(backend)?,
+                        })
+                    },
+                )
+                .await?;
+            Ok(held
+                .into_iter()
+                .next()
+                .unwrap_or(Claim::Granted { epoch: 0 }))
+        })
+    }
+
+    fn renew<'a>(&'a self, owner: &'a str, ttl: Duration) -> BoxFuture<'a, StoreResult<()>> {
+        Box::pin(async move {
+            let ttl = seconds(ttl);
+            self.execute(
+                "UPDATE workflows SET lease_expires_at = now() + make_interval(secs => $2) \
+                 WHERE lease_owner = $1 AND status IN ('pending', 'active', 'suspended')",
+                &[&owner, &ttl],
+            )
+            .await
+            .map(|_| ())
+        })
+    }
+
+    fn release<'a>(&'a self, id: &'a str, owner: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+        Box::pin(async move {
+            self.execute(
+                "UPDATE workflows SET lease_owner = NULL, lease_expires_at = NULL \
+                 WHERE id = $1 AND lease_owner = $2",
+                &[&id, &owner],
+            )
+            .await
+            .map(|_| ())
+        })
+    }
+
+    fn notices(&self) -> Option<broadcast::Receiver<Notice>> {
+        Some(self.notices.subscribe())
+    }
+}

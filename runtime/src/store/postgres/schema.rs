@@ -1,0 +1,169 @@
+//! The PostgreSQL schema, as numbered migrations (spec/store.md). The
+//! tables are the libSQL store's at its schema 6; times are RFC 3339 text
+//! as there, except a lease's expiry, which is `timestamptz` so that it is
+//! judged by the database's clock.
+
+/// `(version, name, SQL)`, in order. Never edit a released migration: add
+/// the next one.
+pub const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "initial", V1)];
+
+/// The newest schema version this build knows.
+pub const LATEST: i64 = 1;
+
+/// The advisory lock migrations hold, so daemons starting at once apply
+/// each migration once (any constant: this one spells "opcode").
+pub const MIGRATION_LOCK: i64 = 0x6f70_636f_6465;
+
+const V1: &str = "
+CREATE TABLE agents (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    last_seen_at TEXT NOT NULL
+);
+
+CREATE TABLE sources (
+    hash TEXT PRIMARY KEY,
+    definition TEXT NOT NULL,
+    program BYTEA NOT NULL
+);
+
+CREATE TABLE workflows (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    template_name TEXT,
+    template_version BIGINT,
+    source_hash TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending'
+        CHECK (status IN ('pending', 'active', 'suspended', 'quarantined', 'completed', 'failed', 'cancelled')),
+    agent_id TEXT,
+    parent_workflow_id TEXT,
+    input_params TEXT NOT NULL DEFAULT '{}',
+    output TEXT,
+    error TEXT,
+    context TEXT,
+    base_dir TEXT,
+    last_seq BIGINT NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    started_at TEXT,
+    completed_at TEXT,
+    updated_at TEXT NOT NULL,
+    lease_owner TEXT,
+    lease_expires_at TIMESTAMPTZ,
+    lease_epoch BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX workflows_by_status ON workflows (status, created_at DESC);
+CREATE INDEX workflows_by_agent ON workflows (agent_id, created_at DESC) WHERE agent_id IS NOT NULL;
+CREATE INDEX workflows_by_parent ON workflows (parent_workflow_id) WHERE parent_workflow_id IS NOT NULL;
+CREATE INDEX workflows_by_created ON workflows (created_at DESC);
+CREATE INDEX workflows_by_owner ON workflows (lease_owner) WHERE lease_owner IS NOT NULL;
+
+CREATE TABLE events (
+    workflow_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    at TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('input', 'record', 'note')),
+    event_type TEXT NOT NULL,
+    step_id TEXT,
+    version INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    PRIMARY KEY (workflow_id, seq)
+);
+
+CREATE TABLE step_state (
+    workflow_id TEXT NOT NULL,
+    step_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempt BIGINT NOT NULL DEFAULT 0,
+    output TEXT,
+    error TEXT,
+    started_at TEXT,
+    completed_at TEXT,
+    duration_ms BIGINT,
+    PRIMARY KEY (workflow_id, step_id)
+);
+
+CREATE TABLE pending_decisions (
+    workflow_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    step_id TEXT NOT NULL,
+    prompt TEXT NOT NULL DEFAULT '',
+    context TEXT NOT NULL DEFAULT '{}',
+    options TEXT NOT NULL DEFAULT '[]',
+    fallback TEXT,
+    target_agent_id TEXT,
+    timeout_at TEXT,
+    status TEXT NOT NULL DEFAULT 'pending'
+        CHECK (status IN ('pending', 'resolved', 'timed_out', 'cancelled')),
+    resolution TEXT,
+    resolved_by TEXT,
+    created_at TEXT NOT NULL,
+    resolved_at TEXT,
+    PRIMARY KEY (workflow_id, id)
+);
+CREATE INDEX decisions_by_status ON pending_decisions (status, target_agent_id);
+
+CREATE TABLE timers (
+    workflow_id TEXT NOT NULL,
+    timer_id BIGINT NOT NULL,
+    due_at TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    step_id TEXT,
+    PRIMARY KEY (workflow_id, timer_id)
+);
+CREATE INDEX timers_by_due ON timers (due_at);
+
+CREATE TABLE inbox (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    workflow_id TEXT NOT NULL,
+    event TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX inbox_by_workflow ON inbox (workflow_id, id);
+
+CREATE TABLE workflow_templates (
+    name TEXT NOT NULL,
+    version BIGINT NOT NULL CHECK (version >= 1),
+    description TEXT NOT NULL DEFAULT '',
+    definition TEXT NOT NULL,
+    input_schema TEXT,
+    output_schema TEXT,
+    triggers TEXT NOT NULL DEFAULT '[]',
+    agent_id TEXT,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (name, version)
+);
+
+CREATE TABLE scheduled_jobs (
+    id TEXT PRIMARY KEY,
+    template_name TEXT NOT NULL,
+    template_version BIGINT,
+    cron_expression TEXT NOT NULL,
+    timezone TEXT NOT NULL DEFAULT 'UTC',
+    params TEXT NOT NULL DEFAULT '{}',
+    agent_id TEXT,
+    enabled BOOLEAN NOT NULL DEFAULT TRUE,
+    missed TEXT NOT NULL DEFAULT 'run_once' CHECK (missed IN ('skip', 'run_once')),
+    last_run_at TEXT,
+    next_run_at TEXT,
+    last_run_status TEXT,
+    last_workflow_id TEXT,
+    origin TEXT NOT NULL DEFAULT 'cli',
+    created_at TEXT NOT NULL
+);
+
+CREATE TABLE vault (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    salt BYTEA NOT NULL,
+    iterations BIGINT NOT NULL,
+    check_value BYTEA NOT NULL,
+    created_at TEXT NOT NULL
+);
+
+CREATE TABLE secrets (
+    key TEXT PRIMARY KEY,
+    value BYTEA NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+";
