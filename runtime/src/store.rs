@@ -645,6 +645,12 @@ pub trait RunLog: Send + Sync {
     /// Gives a workflow up.
     fn release<'a>(&'a self, id: &'a str, owner: &'a str) -> BoxFuture<'a, StoreResult<()>>;
 
+    /// Up to `limit` runs that are pending or active and whose lease is
+    /// free or expired (by the store's clock): runs whose owner died, for
+    /// another process to take over. Fair across agents: each agent's
+    /// oldest first, one agent at a time (see `spec/scale-out.md`).
+    fn orphans(&self, limit: u32) -> BoxFuture<'_, StoreResult<Vec<String>>>;
+
     /// What other writers of a shared store commit and send, as it happens
     /// (`None`: a store with one writer, which announces nothing). Notices
     /// are hints: one may be lost, so a listener also polls.

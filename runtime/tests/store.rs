@@ -761,3 +761,40 @@ fn a_steady_writer_does_not_grow_the_wal_without_end() {
         }
     });
 }
+
+/// Runs whose lease is free or lapsed are orphans, each agent's oldest
+/// first and one agent at a time, so one agent's flood does not starve
+/// another's; held, suspended and ended runs are not.
+#[test]
+fn orphans_are_listed_fairly_across_agents() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            let runs = [
+                ("a1", "flood", 1, WorkflowStatus::Active),
+                ("a2", "flood", 2, WorkflowStatus::Active),
+                ("a3", "flood", 3, WorkflowStatus::Pending),
+                ("b1", "calm", 4, WorkflowStatus::Active),
+                ("held", "calm", 5, WorkflowStatus::Active),
+                ("waiting", "calm", 6, WorkflowStatus::Suspended),
+                ("done", "calm", 7, WorkflowStatus::Completed),
+            ];
+            for (id, agent, second, status) in runs {
+                let mut commit = create(id);
+                if let Some(new) = commit.create.as_mut() {
+                    new.agent_id = Some(agent.into());
+                    new.created_at = at(second);
+                }
+                if let Some(update) = commit.update.as_mut() {
+                    update.status = status;
+                }
+                store.commit(commit).await.unwrap();
+            }
+            store.claim("held", "me", None, LONG).await.unwrap();
+            store.claim("a2", "me", None, Duration::ZERO).await.unwrap();
+            expire().await;
+            let orphans = store.orphans(10).await.unwrap();
+            assert_eq!(orphans, ["a1", "b1", "a2", "a3"], "{name}");
+            assert_eq!(store.orphans(2).await.unwrap(), ["a1", "b1"], "{name}");
+        });
+    }
+}

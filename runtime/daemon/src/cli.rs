@@ -1,6 +1,7 @@
 //! The `opcode` command line.
 
 mod common;
+mod database;
 mod doctor;
 mod inspect;
 mod resume;

@@ -17,8 +17,8 @@ use opcode_runtime::workspace::Workspaces;
 /// The files of a daemon (or a one-shot command) that no step may see.
 #[derive(Debug, Clone, Default)]
 pub struct OwnFiles {
-    /// The database.
-    pub db: PathBuf,
+    /// The database file (none for a database on a server).
+    pub db: Option<PathBuf>,
     /// The settings file.
     pub settings: PathBuf,
     /// The vault's passphrase file.
@@ -30,10 +30,12 @@ impl OwnFiles {
     /// WAL and shared memory) and the data directory.
     pub fn hidden(&self, data_dir: &Path) -> Vec<PathBuf> {
         let mut paths = vec![data_dir.to_path_buf(), self.settings.clone()];
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            let mut name = self.db.clone().into_os_string();
-            name.push(suffix);
-            paths.push(PathBuf::from(name));
+        if let Some(db) = &self.db {
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let mut name = db.clone().into_os_string();
+                name.push(suffix);
+                paths.push(PathBuf::from(name));
+            }
         }
         paths.extend(self.vault_key.iter().cloned());
         let absolute = |p: PathBuf| {
@@ -105,6 +107,12 @@ pub struct Settings {
     /// The run-time bounds of spec/limits.md, raised (file only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limits: Option<serde_json::Value>,
+    /// How long a run's lease lasts without renewal, such as `10s`
+    /// (`OPCODE_LEASE_TTL`; default 10 s, renewed every third of it): how
+    /// soon another daemon on a shared database takes over the runs of one
+    /// that died or froze (spec/scale-out.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_ttl: Option<String>,
 }
 
 impl Settings {
@@ -149,6 +157,7 @@ impl Settings {
             breakers: None,
             plugins: None,
             limits: None,
+            lease_ttl: get("OPCODE_LEASE_TTL"),
         }
     }
 
@@ -173,6 +182,21 @@ impl Settings {
             breakers: over.breakers.or(self.breakers),
             plugins: over.plugins.or(self.plugins),
             limits: over.limits.or(self.limits),
+            lease_ttl: over.lease_ttl.or(self.lease_ttl),
+        }
+    }
+
+    /// The lease time to live (`None`: the engine's default).
+    pub fn lease_ttl(&self) -> Result<Option<std::time::Duration>, String> {
+        let Some(text) = self.lease_ttl.as_deref() else {
+            return Ok(None);
+        };
+        match humantime::parse_duration(text) {
+            Ok(ttl) if ttl >= std::time::Duration::from_secs(1) => Ok(Some(ttl)),
+            Ok(_) => Err(format!("lease_ttl `{text}` is under a second")),
+            Err(e) => Err(format!(
+                "lease_ttl `{text}` is not a duration such as 10s: {e}"
+            )),
         }
     }
 

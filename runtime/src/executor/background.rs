@@ -1,6 +1,8 @@
 //! The background loop: renews this process's leases, hands inbox messages
-//! to loaded runs, loads again the runs a refused write unloaded, and (when
-//! adopting) loads workflows whose timers are due or whose inbox has mail.
+//! to loaded runs, loads again the runs a refused write unloaded, (when
+//! adopting) loads workflows whose timers are due or whose inbox has mail,
+//! and (when taking over) runs whose owner died. A shared store's notices
+//! wake it at once, and commits other processes made are announced here.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -8,10 +10,12 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 
+use tokio::sync::broadcast;
+
 use super::run::Msg;
-use super::{ExecError, Inner, writes};
+use super::{Appended, Change, ExecError, Inner, writes};
 use crate::owner;
-use crate::store::{Commit, StoreError};
+use crate::store::{Commit, Notice, StoreError};
 use crate::time::{now_ms, parse_ms};
 
 /// A workflow that failed to load is not tried again for this long.
@@ -38,14 +42,20 @@ impl Background {
     }
 }
 
+/// At most this many orphans are taken over per poll, so that the other
+/// processes get their share.
+const TAKE_OVER_AT_ONCE: u32 = 16;
+
 async fn serve(inner: Arc<Inner>) {
     let renew_every = inner.config.lease_ttl / 3;
     let mut renewed = Instant::now();
     let mut failed: HashMap<String, Instant> = HashMap::new();
+    let mut notices = inner.store.notices();
     loop {
         tokio::select! {
             () = tokio::time::sleep(inner.config.poll) => {}
             () = inner.wake.notified() => {}
+            notice = next_notice(notices.as_mut()) => inner.heard(notice),
         }
         if renewed.elapsed() >= renew_every {
             // A failed renewal is tried again at the next poll.
@@ -84,6 +94,15 @@ async fn serve(inner: Arc<Inner>) {
                 }
             }
         }
+        if inner.config.take_over
+            && let Ok(orphans) = inner.store.orphans(TAKE_OVER_AT_ONCE).await
+        {
+            for id in orphans {
+                if !failed.contains_key(&id) && !inner.runs().contains_key(&id) {
+                    take_over(&inner, &id, &mut failed).await;
+                }
+            }
+        }
         for id in wanted {
             if failed.contains_key(&id) || inner.runs().contains_key(&id) {
                 continue;
@@ -105,6 +124,67 @@ async fn serve(inner: Arc<Inner>) {
                     failed.insert(id, Instant::now());
                 }
             }
+        }
+    }
+}
+
+/// The next notice of a shared store (never, for a store without them); a
+/// lag is notices missed.
+async fn next_notice(notices: Option<&mut broadcast::Receiver<Notice>>) -> Notice {
+    let Some(notices) = notices else {
+        return std::future::pending().await;
+    };
+    match notices.recv().await {
+        Ok(notice) => notice,
+        Err(broadcast::error::RecvError::Lagged(_)) => Notice::Missed,
+        Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+    }
+}
+
+impl Inner {
+    /// Announces a commit another process made, as this process announces
+    /// its own (its entries are in the store); mail and misses need nothing
+    /// more than the loop's next pass.
+    fn heard(&self, notice: Notice) {
+        let Notice::Committed {
+            workflow_id,
+            owner,
+            status,
+        } = notice
+        else {
+            return;
+        };
+        if owner.as_deref() == Some(owner::current()) || self.runs().contains_key(&workflow_id) {
+            return;
+        }
+        let _ = self.changes.send(Change {
+            id: workflow_id.clone(),
+            status,
+            loaded: false,
+            state: None,
+            error: None,
+        });
+        let _ = self.appended.send(Arc::new(Appended {
+            workflow_id,
+            status,
+            entries: Vec::new(),
+        }));
+    }
+}
+
+/// Takes over a run whose owner died, as a recovery (it counts towards
+/// quarantine, spec/limits.md); one that cannot be loaded waits a while.
+async fn take_over(inner: &Arc<Inner>, id: &str, failed: &mut HashMap<String, Instant>) {
+    let Ok(Some(row)) = inner.store.workflow(id).await else {
+        return;
+    };
+    match inner.recover_one(&row).await {
+        Ok(true) => tracing::info!(workflow = %id, "took over a run whose owner is gone"),
+        // Quarantined; or another process took it first, or it ended.
+        Ok(false) | Err(ExecError::Held { .. } | ExecError::Ended { .. }) => {}
+        Err(e) => {
+            tracing::warn!(workflow = %id, error = %e, "cannot take over workflow; retrying later");
+            failed.insert(id.to_owned(), Instant::now());
         }
     }
 }

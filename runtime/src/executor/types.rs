@@ -38,6 +38,9 @@ pub struct Config {
     /// (due timers, inbox messages): the daemon does, a one-shot `opcode
     /// run` does not.
     pub adopt: bool,
+    /// Whether the background loop takes over runs whose lease lapsed
+    /// (their owner died or froze): processes sharing one database do.
+    pub take_over: bool,
     /// How often the background loop looks at timers and inboxes.
     pub poll: Duration,
     /// Where relative paths resolve for workflows that name no directory.
@@ -55,10 +58,11 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
-            lease_ttl: Duration::from_secs(30),
+            lease_ttl: Duration::from_secs(10),
             max_actions: 64,
             recovery: Recovery::Resume,
             adopt: true,
+            take_over: false,
             poll: Duration::from_millis(200),
             base_dir: PathBuf::from("."),
             isolation: IsolationConfig::default(),

@@ -298,6 +298,10 @@ impl RunLog for LibsqlStore {
         self.ask(move |db| db.renew(&owner, ttl))
     }
 
+    fn orphans(&self, limit: u32) -> BoxFuture<'_, StoreResult<Vec<String>>> {
+        self.ask(move |db| db.orphans(limit))
+    }
+
     fn release<'a>(&'a self, id: &'a str, owner: &'a str) -> BoxFuture<'a, StoreResult<()>> {
         let (id, owner) = (id.to_owned(), owner.to_owned());
         self.ask(move |db| db.release(&id, &owner))

@@ -543,6 +543,39 @@ impl RunLog for MemoryStore {
         ready(Ok(()))
     }
 
+    fn orphans(&self, limit: u32) -> BoxFuture<'_, StoreResult<Vec<String>>> {
+        let now = crate::time::rfc3339(crate::time::now_ms());
+        let state = self.lock();
+        let mut found: Vec<&WorkflowRow> = state
+            .workflows
+            .values()
+            .filter(|w| matches!(w.status, WorkflowStatus::Pending | WorkflowStatus::Active))
+            .filter(|w| {
+                state
+                    .leases
+                    .get(&w.id)
+                    .is_none_or(|(_, until)| *until < now)
+            })
+            .collect();
+        found.sort_by(|a, b| (&a.created_at, &a.id).cmp(&(&b.created_at, &b.id)));
+        let mut turns: HashMap<Option<&str>, usize> = HashMap::new();
+        let mut ranked: Vec<(usize, &WorkflowRow)> = found
+            .into_iter()
+            .map(|w| {
+                let turn = turns.entry(w.agent_id.as_deref()).or_default();
+                *turn += 1;
+                (*turn, w)
+            })
+            .collect();
+        ranked.sort_by(|(ta, a), (tb, b)| (ta, &a.created_at).cmp(&(tb, &b.created_at)));
+        let ids = ranked
+            .into_iter()
+            .take(limit as usize)
+            .map(|(_, w)| w.id.clone())
+            .collect();
+        ready(Ok(ids))
+    }
+
     fn release<'a>(&'a self, id: &'a str, owner: &'a str) -> BoxFuture<'a, StoreResult<()>> {
         let mut state = self.lock();
         if state

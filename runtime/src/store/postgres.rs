@@ -342,6 +342,20 @@ impl RunLog for PostgresStore {
         })
     }
 
+    fn orphans(&self, limit: u32) -> BoxFuture<'_, StoreResult<Vec<String>>> {
+        Box::pin(async move {
+            let sql = format!(
+                "SELECT id FROM (SELECT id, created_at, row_number() OVER \
+                 (PARTITION BY agent_id ORDER BY created_at, id) AS turn FROM workflows \
+                 WHERE status IN ('pending', 'active') \
+                 AND (lease_owner IS NULL OR lease_expires_at < now())) AS o \
+                 ORDER BY turn, created_at, id LIMIT {limit}"
+            );
+            self.query(&sql, &[], |row| row.try_get(0).map_err(backend))
+                .await
+        })
+    }
+
     fn release<'a>(&'a self, id: &'a str, owner: &'a str) -> BoxFuture<'a, StoreResult<()>> {
         Box::pin(async move {
             self.execute(

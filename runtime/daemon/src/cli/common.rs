@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use opcode_daemon::settings::{OwnFiles, Settings};
+
+pub use super::database::Database;
 use opcode_runtime::executor::Config;
-use opcode_runtime::store::libsql::LibsqlStore;
 use opcode_runtime::vault::{RuntimeSecrets, Vault, open_configured};
 use opcode_runtime::{Durability, EventStore, Executor};
 use serde_json::Value;
@@ -47,8 +48,9 @@ pub enum DurabilityArg {
 /// The database options.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DbArgs {
-    /// The database file (default: $OPCODE_DB, else ~/.opcode/opcode.db).
-    #[arg(long, value_name = "PATH", global = true)]
+    /// The database: a libSQL file, or a postgres:// URL of a database
+    /// several daemons share (default: $OPCODE_DB, else ~/.opcode/opcode.db).
+    #[arg(long, value_name = "PATH|URL", global = true)]
     pub db: Option<PathBuf>,
     /// How hard each commit is made durable.
     #[arg(long, value_enum, default_value_t = DurabilityArg::Normal, global = true)]
@@ -59,8 +61,8 @@ pub struct DbArgs {
 }
 
 impl DbArgs {
-    /// The database path.
-    pub fn path(&self) -> PathBuf {
+    /// The database as given.
+    pub fn given(&self) -> PathBuf {
         if let Some(db) = &self.db {
             return db.clone();
         }
@@ -73,24 +75,27 @@ impl DbArgs {
 
     /// A one-shot command's executor over `store` (see [`executor`]).
     pub async fn executor(&self, store: &Arc<dyn EventStore>) -> Result<Executor, Exit> {
+        let database = self.database()?;
         let files = OwnFiles {
-            db: self.path(),
+            db: database.file().map(Path::to_path_buf),
             settings: Settings::file_in(&home()),
             vault_key: self.vault_key_file.clone(),
         };
         executor(store.clone(), false, None, &files).await
     }
 
+    /// The database, or why it cannot be one.
+    pub fn database(&self) -> Result<Database, Exit> {
+        Database::parse(&self.given()).map_err(fail)
+    }
+
     /// Opens the store, or reports why not.
-    pub fn open(&self) -> Result<Arc<dyn EventStore>, Exit> {
+    pub async fn open(&self) -> Result<Arc<dyn EventStore>, Exit> {
         let durability = match self.durability {
             DurabilityArg::Normal => Durability::Normal,
             DurabilityArg::Full => Durability::Full,
         };
-        match open_db(&self.path(), durability) {
-            Ok(store) => Ok(Arc::new(store)),
-            Err(message) => Err(fail(message)),
-        }
+        self.database()?.open(durability).await.map_err(fail)
     }
 }
 
@@ -150,14 +155,20 @@ pub async fn executor_and_vault(
         .await
         .map_err(fail)?
         .map(Arc::new);
+    let defaults = Config::default();
+    let lease_ttl = settings.lease_ttl().map_err(fail)?;
     let config = Config {
         adopt,
+        // A database on a server is shared by daemons that take over the
+        // runs of one that died or froze.
+        take_over: adopt && files.db.is_none(),
+        lease_ttl: lease_ttl.unwrap_or(defaults.lease_ttl),
         base_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         isolation,
         breakers,
         workspaces: Some(workspaces),
         limits,
-        ..Config::default()
+        ..defaults
     };
     let exec = Executor::new(store, Arc::new(RuntimeSecrets::new(vault.clone())), config);
     Ok((exec, vault))
@@ -203,25 +214,6 @@ pub async fn report(store: &dyn EventStore, id: &str, format: Format) -> Exit {
         }
     }
     Exit::of_status(summary["status"].as_str().unwrap_or_default())
-}
-
-/// Opens the libSQL database at `path`. A `path` that is a URL
-/// (`postgres://…`) is refused, never opened as a file of that name: this
-/// build stores runs only in a file.
-pub fn open_db(path: &Path, durability: Durability) -> Result<LibsqlStore, String> {
-    let text = path.to_string_lossy();
-    if let Some((scheme, _)) = text.split_once("://")
-        && !scheme.is_empty()
-        && scheme
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
-    {
-        return Err(format!(
-            "the database `{text}` is a {scheme}:// URL; this build keeps runs in a libSQL \
-             file only: give a file path (--db, OPCODE_DB or \"db\" in settings)"
-        ));
-    }
-    LibsqlStore::open(path, durability).map_err(|e| format!("cannot open {}: {e}", path.display()))
 }
 
 /// Prints an error and returns the usage exit code.

@@ -33,7 +33,7 @@ pub struct EventsArgs {
 
 /// Runs `status`: the exit code follows the workflow's status.
 pub async fn status(args: StatusArgs) -> Exit {
-    match args.db.open() {
+    match args.db.open().await {
         Ok(store) => report(store.as_ref(), &args.id, args.format).await,
         Err(exit) => exit,
     }
@@ -41,7 +41,7 @@ pub async fn status(args: StatusArgs) -> Exit {
 
 /// Runs `events`.
 pub async fn events(args: EventsArgs) -> Exit {
-    let store = match args.db.open() {
+    let store = match args.db.open().await {
         Ok(store) => store,
         Err(exit) => return exit,
     };

@@ -31,7 +31,7 @@ pub struct Args {
 
 /// Runs `resume`.
 pub async fn run(args: Args) -> Exit {
-    let store = match args.db.open() {
+    let store = match args.db.open().await {
         Ok(store) => store,
         Err(exit) => return exit,
     };

@@ -16,7 +16,7 @@ use opcode_stdlib::isolation::Block;
 use opcode_vm::Program;
 use serde_json::Value;
 
-use super::common::{DbArgs, Exit, Format, fail, home, report};
+use super::common::{Database, DbArgs, Exit, Format, fail, home, report};
 
 /// The agent a run started by hand is credited to.
 const AGENT: &str = "cli";
@@ -67,7 +67,7 @@ pub async fn run(args: Args) -> Exit {
     if args.detach {
         return detach(&args, &given).await;
     }
-    let store = match args.db.open() {
+    let store = match args.db.open().await {
         Ok(store) => store,
         Err(exit) => return exit,
     };
@@ -145,11 +145,17 @@ async fn detach(args: &Args, given: &Value) -> Exit {
         .id
         .clone()
         .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-    let db = args.db.path();
-    let db = std::path::absolute(&db).unwrap_or(db);
-    let logs = db
-        .parent()
-        .map_or_else(|| PathBuf::from("logs"), |d| d.join("logs"));
+    let (db, logs) = match args.db.database() {
+        Ok(Database::File(path)) => {
+            let path = std::path::absolute(&path).unwrap_or(path);
+            let logs = path
+                .parent()
+                .map_or_else(|| PathBuf::from("logs"), |d| d.join("logs"));
+            (path, logs)
+        }
+        Ok(Database::Server(_)) => (args.db.given(), home().join(".opcode").join("logs")),
+        Err(exit) => return exit,
+    };
     if let Err(e) = std::fs::create_dir_all(&logs) {
         return fail(format!("cannot create {}: {e}", logs.display()));
     }
@@ -163,7 +169,7 @@ async fn detach(args: &Args, given: &Value) -> Exit {
         (Err(e), _) => return fail(e),
     };
     // Create (and migrate) the database before the background process opens it.
-    let store = match args.db.open() {
+    let store = match args.db.open().await {
         Ok(store) => store,
         Err(exit) => return exit,
     };

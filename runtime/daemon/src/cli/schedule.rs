@@ -75,7 +75,7 @@ struct AddArgs {
 
 /// Runs `schedule`.
 pub async fn schedule(args: Args) -> Exit {
-    let store = match args.db.open() {
+    let store = match args.db.open().await {
         Ok(store) => store,
         Err(exit) => return exit,
     };

@@ -39,7 +39,7 @@ enum Command {
 
 /// Runs `secret`.
 pub async fn secret(args: Args) -> Exit {
-    let store = match args.db.open() {
+    let store = match args.db.open().await {
         Ok(store) => store,
         Err(exit) => return exit,
     };

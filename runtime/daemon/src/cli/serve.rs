@@ -2,8 +2,7 @@
 //! which writes the settings file.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 
 use opcode_daemon::api::Api;
 use opcode_daemon::panel::Panel;
@@ -17,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::reload;
 
-use super::common::{Exit, executor_and_vault, fail, home};
+use super::common::{Database, Exit, executor_and_vault, fail, home};
 
 /// How long the daemon waits for its plugins to come up before serving.
 const PLUGIN_START_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
@@ -159,12 +158,16 @@ pub async fn serve(args: Args) -> Exit {
         Some("full") => Durability::Full,
         Some(other) => return fail(format!("durability must be normal or full, not `{other}`")),
     };
-    let db = settings
+    let given = settings
         .db
         .clone()
         .unwrap_or_else(|| home().join(".opcode").join("opcode.db"));
-    let store = match super::common::open_db(&db, durability) {
-        Ok(store) => Arc::new(store),
+    let db = match Database::parse(&given) {
+        Ok(db) => db,
+        Err(message) => return fail(message),
+    };
+    let store = match db.open(durability).await {
+        Ok(store) => store,
         Err(message) => return fail(message),
     };
     let listener = match tokio::net::TcpListener::bind(listen).await {
@@ -183,7 +186,7 @@ pub async fn serve(args: Args) -> Exit {
         Err(e) => return fail(e),
     };
     let files = OwnFiles {
-        db: db.clone(),
+        db: db.file().map(Path::to_path_buf),
         settings: args.config_path(),
         vault_key: settings.vault_key_file.clone(),
     };
@@ -227,7 +230,7 @@ pub async fn serve(args: Args) -> Exit {
         panel,
     );
     tokio::spawn(reload_on_hangup(args.clone(), listen, guard, logs));
-    tracing::info!(%listen, db = %db.display(), "opcode is listening: MCP at /mcp (Streamable HTTP) and /sse (legacy SSE)");
+    tracing::info!(%listen, db = %db.shown(), "opcode is listening: MCP at /mcp (Streamable HTTP) and /sse (legacy SSE)");
     eprintln!(
         "opcode: listening on http://{listen} (MCP: /mcp, legacy SSE: /sse{}); database {}",
         if settings.panel.unwrap_or(true) {
@@ -235,7 +238,7 @@ pub async fn serve(args: Args) -> Exit {
         } else {
             ""
         },
-        db.display()
+        db.shown()
     );
     let stop = shutdown.clone();
     let app = app.into_make_service_with_connect_info::<SocketAddr>();

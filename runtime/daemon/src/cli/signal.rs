@@ -53,7 +53,7 @@ pub struct CancelArgs {
 
 /// Runs `signal`.
 pub async fn signal(args: SignalArgs) -> Exit {
-    let store = match args.db.open() {
+    let store = match args.db.open().await {
         Ok(store) => store,
         Err(exit) => return exit,
     };
@@ -119,7 +119,7 @@ async fn decision(store: &dyn EventStore, args: &SignalArgs, decide: &str) -> Re
 
 /// Runs `cancel`.
 pub async fn cancel(args: CancelArgs) -> Exit {
-    let store = match args.db.open() {
+    let store = match args.db.open().await {
         Ok(store) => store,
         Err(exit) => return exit,
     };

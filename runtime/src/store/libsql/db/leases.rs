@@ -10,6 +10,12 @@ use super::{Db, backend, get};
 use crate::store::{Claim, StoreResult};
 use crate::time::{from_now, now_ms, rfc3339};
 
+/// The orphans, each agent's oldest first, one agent at a time.
+const ORPHANS: &str = "SELECT id FROM (SELECT id, created_at, \
+     row_number() OVER (PARTITION BY agent_id ORDER BY created_at, id) AS turn FROM workflows \
+     WHERE status IN ('pending', 'active') \
+     AND (lease_owner IS NULL OR lease_expires_at < ?1)) AS o ORDER BY turn, created_at, id";
+
 impl Db {
     /// Claims a lease for `ttl`.
     pub fn claim(
@@ -73,6 +79,13 @@ impl Db {
                 .map_err(backend)
                 .map(|_| ())
         })
+    }
+
+    /// Runs pending or active whose lease is free or expired, fairly.
+    pub fn orphans(&self, limit: u32) -> StoreResult<Vec<String>> {
+        let sql = format!("{ORPHANS} LIMIT {limit}");
+        let now = rfc3339(now_ms());
+        self.block(self.query_all(&sql, vec![now.into()], |row| get(row, 0)))
     }
 
     /// Releases a lease.
