@@ -505,6 +505,21 @@ pub struct InboxMessage {
     pub created_at: String,
 }
 
+/// Work no process is doing, for autoscalers (`/metrics`): runs no live
+/// lease holds, timers due, and who holds the leases.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Backlog {
+    /// Runs pending or active whose lease is free or lapsed.
+    pub runnable: u64,
+    /// Timers due now or earlier, not yet fired.
+    pub timers_due: u64,
+    /// How long the oldest of these has waited, in seconds (0 when none):
+    /// a run since its lease lapsed (or it last changed), a timer since due.
+    pub oldest_seconds: f64,
+    /// Live leases, by owner.
+    pub leases: Vec<(String, u64)>,
+}
+
 /// The answer to a lease claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
@@ -650,6 +665,9 @@ pub trait RunLog: Send + Sync {
     /// another process to take over. Fair across agents: each agent's
     /// oldest first, one agent at a time (see `spec/scale-out.md`).
     fn orphans(&self, limit: u32) -> BoxFuture<'_, StoreResult<Vec<String>>>;
+
+    /// The work no process is doing, by the store's clock.
+    fn backlog(&self) -> BoxFuture<'_, StoreResult<Backlog>>;
 
     /// What other writers of a shared store commit and send, as it happens
     /// (`None`: a store with one writer, which announces nothing). Notices

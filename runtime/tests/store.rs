@@ -7,9 +7,9 @@ use std::time::Duration;
 use opcode_runtime::store::libsql::LibsqlStore;
 use opcode_runtime::store::memory::MemoryStore;
 use opcode_runtime::store::{
-    Claim, Commit, DecisionChange, DecisionRow, DecisionStatus, Durability, EntryKind, EventFilter,
-    EventStore, Fence, LeaseChange, NewEntry, NewWorkflow, RunLog, Source, StepRow, StepStatus,
-    StoreError, TemplateDraft, TemplateFilter, TimerChange, TimerRow, WorkflowFilter,
+    Backlog, Claim, Commit, DecisionChange, DecisionRow, DecisionStatus, Durability, EntryKind,
+    EventFilter, EventStore, Fence, LeaseChange, NewEntry, NewWorkflow, RunLog, Source, StepRow,
+    StepStatus, StoreError, TemplateDraft, TemplateFilter, TimerChange, TimerRow, WorkflowFilter,
     WorkflowStatus, WorkflowUpdate,
 };
 
@@ -795,6 +795,53 @@ fn orphans_are_listed_fairly_across_agents() {
             let orphans = store.orphans(10).await.unwrap();
             assert_eq!(orphans, ["a1", "b1", "a2", "a3"], "{name}");
             assert_eq!(store.orphans(2).await.unwrap(), ["a1", "b1"], "{name}");
+        });
+    }
+}
+
+/// The backlog an autoscaler reads: runs no live lease holds, timers due,
+/// and the live leases by owner.
+#[test]
+fn the_backlog_counts_work_nobody_holds() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            assert_eq!(store.backlog().await.unwrap(), Backlog::default(), "{name}");
+            for id in ["held", "lapsed", "free"] {
+                store.commit(create(id)).await.unwrap();
+            }
+            store.claim("held", "me", None, LONG).await.unwrap();
+            store
+                .claim("lapsed", "you", None, Duration::ZERO)
+                .await
+                .unwrap();
+            let due = Commit {
+                workflow_id: "held".into(),
+                timers: vec![
+                    TimerChange::Set(TimerRow {
+                        timer_id: 1,
+                        due_at: at(0),
+                        purpose: "retry".into(),
+                        step_id: None,
+                    }),
+                    TimerChange::Set(TimerRow {
+                        timer_id: 2,
+                        due_at: "2999-01-01T00:00:00.000Z".into(),
+                        purpose: "retry".into(),
+                        step_id: None,
+                    }),
+                ],
+                ..Commit::default()
+            };
+            store.commit(due).await.unwrap();
+            expire().await;
+            let backlog = store.backlog().await.unwrap();
+            assert_eq!(
+                (backlog.runnable, backlog.timers_due, backlog.leases.clone()),
+                (2, 1, vec![("me".to_owned(), 1)]),
+                "{name}"
+            );
+            // The due timer has waited since 2026-01-01.
+            assert!(backlog.oldest_seconds > 3600.0, "{name}: {backlog:?}");
         });
     }
 }

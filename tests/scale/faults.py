@@ -178,6 +178,9 @@ def kill_one(ex, scale, a, others):
     time.sleep(1.0)
     owned = scale.held_by(a, ids)
     ex.that(owned, f"kill: the victim owns runs ({len(owned)})")
+    scraped = urllib.request.urlopen(f"{others[0].url}/metrics", timeout=10).read().decode()
+    holders = [line for line in scraped.splitlines() if line.startswith("opcode_leases_held{")]
+    ex.that(len(holders) >= 2, f"kill: /metrics of any daemon shows the leases of each: {holders}")
     killed_at = time.time()
     a.process.kill()
     a.process.wait()

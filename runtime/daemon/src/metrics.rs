@@ -4,8 +4,8 @@
 
 use prometheus::core::Collector;
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 use serde_json::Value;
 
@@ -30,6 +30,10 @@ pub struct Metrics {
     decisions_pending: IntGauge,
     plugin_up: IntGaugeVec,
     sign_in: IntCounterVec,
+    runnable: IntGauge,
+    timers_due: IntGauge,
+    oldest_runnable: Gauge,
+    leases: IntGaugeVec,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -46,6 +50,10 @@ impl Default for Metrics {
 
 fn counter(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     IntCounterVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| unreachable!("{e}"))
+}
+
+fn int_gauge(name: &str, help: &str) -> IntGauge {
+    IntGauge::new(name, help).unwrap_or_else(|e| unreachable!("{e}"))
 }
 
 fn gauge(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
@@ -92,11 +100,10 @@ impl Metrics {
                 &["outcome"],
             ),
             workflows: gauge("opcode_workflows", "Workflows by status.", &["status"]),
-            decisions_pending: IntGauge::new(
+            decisions_pending: int_gauge(
                 "opcode_decisions_pending",
                 "Decisions waiting for an answer.",
-            )
-            .unwrap_or_else(|e| unreachable!("{e}")),
+            ),
             plugin_up: gauge(
                 "opcode_plugin_up",
                 "1 when the plugin's MCP server answers, else 0.",
@@ -106,6 +113,21 @@ impl Metrics {
                 "opcode_token_refusals_total",
                 "Requests refused for their token: a wrong one, or one sent too soon after wrong ones.",
                 &["reason"],
+            ),
+            runnable: int_gauge(
+                "opcode_runnable_runs",
+                "Runs pending or active that no live lease holds: work waiting for a daemon.",
+            ),
+            timers_due: int_gauge("opcode_timers_due", "Durable timers due and not yet fired."),
+            oldest_runnable: Gauge::new(
+                "opcode_oldest_runnable_seconds",
+                "How long the oldest runnable run or due timer has waited.",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+            leases: gauge(
+                "opcode_leases_held",
+                "Live run leases, by owning process (host:pid:start).",
+                &["owner"],
             ),
         };
         let collectors: Vec<Box<dyn Collector>> = vec![
@@ -119,6 +141,10 @@ impl Metrics {
             Box::new(metrics.decisions_pending.clone()),
             Box::new(metrics.plugin_up.clone()),
             Box::new(metrics.sign_in.clone()),
+            Box::new(metrics.runnable.clone()),
+            Box::new(metrics.timers_due.clone()),
+            Box::new(metrics.oldest_runnable.clone()),
+            Box::new(metrics.leases.clone()),
             Box::new(prometheus::process_collector::ProcessCollector::for_self()),
         ];
         for collector in collectors {
@@ -163,6 +189,14 @@ impl Metrics {
                 .set(count as i64);
         }
         self.decisions_pending.set(pending as i64);
+        let backlog = store.backlog().await?;
+        self.runnable.set(backlog.runnable as i64);
+        self.timers_due.set(backlog.timers_due as i64);
+        self.oldest_runnable.set(backlog.oldest_seconds);
+        self.leases.reset();
+        for (owner, count) in &backlog.leases {
+            self.leases.with_label_values(&[owner]).set(*count as i64);
+        }
         self.plugin_up.reset();
         for plugin in plugins {
             let name = plugin.get("name").and_then(Value::as_str).unwrap_or("?");
@@ -226,10 +260,21 @@ mod tests {
         ]);
         metrics.fired(true);
         let plugins = [serde_json::json!({"name": "files", "status": "down"})];
-        let text = metrics
-            .render(&MemoryStore::default(), &plugins)
+        let store = MemoryStore::default();
+        // A run nobody holds, waiting for a daemon.
+        let orphan = opcode_runtime::store::Commit {
+            workflow_id: "w".into(),
+            create: Some(opcode_runtime::store::NewWorkflow {
+                id: "w".into(),
+                created_at: "2026-01-01T00:00:00.000Z".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        opcode_runtime::store::RunLog::commit(&store, orphan)
             .await
             .unwrap();
+        let text = metrics.render(&store, &plugins).await.unwrap();
         for line in [
             "opcode_actions_total{action=\"http.get\",outcome=\"ok\"} 1",
             "opcode_actions_total{action=\"http.get\",outcome=\"error\"} 1",
@@ -239,6 +284,8 @@ mod tests {
             "opcode_decisions_settled_total{how=\"resolved\"} 1",
             "opcode_scheduler_fires_total{outcome=\"started\"} 1",
             "opcode_workflows{status=\"active\"} 0",
+            "opcode_runnable_runs 1",
+            "opcode_timers_due 0",
             "opcode_decisions_pending 0",
             "opcode_plugin_up{plugin=\"files\"} 0",
         ] {

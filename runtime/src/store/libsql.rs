@@ -19,7 +19,7 @@ use tokio::sync::oneshot;
 use self::checkpoint::{Checkpointer, FinishRequest};
 use self::db::Db;
 use super::{
-    AgentRow, BoxFuture, Catalog, Claim, Commit, DecisionRow, DecisionStatus, Durability,
+    AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionRow, DecisionStatus, Durability,
     EventFilter, FoundEntry, InboxMessage, LogEntry, RunLog, ScheduleAdvance, ScheduleRow,
     SecretRow, Source, StepRow, StoreError, StoreResult, TemplateDraft, TemplateFilter,
     TemplateRow, VaultHeader, WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
@@ -296,6 +296,10 @@ impl RunLog for LibsqlStore {
     fn renew<'a>(&'a self, owner: &'a str, ttl: Duration) -> BoxFuture<'a, StoreResult<()>> {
         let owner = owner.to_owned();
         self.ask(move |db| db.renew(&owner, ttl))
+    }
+
+    fn backlog(&self) -> BoxFuture<'_, StoreResult<Backlog>> {
+        self.ask(Db::backlog)
     }
 
     fn orphans(&self, limit: u32) -> BoxFuture<'_, StoreResult<Vec<String>>> {

@@ -6,11 +6,11 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::commit::{self, Write};
 use super::{
-    AgentRow, BoxFuture, Catalog, Claim, Commit, DecisionChange, DecisionRow, DecisionStatus,
-    EventFilter, Fence, FoundEntry, InboxMessage, LeaseChange, LogEntry, RunLog, ScheduleAdvance,
-    ScheduleRow, SecretRow, Source, StepRow, StoreError, StoreResult, TemplateDraft,
-    TemplateFilter, TemplateRow, TimerChange, TimerRow, VaultHeader, WorkflowFilter, WorkflowRow,
-    WorkflowStatus, WorkflowUpdate,
+    AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionChange, DecisionRow,
+    DecisionStatus, EventFilter, Fence, FoundEntry, InboxMessage, LeaseChange, LogEntry, RunLog,
+    ScheduleAdvance, ScheduleRow, SecretRow, Source, StepRow, StoreError, StoreResult,
+    TemplateDraft, TemplateFilter, TemplateRow, TimerChange, TimerRow, VaultHeader, WorkflowFilter,
+    WorkflowRow, WorkflowStatus, WorkflowUpdate,
 };
 
 #[derive(Default, Clone)]
@@ -574,6 +574,37 @@ impl RunLog for MemoryStore {
             .map(|(_, w)| w.id.clone())
             .collect();
         ready(Ok(ids))
+    }
+
+    fn backlog(&self) -> BoxFuture<'_, StoreResult<Backlog>> {
+        let now_ms = crate::time::now_ms();
+        let now = crate::time::rfc3339(now_ms);
+        let state = self.lock();
+        let mut backlog = Backlog::default();
+        let mut oldest = now_ms;
+        let mut leases: BTreeMap<String, u64> = BTreeMap::new();
+        for w in state.workflows.values() {
+            let lease = state.leases.get(&w.id).filter(|(_, until)| *until >= now);
+            if let Some((owner, _)) = lease {
+                *leases.entry(owner.clone()).or_default() += 1;
+            } else if matches!(w.status, WorkflowStatus::Pending | WorkflowStatus::Active) {
+                backlog.runnable += 1;
+                let lapsed = state
+                    .leases
+                    .get(&w.id)
+                    .map_or(&w.updated_at, |(_, until)| until);
+                oldest = oldest.min(crate::time::parse_ms(lapsed).unwrap_or(now_ms));
+            }
+        }
+        for timer in state.timers.values().flat_map(BTreeMap::values) {
+            if timer.due_at <= now {
+                backlog.timers_due += 1;
+                oldest = oldest.min(crate::time::parse_ms(&timer.due_at).unwrap_or(now_ms));
+            }
+        }
+        backlog.oldest_seconds = (now_ms - oldest) as f64 / 1000.0;
+        backlog.leases = leases.into_iter().collect();
+        ready(Ok(backlog))
     }
 
     fn release<'a>(&'a self, id: &'a str, owner: &'a str) -> BoxFuture<'a, StoreResult<()>> {

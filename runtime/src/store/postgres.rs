@@ -24,8 +24,8 @@ pub use self::schema::LATEST as SCHEMA_VERSION;
 use self::connect::Target;
 use self::rows::{WORKFLOW_COLUMNS, decision_row, log_entry, page, step_row, workflow_row};
 use super::{
-    BoxFuture, Claim, Commit, DecisionRow, DecisionStatus, InboxMessage, LogEntry, Notice, RunLog,
-    Source, StepRow, StoreError, StoreResult, WorkflowFilter, WorkflowRow,
+    Backlog, BoxFuture, Claim, Commit, DecisionRow, DecisionStatus, InboxMessage, LogEntry, Notice,
+    RunLog, Source, StepRow, StoreError, StoreResult, WorkflowFilter, WorkflowRow,
 };
 
 /// The channel commits and messages are announced on.
@@ -339,6 +339,50 @@ impl RunLog for PostgresStore {
             )
             .await
             .map(|_| ())
+        })
+    }
+
+    fn backlog(&self) -> BoxFuture<'_, StoreResult<Backlog>> {
+        Box::pin(async move {
+            let sql = "WITH clock AS (SELECT now() AS now, to_char(now() AT TIME ZONE 'UTC', \
+                       'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS text), \
+                       runnable AS (SELECT COALESCE(lease_expires_at, updated_at::timestamptz) \
+                       AS since FROM workflows, clock WHERE status IN ('pending', 'active') \
+                       AND (lease_owner IS NULL OR lease_expires_at < clock.now)), \
+                       due AS (SELECT due_at::timestamptz AS since FROM timers, clock \
+                       WHERE due_at <= clock.text) \
+                       SELECT (SELECT count(*) FROM runnable), (SELECT count(*) FROM due), \
+                       COALESCE(extract(epoch FROM (SELECT now FROM clock) - LEAST(\
+                       (SELECT min(since) FROM runnable), (SELECT min(since) FROM due)))::float8, 0)";
+            let counts = self
+                .query(sql, &[], |row| {
+                    Ok((
+                        row.try_get::<_, i64>(0).map_err(backend)?,
+                        row.try_get::<_, i64>(1).map_err(backend)?,
+                        row.try_get::<_, f64>(2).map_err(backend)?,
+                    ))
+                })
+                .await?;
+            let (runnable, timers_due, oldest) = counts.first().copied().unwrap_or_default();
+            let leases = self
+                .query(
+                    "SELECT lease_owner, count(*) FROM workflows WHERE lease_owner IS NOT NULL \
+                     AND lease_expires_at >= now() GROUP BY lease_owner ORDER BY lease_owner",
+                    &[],
+                    |row| {
+                        Ok((
+                            row.try_get(0).map_err(backend)?,
+                            row.try_get::<_, i64>(1).map_err(backend)? as u64,
+                        ))
+                    },
+                )
+                .await?;
+            Ok(Backlog {
+                runnable: runnable as u64,
+                timers_due: timers_due as u64,
+                oldest_seconds: oldest.max(0.0),
+                leases,
+            })
         })
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use libsql::Value;
 
 use super::{Db, backend, get};
-use crate::store::{Claim, StoreResult};
+use crate::store::{Backlog, Claim, StoreResult};
 use crate::time::{from_now, now_ms, rfc3339};
 
 /// The orphans, each agent's oldest first, one agent at a time.
@@ -86,6 +86,54 @@ impl Db {
         let sql = format!("{ORPHANS} LIMIT {limit}");
         let now = rfc3339(now_ms());
         self.block(self.query_all(&sql, vec![now.into()], |row| get(row, 0)))
+    }
+
+    /// The work no process is doing.
+    pub fn backlog(&self) -> StoreResult<Backlog> {
+        let now_ms = now_ms();
+        let now = rfc3339(now_ms);
+        let runnable = "FROM workflows WHERE status IN ('pending', 'active') \
+                        AND (lease_owner IS NULL OR lease_expires_at < ?1)";
+        let counts = format!(
+            "SELECT (SELECT COUNT(*) {runnable}), \
+             (SELECT MIN(COALESCE(lease_expires_at, updated_at)) {runnable}), \
+             (SELECT COUNT(*) FROM timers WHERE due_at <= ?1), \
+             (SELECT MIN(due_at) FROM timers WHERE due_at <= ?1)"
+        );
+        self.block(async {
+            let row = self
+                .query_one(&counts, vec![now.as_str().into()], |row| {
+                    Ok((
+                        get::<i64>(row, 0)?,
+                        get::<Option<String>>(row, 1)?,
+                        get::<i64>(row, 2)?,
+                        get::<Option<String>>(row, 3)?,
+                    ))
+                })
+                .await?;
+            let (runnable, run_since, timers_due, timer_since) = row.unwrap_or_default();
+            let oldest = [run_since, timer_since]
+                .iter()
+                .flatten()
+                .filter_map(|at| crate::time::parse_ms(at))
+                .min()
+                .unwrap_or(now_ms);
+            let leases = self
+                .query_all(
+                    "SELECT lease_owner, COUNT(*) FROM workflows \
+                     WHERE lease_owner IS NOT NULL AND lease_expires_at >= ?1 \
+                     GROUP BY lease_owner ORDER BY lease_owner",
+                    vec![now.as_str().into()],
+                    |row| Ok((get(row, 0)?, get::<i64>(row, 1)? as u64)),
+                )
+                .await?;
+            Ok(Backlog {
+                runnable: runnable as u64,
+                timers_due: timers_due as u64,
+                oldest_seconds: now_ms.saturating_sub(oldest) as f64 / 1000.0,
+                leases,
+            })
+        })
     }
 
     /// Releases a lease.
