@@ -263,6 +263,27 @@ def signal_elsewhere(ex, scale, owner_daemon, sender, watcher):
     ex.section("a signal sent to a daemon that does not own the run")
 
 
+def cron_once(ex, scale, d):
+    """A schedule every 2 s, seen by every daemon, fires each tick once."""
+    ticks = f"{scale.root}/ticks"
+    step = {"id": "tick", "action": "shell.exec",
+            "params": {"command": "sh", "args": ["-c", f'echo "$1" >> {ticks}', "sh", "${{workflow.run_id}}"]}}
+    defined = call(d, "opcode.define", {"name": "ticker", "definition": {"steps": [step]},
+                                        "triggers": {"cron": "*/2 * * * * *", "missed": "skip"}})
+    ex.that(defined.get("schedule"), f"cron: the template's trigger is scheduled: {defined}")
+    time.sleep(9)
+    call(d, "opcode.define", {"name": "ticker", "definition": {"steps": [step]}})
+    time.sleep(1.5)
+    runs = psql(scale.url, "SELECT id FROM workflows WHERE template_name = 'ticker'")
+    fired = open(ticks).read().split() if os.path.exists(ticks) else []
+    live = sum(1 for daemon in scale.daemons if daemon.process.poll() is None)
+    print(f"  cron: {len(runs)} ticks fired by {live} daemons; {len(fired)} effects")
+    ex.that(len(runs) >= 3, f"cron: the schedule fired ({len(runs)} runs)")
+    ex.that(sorted(fired) == sorted(r[0] for r in runs) and len(set(fired)) == len(fired),
+            f"cron: each tick ran once: {len(fired)} effects for {len(runs)} runs")
+    ex.section("a cron schedule on several daemons fires each tick once")
+
+
 def main():
     binary = os.path.abspath(sys.argv[1])
     ex = Expectations()
@@ -274,6 +295,7 @@ def main():
         call(a, "opcode.define", {"name": "chain", "definition": scale.chain()})
         call(a, "opcode.define", {"name": "waiting", "definition": scale.waiting()})
         signal_elsewhere(ex, scale, a, b, c)
+        cron_once(ex, scale, c)
         kill_one(ex, scale, a, [b, c])
         d = scale.start("d")
         freeze_one(ex, scale, b)
