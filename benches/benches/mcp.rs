@@ -8,6 +8,8 @@
 //! recorded in `benches/README.md`.
 #![allow(clippy::expect_used, clippy::unwrap_used)] // bench setup
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,6 +27,8 @@ use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use common::{bare_call, percentile};
+
 /// The allocator the daemon uses.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -36,11 +40,6 @@ fn args(value: Value) -> serde_json::Map<String, Value> {
     }
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
 /// Prints the p50 and p99 of `times` after `label`.
 fn report(label: &str, mut times: Vec<Duration>) {
     times.sort();
@@ -49,30 +48,6 @@ fn report(label: &str, mut times: Vec<Duration>) {
         percentile(&times, 0.5).as_secs_f64() * 1000.0,
         percentile(&times, 0.99).as_secs_f64() * 1000.0
     );
-}
-
-/// One stateless (2026-07-28) `tools/call` of `tool` posted by hand.
-async fn bare_call(http: &reqwest::Client, uri: &str, tool: &str, arguments: &Value) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": tool,
-        "arguments": arguments,
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {}
-        }
-    }});
-    let answer = http
-        .post(uri)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", tool)
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("posts");
-    answer.json().await.expect("a JSON answer")
 }
 
 /// The workflow every call runs, and the call's arguments.

@@ -644,7 +644,7 @@ impl Inner {
     async fn claim(&self, id: &str) -> Result<(), ExecError> {
         let (me, ttl) = (owner::current(), self.config.lease_ttl);
         let claimed = self.store.claim(id, me, None, ttl).await;
-        self.writes.record(&claimed);
+        self.writes.record_lease(&claimed);
         let granted = |epoch| {
             self.fences.hold(id, epoch);
             Ok(())
@@ -653,7 +653,7 @@ impl Inner {
             Claim::Granted { epoch } => granted(epoch),
             Claim::Held { owner, .. } if owner::is_dead(&owner) => {
                 let taken = self.store.claim(id, me, Some(&owner), ttl).await;
-                self.writes.record(&taken);
+                self.writes.record_lease(&taken);
                 match taken? {
                     Claim::Granted { epoch } => granted(epoch),
                     Claim::Held { owner, .. } => Err(ExecError::Held {

@@ -845,3 +845,31 @@ fn the_backlog_counts_work_nobody_holds() {
         });
     }
 }
+
+/// Daemons starting at once on a new database migrate it once.
+#[cfg(feature = "postgres")]
+#[test]
+fn daemons_starting_at_once_migrate_once() {
+    use opcode_runtime::store::postgres::PostgresStore;
+    let Some(url) = pg::fresh_database() else {
+        return;
+    };
+    let stores = block_on(async {
+        let opening = (0..4).map(|_| PostgresStore::connect(&url));
+        futures::future::join_all(opening).await
+    });
+    for store in &stores {
+        assert!(store.is_ok(), "{store:?}");
+    }
+    let versions = std::process::Command::new("psql")
+        .args([
+            url.as_str(),
+            "-Atc",
+            "SELECT count(*), max(version) FROM schema_version",
+        ])
+        .output()
+        .unwrap();
+    let versions = String::from_utf8_lossy(&versions.stdout);
+    let latest = opcode_runtime::store::postgres::SCHEMA_VERSION;
+    assert_eq!(versions.trim(), format!("{latest}|{latest}"));
+}

@@ -196,6 +196,15 @@ def kill_one(ex, scale, a, others):
 
 def freeze_one(ex, scale, b):
     ids = scale.load(9, "freeze")
+    # A caller waiting on the daemon about to freeze: its run finishes
+    # elsewhere, and the answer must still come, completed.
+    waited = {}
+
+    def wait_on_b():
+        waited["result"] = call(b, "opcode.run", {"template_name": "chain", "params": {"tag": "freeze-wait"}},
+                                timeout=120)
+    waiter = threading.Thread(target=wait_on_b, daemon=True)
+    waiter.start()
     time.sleep(1.0)
     owned = scale.held_by(b, ids)
     ex.that(owned, f"freeze: the frozen daemon owns runs ({len(owned)})")
@@ -209,6 +218,14 @@ def freeze_one(ex, scale, b):
     log = open(f"{b.home}/daemon.log").read()
     refused = log.count("owned by another writer now")
     ex.that(refused > 0, f"freeze: the woken daemon's late commits were refused ({refused} in its log)")
+    waiter.join(60)
+    answer = waited.get("result", {})
+    ex.that(answer.get("status") == "completed",
+            f"freeze: opcode.run waiting on the frozen daemon answered once another finished it: "
+            f"{str(answer)[:300]}")
+    if answer.get("workflow_id"):
+        ids.append(answer["workflow_id"])
+        scale.tags[answer["workflow_id"]] = "freeze-wait"
     again = scale.audit(ex, ids, "freeze")
     print(f"  freeze: {len(taken)} runs taken over, {refused} late commits refused; {again} steps ran again")
     ex.section("SIGSTOP past the lease, then SIGCONT: its late commits are refused")

@@ -218,7 +218,7 @@ async fn renew(inner: &Arc<Inner>, since: Duration) -> bool {
         .store
         .renew(owner::current(), inner.config.lease_ttl)
         .await;
-    inner.writes.record(&renewed);
+    inner.writes.record_lease(&renewed);
     let Err(error) = renewed else {
         return true;
     };

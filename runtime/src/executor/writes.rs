@@ -25,6 +25,9 @@ pub struct WriteFailure {
 #[derive(Debug, Default)]
 pub(crate) struct Writes {
     failure: Mutex<Option<WriteFailure>>,
+    /// A commit failed since the last one that succeeded: only a commit
+    /// clears the failure then.
+    commit_failed: Mutex<bool>,
     stranded: Mutex<HashMap<String, Instant>>,
 }
 
@@ -39,8 +42,17 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Writes {
-    /// Notes how a write went.
+    /// Notes how a commit went.
     pub(crate) fn record<T>(&self, result: &Result<T, StoreError>) {
+        match result {
+            Ok(_) => *lock(&self.commit_failed) = false,
+            Err(e) if refused(e) => *lock(&self.commit_failed) = true,
+            Err(_) => {}
+        }
+        self.note(result);
+    }
+
+    fn note<T>(&self, result: &Result<T, StoreError>) {
         let mut failure = lock(&self.failure);
         match result {
             Ok(_) => *failure = None,
@@ -52,6 +64,16 @@ impl Writes {
                 });
             }
             Err(_) => {}
+        }
+    }
+
+    /// Notes how a lease write went. One that succeeds restores the
+    /// store's health only if no commit failed since the last good one: a
+    /// write that small may fit where a commit does not (a full disk whose
+    /// journal space is reused).
+    pub(crate) fn record_lease<T>(&self, result: &Result<T, StoreError>) {
+        if result.is_err() || !*lock(&self.commit_failed) {
+            self.note(result);
         }
     }
 
@@ -108,6 +130,25 @@ mod tests {
             "a refused content is no store failure"
         );
         writes.record(&Ok(()));
+        assert_eq!(writes.failure(), None);
+    }
+
+    #[test]
+    fn a_lease_write_restores_health_only_when_no_commit_failed() {
+        let full = || Err::<(), _>(StoreError::Backend("disk full".into()));
+        let writes = Writes::default();
+        writes.record(&full());
+        writes.record_lease(&Ok(()));
+        assert!(
+            writes.failure().is_some(),
+            "a small write fitting is no recovery"
+        );
+        writes.record(&Ok(()));
+        assert_eq!(writes.failure(), None);
+        // A lost server seen by a renewal alone: the next renewal clears it.
+        writes.record_lease(&full());
+        assert!(writes.failure().is_some());
+        writes.record_lease(&Ok(()));
         assert_eq!(writes.failure(), None);
     }
 
