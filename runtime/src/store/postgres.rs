@@ -116,7 +116,13 @@ impl RunLog for PostgresStore {
     fn commit(&self, commit: Commit) -> BoxFuture<'_, StoreResult<()>> {
         Box::pin(async move {
             let mut client = self.client().await?;
-            commit::write(&mut client, &commit).await
+            // A task of its own: a caller that gives up cannot leave the
+            // connection in the pool halfway through the transaction.
+            tokio::spawn(async move { commit::write(&mut client, &commit).await })
+                .await
+                .unwrap_or_else(|e| {
+                    Err(StoreError::Backend(format!("the commit task failed: {e}")))
+                })
         })
     }
 
