@@ -873,3 +873,22 @@ fn daemons_starting_at_once_migrate_once() {
     let latest = opcode_runtime::store::postgres::SCHEMA_VERSION;
     assert_eq!(versions.trim(), format!("{latest}|{latest}"));
 }
+
+/// `sslmode` is honoured: `require` against a server without TLS is
+/// refused with the reason; `disable` connects without trying.
+#[cfg(feature = "postgres")]
+#[test]
+fn sslmode_is_honoured() {
+    use opcode_runtime::store::postgres::PostgresStore;
+    let Some(url) = pg::fresh_database() else {
+        return;
+    };
+    let required = block_on(PostgresStore::connect(&format!("{url}?sslmode=require")));
+    let refused = required.expect_err("the test cluster serves no TLS");
+    assert!(refused.to_string().contains("TLS"), "{refused}");
+    let plain = block_on(PostgresStore::connect(&format!("{url}?sslmode=disable")));
+    assert!(plain.is_ok(), "{plain:?}");
+    let nonsense = block_on(PostgresStore::connect(&format!("{url}?sslmode=sometimes")));
+    let refused = nonsense.expect_err("not an sslmode");
+    assert!(refused.to_string().contains("URL is not valid"), "{refused}");
+}
