@@ -74,18 +74,18 @@ impl Drop for Cluster {
 struct Daemon {
     child: Child,
     uri: String,
-    _home: tempfile::TempDir,
 }
 
 impl Daemon {
-    fn start(binary: &Path, db: &str) -> Daemon {
-        let home = tempfile::tempdir().expect("temp dir");
+    /// `opcode serve` on `db`, with `home` as its HOME (the daemons share
+    /// one, where the file their steps read is).
+    fn start(binary: &Path, db: &str, home: &Path) -> Daemon {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let log = std::fs::File::create(home.path().join("daemon.log")).unwrap();
+        let log = std::fs::File::create(home.join(format!("daemon-{port}.log"))).unwrap();
         let child = Command::new(binary)
             .args([
                 "serve",
@@ -94,14 +94,13 @@ impl Daemon {
                 "--db",
                 db,
             ])
-            .env("HOME", home.path())
+            .env("HOME", home)
             .stderr(log)
             .spawn()
             .expect("starts opcode");
         let daemon = Daemon {
             child,
             uri: format!("http://127.0.0.1:{port}/mcp"),
-            _home: home,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -186,13 +185,24 @@ fn ms(d: Duration) -> String {
 
 async fn bench(binary: &Path, quick: bool) {
     let cluster = Cluster::start();
-    let tiny = cluster.dir.path().join("tiny");
+    let home = tempfile::tempdir().expect("temp dir");
+    let tiny = home.path().join("tiny.txt");
     std::fs::write(&tiny, "x").unwrap();
+    // Steps may read the file beside their workspaces.
+    let settings = json!({"isolation": {"fs": {"read": [home.path()]}}});
+    std::fs::create_dir_all(home.path().join(".opcode")).unwrap();
+    std::fs::write(
+        home.path().join(".opcode/settings.json"),
+        settings.to_string(),
+    )
+    .unwrap();
     let runs = if quick { 50 } else { 200 };
     let secs = Duration::from_secs(if quick { 2 } else { 5 });
     for daemons in 1..=3 {
         let db = cluster.database(&format!("scale{daemons}"));
-        let running: Vec<Daemon> = (0..daemons).map(|_| Daemon::start(binary, &db)).collect();
+        let running: Vec<Daemon> = (0..daemons)
+            .map(|_| Daemon::start(binary, &db, home.path()))
+            .collect();
         let uris: Vec<String> = running.iter().map(|d| d.uri.clone()).collect();
         let http = reqwest::Client::new();
         for (name, workflow) in [
@@ -228,6 +238,8 @@ fn main() {
         return;
     }
     let quick = args.iter().any(|a| a == "quick");
+    // reqwest is built without a TLS provider of its own.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let binary = std::env::var_os("OPCODE_BIN")
         .map_or_else(|| root().join("target/release/opcode"), PathBuf::from);
     assert!(

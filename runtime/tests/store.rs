@@ -890,5 +890,8 @@ fn sslmode_is_honoured() {
     assert!(plain.is_ok(), "{plain:?}");
     let nonsense = block_on(PostgresStore::connect(&format!("{url}?sslmode=sometimes")));
     let refused = nonsense.expect_err("not an sslmode");
-    assert!(refused.to_string().contains("URL is not valid"), "{refused}");
+    assert!(
+        refused.to_string().contains("URL is not valid"),
+        "{refused}"
+    );
 }
