@@ -538,6 +538,7 @@ impl Inner {
             runs.insert(id.to_owned(), tx.clone());
             (tx, rx)
         };
+        self.fences.wait_left(id).await;
         match self.replay(id, tx, rx, resume || cancelling).await {
             Ok((task, quarantined)) => {
                 let task = if resume { task.resuming() } else { task };

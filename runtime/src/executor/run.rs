@@ -646,12 +646,21 @@ impl RunTask {
             return false;
         }
         runs.remove(&self.id);
+        self.inner.fences.leaving(&self.id);
         true
+    }
+
+    /// Leaves the runs map; a load of the run waits until this task has
+    /// given its lease up ([`Self::let_go`]).
+    fn leave(&self) {
+        let mut runs = self.inner.runs();
+        runs.remove(&self.id);
+        self.inner.fences.leaving(&self.id);
     }
 
     /// The run ended (or its channel closed).
     async fn finish(mut self) {
-        self.inner.runs().remove(&self.id);
+        self.leave();
         if self.vm.status().is_terminal()
             && !self.who.child
             && let (Some(workspaces), Some(ws)) =
@@ -675,7 +684,7 @@ impl RunTask {
     /// the background loop loads it again until the store takes writes.
     async fn stop(mut self, error: &ExecError) {
         tracing::warn!(workflow = %self.id, %error, "workflow unloaded after an error; it replays when next loaded");
-        self.inner.runs().remove(&self.id);
+        self.leave();
         if matches!(error, ExecError::Store(e) if writes::refused(e)) {
             self.inner.writes.strand(&self.id);
         }
@@ -693,7 +702,7 @@ impl RunTask {
     /// [`super::quarantine`]) and lets the run go; its actions in flight
     /// run again at the next start.
     async fn interrupt(mut self, done: oneshot::Sender<()>) {
-        self.inner.runs().remove(&self.id);
+        self.leave();
         for (_, (handle, _)) in self.inflight.drain() {
             handle.abort();
         }
@@ -755,5 +764,6 @@ impl RunTask {
         if !self.released {
             self.inner.release_lease(&self.id).await;
         }
+        self.inner.fences.left(&self.id);
     }
 }
