@@ -1,6 +1,6 @@
 //! A commit on PostgreSQL: the writes of [`commit::plan`] in one
-//! transaction, in two round trips — the refusals first (with `BEGIN`),
-//! then every change, the notice and `COMMIT` at once.
+//! transaction, in two round trips — `BEGIN` and every check that may
+//! refuse, then every change, the notice and `COMMIT` at once.
 
 use deadpool_postgres::Object;
 use futures::future::join_all;
@@ -19,12 +19,13 @@ pub(super) async fn write(client: &mut Object, c: &Commit) -> StoreResult<()> {
     let id = c.workflow_id.as_str();
     let writes = commit::plan(c)?;
     let checks = writes.iter().take_while(|w| is_check(w)).count();
-    let (begin, refusal) = futures::join!(client.batch_execute("BEGIN"), async {
-        for write in &writes[..checks] {
-            check(client, id, write).await?;
-        }
-        Ok::<(), StoreError>(())
-    });
+    // The checks are pipelined too: a refusal rolls back whatever the
+    // checks after it did.
+    let (begin, checked) = futures::join!(
+        client.batch_execute("BEGIN"),
+        join_all(writes[..checks].iter().map(|w| check(client, id, w)))
+    );
+    let refusal = checked.into_iter().find_map(Result::err).map_or(Ok(()), Err);
     if let Err(e) = begin.map_err(backend).and(refusal) {
         let _ = client.batch_execute("ROLLBACK").await;
         return Err(e);
