@@ -25,7 +25,10 @@ pub(super) async fn write(client: &mut Object, c: &Commit) -> StoreResult<()> {
         client.batch_execute("BEGIN"),
         join_all(writes[..checks].iter().map(|w| check(client, id, w)))
     );
-    let refusal = checked.into_iter().find_map(Result::err).map_or(Ok(()), Err);
+    let refusal = checked
+        .into_iter()
+        .find_map(Result::err)
+        .map_or(Ok(()), Err);
     if let Err(e) = begin.map_err(backend).and(refusal) {
         let _ = client.batch_execute("ROLLBACK").await;
         return Err(e);
