@@ -114,15 +114,17 @@ pub async fn executor(
     settings: Option<&Settings>,
     files: &OwnFiles,
 ) -> Result<Executor, Exit> {
-    executor_and_vault(store, adopt, settings, files)
+    executor_and_vault(store, adopt, false, settings, files)
         .await
         .map(|(exec, _)| exec)
 }
 
-/// [`executor`], and the vault it reads secrets from (if one is open).
+/// [`executor`], and the vault it reads secrets from (if one is open);
+/// `take_over` runs whose lease lapsed (a daemon on a shared database).
 pub async fn executor_and_vault(
     store: Arc<dyn EventStore>,
     adopt: bool,
+    take_over: bool,
     settings: Option<&Settings>,
     files: &OwnFiles,
 ) -> Result<(Executor, Option<Arc<Vault>>), Exit> {
@@ -159,9 +161,7 @@ pub async fn executor_and_vault(
     let lease_ttl = settings.lease_ttl().map_err(fail)?;
     let config = Config {
         adopt,
-        // A database on a server is shared by daemons that take over the
-        // runs of one that died or froze.
-        take_over: adopt && files.db.is_none(),
+        take_over,
         lease_ttl: lease_ttl.unwrap_or(defaults.lease_ttl),
         base_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         isolation,

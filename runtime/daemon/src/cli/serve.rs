@@ -185,12 +185,16 @@ pub async fn serve(args: Args) -> Exit {
         Ok(plugins) => plugins,
         Err(e) => return fail(e),
     };
+    // A database on a server is shared by daemons that take over the runs
+    // of one that died or froze.
+    let shared = matches!(db, Database::Server(_));
     let files = OwnFiles {
         db: db.file().map(Path::to_path_buf),
         settings: args.config_path(),
         vault_key: settings.vault_key_file.clone(),
     };
-    let (exec, vault) = match executor_and_vault(store, true, Some(&settings), &files).await {
+    let (exec, vault) = match executor_and_vault(store, true, shared, Some(&settings), &files).await
+    {
         Ok(made) => made,
         Err(exit) => return exit,
     };

@@ -169,62 +169,62 @@ async fn check(client: &Object, id: &str, write: &Write<'_>) -> StoreResult<()> 
             }
         }
         Write::Advance { from, to, update } => {
-            let (from, to) = (from as i64, to as i64);
-            let u = Columns::of(update);
-            let moved = execute(
-                client,
-                "UPDATE workflows SET last_seq = $3, \
-                     status = COALESCE($4, status), output = CASE WHEN $4::text IS NULL \
-                     THEN output ELSE $5 END, error = CASE WHEN $4::text IS NULL THEN error \
-                     ELSE $6 END, context = COALESCE($7, context), \
-                     started_at = COALESCE(started_at, $8), \
-                     completed_at = COALESCE($9, completed_at), \
-                     updated_at = COALESCE($10, updated_at) \
-                     WHERE id = $1 AND last_seq = $2",
-                &[
-                    &id,
-                    &from,
-                    &to,
-                    &u.status,
-                    &u.output,
-                    &u.error,
-                    &u.context,
-                    &u.started_at,
-                    &u.completed_at,
-                    &u.updated_at,
-                ],
-            )
-            .await?;
-            if moved == 0 {
-                return Err(conflict(client, id, from as u64).await);
-            }
+            let moved = set_state(client, id, Some((from, to)), update).await?;
+            return if moved == 0 {
+                Err(conflict(client, id, from).await)
+            } else {
+                Ok(())
+            };
         }
         Write::Update(update) => {
-            let u = Columns::of(Some(update));
-            let updated = execute(
-                client,
-                "UPDATE workflows SET status = $2, output = $3, error = $4, \
-                     context = COALESCE($5, context), started_at = COALESCE(started_at, $6), \
-                     completed_at = COALESCE($7, completed_at), updated_at = $8 WHERE id = $1",
-                &[
-                    &id,
-                    &u.status,
-                    &u.output,
-                    &u.error,
-                    &u.context,
-                    &u.started_at,
-                    &u.completed_at,
-                    &u.updated_at,
-                ],
-            )
-            .await?;
-            if updated == 0 {
-                return Err(StoreError::NotFound(id.to_owned()));
-            }
+            let updated = set_state(client, id, None, Some(update)).await?;
+            return if updated == 0 {
+                Err(StoreError::NotFound(id.to_owned()))
+            } else {
+                Ok(())
+            };
         }
         _ => {}
     }
     Ok(())
+}
+
+/// Sets a workflow's derived state (`update`, when given) and, with
+/// `seqs`, compares and sets its `last_seq` from `.0` to `.1`: the rows
+/// changed (0: moved on, or no such workflow).
+async fn set_state(
+    client: &Object,
+    id: &str,
+    seqs: Option<(u64, u64)>,
+    update: Option<&WorkflowUpdate>,
+) -> StoreResult<u64> {
+    let from = seqs.map(|(from, _)| from as i64);
+    let to = seqs.map(|(_, to)| to as i64);
+    let u = Columns::of(update);
+    execute(
+        client,
+        "UPDATE workflows SET last_seq = COALESCE($3, last_seq), \
+         status = COALESCE($4, status), output = CASE WHEN $4::text IS NULL \
+         THEN output ELSE $5 END, error = CASE WHEN $4::text IS NULL THEN error \
+         ELSE $6 END, context = COALESCE($7, context), \
+         started_at = COALESCE(started_at, $8), \
+         completed_at = COALESCE($9, completed_at), \
+         updated_at = COALESCE($10, updated_at) \
+         WHERE id = $1 AND ($2::bigint IS NULL OR last_seq = $2)",
+        &[
+            &id,
+            &from,
+            &to,
+            &u.status,
+            &u.output,
+            &u.error,
+            &u.context,
+            &u.started_at,
+            &u.completed_at,
+            &u.updated_at,
+        ],
+    )
+    .await
 }
 
 /// A workflow update's columns, all `NULL` without one.

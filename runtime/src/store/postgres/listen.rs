@@ -38,7 +38,6 @@ impl Listener {
         let task = tokio::spawn(async move {
             first.await;
             loop {
-                let _ = notices.send(Notice::Missed);
                 tokio::time::sleep(RECONNECT).await;
                 match listen(&target, &notices).await {
                     Ok(session) => {
