@@ -29,7 +29,7 @@ pub use notice::Notice;
 pub use status::{DecisionStatus, WorkflowStatus};
 
 pub use catalog::{
-    EventFilter, FoundEntry, ScheduleAdvance, ScheduleRow, SecretRow, TemplateDraft,
+    EventFilter, FoundEntry, Listing, ScheduleAdvance, ScheduleRow, SecretRow, TemplateDraft,
     TemplateFilter, TemplateRow, VaultHeader,
 };
 
@@ -695,6 +695,9 @@ pub trait Catalog: Send + Sync {
 
     /// Log entries across workflows.
     fn find_entries(&self, filter: EventFilter) -> BoxFuture<'_, StoreResult<Vec<FoundEntry>>>;
+
+    /// How many rows `listing` has in all, whatever its limit and offset.
+    fn count(&self, listing: Listing) -> BoxFuture<'_, StoreResult<u64>>;
 
     /// Records that an agent was seen at `at`, registering it if new.
     fn touch_agent<'a>(&'a self, id: &'a str, at: &'a str) -> BoxFuture<'a, StoreResult<()>>;

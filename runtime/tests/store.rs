@@ -8,9 +8,9 @@ use opcode_runtime::store::libsql::LibsqlStore;
 use opcode_runtime::store::memory::MemoryStore;
 use opcode_runtime::store::{
     Backlog, Claim, Commit, DecisionChange, DecisionRow, DecisionStatus, Durability, EntryKind,
-    EventFilter, EventStore, Fence, LeaseChange, NewEntry, NewWorkflow, RunLog, Source, StepRow,
-    StepStatus, StoreError, TemplateDraft, TemplateFilter, TimerChange, TimerRow, WorkflowFilter,
-    WorkflowStatus, WorkflowUpdate,
+    EventFilter, EventStore, Fence, LeaseChange, Listing, NewEntry, NewWorkflow, RunLog, Source,
+    StepRow, StepStatus, StoreError, TemplateDraft, TemplateFilter, TimerChange, TimerRow,
+    WorkflowFilter, WorkflowStatus, WorkflowUpdate,
 };
 
 #[cfg(feature = "postgres")]
@@ -504,6 +504,14 @@ fn workflows_are_listed_newest_first_by_status() {
                 .unwrap();
             assert_eq!(active.len(), 1, "{name}");
             assert_eq!(active[0].id, "c", "{name}");
+            let active = WorkflowFilter {
+                statuses: vec![WorkflowStatus::Active],
+                limit: Some(1),
+                offset: 1,
+                ..WorkflowFilter::default()
+            };
+            let total = store.count(Listing::Workflows(active)).await.unwrap();
+            assert_eq!(total, 2, "{name}: the page is ignored");
             assert!(store.workflow("nope").await.unwrap().is_none(), "{name}");
         });
     }
@@ -581,6 +589,18 @@ fn templates_get_numeric_versions_per_name() {
                 .unwrap();
             let versions: Vec<i64> = page.iter().map(|t| t.version).collect();
             assert_eq!(versions, [9, 8, 7], "{name}");
+            let counted = |filter| store.count(Listing::Templates(filter));
+            let hello = TemplateFilter {
+                name: Some("hello".into()),
+                limit: Some(3),
+                ..TemplateFilter::default()
+            };
+            assert_eq!(counted(hello).await.unwrap(), 10, "{name}");
+            let latest = TemplateFilter {
+                latest_only: true,
+                ..TemplateFilter::default()
+            };
+            assert_eq!(counted(latest).await.unwrap(), 2, "{name}");
             let latest = store
                 .templates(TemplateFilter {
                     latest_only: true,
@@ -634,6 +654,13 @@ fn entries_are_found_across_workflows() {
                 .await
                 .unwrap();
             assert_eq!(skipped.len(), 1, "{name}");
+            let s1 = EventFilter {
+                step_id: Some("s1".into()),
+                limit: Some(1),
+                ..EventFilter::default()
+            };
+            let total = store.count(Listing::Entries(s1)).await.unwrap();
+            assert_eq!(total, 2, "{name}");
         });
     }
 }

@@ -53,7 +53,7 @@ pub struct Run {
     /// (`/output/x`, `/steps/<id>/status`, `/error/code`).
     #[serde(default)]
     pub expect: BTreeMap<String, Value>,
-    /// Pointers whose value must be JSON `null` (TOML has no null).
+    /// Pointers whose value must be JSON `null` or absent (TOML has no null).
     #[serde(default)]
     pub expect_null: Vec<String>,
     /// Mock HTTP routes.

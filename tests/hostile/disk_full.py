@@ -73,7 +73,7 @@ def full_disk(expect, binary, home, disk):
         for each in runs:
             wait_for("the run ends", lambda: call(d, "opcode.status", {"workflow_id": each}).get("status")
                      in ("completed", "failed", "cancelled"), 30)
-            final = call(d, "opcode.status", {"workflow_id": each})
+            final = call(d, "opcode.status", {"workflow_id": each, "steps": ["c"]})
             expect.that(final.get("status") == "completed" and final["steps"]["c"]["status"] == "completed",
                         f"after space returned: {str(final)[:1500]}")
         expect.that(d.process.poll() is None, "the daemon died")

@@ -21,7 +21,7 @@ import time
 
 from mcp import Client
 
-from clients import ENDED, check, data, wait_for
+from clients import ENDED, check, data, wait_for, whole
 from daemon import Daemon, free_port
 
 SQUARE = {"name": "square", "input_schema": {"type": "object", "required": ["item"],
@@ -90,7 +90,8 @@ async def children(binary):
         async with Client(f"{daemon.url}/mcp") as client:
             final = await wait_for(client, parent, ENDED, 120)
             check(final["status"] == "completed", f"parent after restart: {final}")
-            outputs = final["output"]["outputs"]
+            check(set(final["output"]) == {"bytes", "uri"}, f"100 outputs are over the inline limit: {final}")
+            outputs = (await whole(client, final["output"]))["outputs"]
             check(outputs == [{"square": i * i + 1} for i in range(100)], f"outputs out of order: {outputs[:5]}…")
             kids = data(await client.call_tool("opcode.query", {
                 "resource": "workflows", "filter": {"parent_workflow_id": parent}, "limit": 200}))["workflows"]
@@ -141,7 +142,7 @@ async def secrets(binary):
         results = []
         async with Client(f"{daemon.url}/mcp") as client:
             results.append(data(await client.call_tool("opcode.define", LEAKY)))
-            run = data(await client.call_tool("opcode.run", {"template_name": "leaky"}))
+            run = data(await client.call_tool("opcode.run", {"template_name": "leaky", "include": ["outputs", "events", "inputs"]}))
             results.append(run)
             check(run["status"] == "failed", f"leaky: {run}")
             steps = run["steps"]
@@ -153,7 +154,7 @@ async def secrets(binary):
             for query in [{"resource": "events", "filter": {"workflow_id": run["workflow_id"]}, "limit": 1000},
                           {"resource": "workflows"}]:
                 results.append(data(await client.call_tool("opcode.query", query)))
-            results.append(data(await client.call_tool("opcode.status", {"workflow_id": run["workflow_id"]})))
+            results.append(data(await client.call_tool("opcode.status", {"workflow_id": run["workflow_id"], "include": ["outputs", "events", "inputs"]})))
         daemon.terminate()
         logs = daemon.process.stderr.read()
         check("[REDACTED]" in logs, "the workflow.log line is not in the daemon's log")
@@ -216,12 +217,12 @@ async def isolation(binary):
             step.setdefault("depends_on", [steps[i - 1]["id"]] if i else [])
         async with Client(f"{daemon.url}/mcp") as client:
             data(await client.call_tool("opcode.define", {"name": "iso", "definition": {"steps": steps}}))
-            run = data(await client.call_tool("opcode.run", {"template_name": "iso"}))
+            run = data(await client.call_tool("opcode.run", {"template_name": "iso", "include": ["outputs"]}))
         daemon.terminate()
         listener.close()
         check(run["status"] == "completed", f"iso run: {json.dumps(run)[:3000]}")
-        out = {k: v["output"] for k, v in run["steps"].items()}
-        errors = {k: v["error"] for k, v in run["steps"].items()}
+        out = {k: v.get("output") for k, v in run["steps"].items()}
+        errors = {k: v.get("error") for k, v in run["steps"].items()}
         check(all(o["isolated"] for k, o in out.items() if not k.startswith("fs_")), f"not isolated: {out}")
         check(out["net"]["exit_code"] != 0 and "connected" not in out["net"]["stdout_raw"], f"net: {out['net']}")
         check(out["net_on"]["stdout_raw"].strip() == "connected", f"network allowed: {out['net_on']}")

@@ -60,7 +60,7 @@ async def main(binary):
         daemon.start()
         async with Client(f"{daemon.url}/mcp") as client:
             for workflow_id in ids:
-                done = await wait_for(client, workflow_id, ("completed",))
+                done = await wait_for(client, workflow_id, ("completed",), include=["steps"])
                 check(done["steps"]["after"]["status"] == "completed", f"{workflow_id}: {done['steps']}")
             print("ok - workflows in flight at SIGKILL resume and complete after a restart")
             deadline = time.time() + 10

@@ -42,7 +42,7 @@ def main(binary, prefix):
                                     'definition={"steps": [{"id": "id", "action": "crypto.uuid"}]}')
                 check(defined["structuredContent"]["version"] == "v1", f"inspector define on {path}: {defined}")
                 ran = inspector(prefix, url, transport, "--method", "tools/call", "--tool-name", "opcode.run",
-                                "--tool-arg", f"template_name={name}")
+                                "--tool-arg", f"template_name={name}", "--tool-arg", 'include=["outputs"]')
                 result = ran["structuredContent"]
                 check(result["status"] == "completed" and len(result["steps"]["id"]["output"]["uuid"]) == 36,
                       f"inspector run on {path}: {ran}")

@@ -51,7 +51,7 @@ def main(binary):
                      "params": {"command": "python3", "args": ["-c", "b = bytearray(1 << 30); print(len(b))"]}},
                 ]
                 call(daemon, "opcode.define", {"name": "limits", "definition": {"steps": steps}})
-                run = call(daemon, "opcode.run", {"template_name": "limits"})
+                run = call(daemon, "opcode.run", {"template_name": "limits", "include": ["outputs"]})
                 check(run["status"] == "completed", f"limits: {json.dumps(run)[:2000]}")
                 results = {k: (v["output"], v.get("error")) for k, v in run["steps"].items()}
             finally:

@@ -33,7 +33,7 @@ def sandbox_holds(binary, settings=None):
         daemon = operator_daemon(binary, home, settings=settings)
         try:
             call(daemon, "opcode.define", {"name": "probe", "definition": {"steps": [probe_step(nonce, daemon, home)]}})
-            run = call(daemon, "opcode.run", {"template_name": "probe"})
+            run = call(daemon, "opcode.run", {"template_name": "probe", "include": ["outputs"]})
             check(run["status"] == "completed", f"the probe did not run: {json.dumps(run)[:3000]}")
             output = run["steps"]["probe"]["output"]
             check(output["isolated"], f"the probe was not isolated: {output}")
@@ -117,7 +117,7 @@ def widening_is_refused(binary):
                 {"id": "s", "action": "shell.exec", "isolation": {"network": True},
                  "params": {"command": "/bin/sh", "args": ["-c", "ip -o link | wc -l"]}}]}})
             check("version" in granted, f"a granted widening was refused: {granted}")
-            run = call(daemon, "opcode.run", {"template_name": "trusted"})
+            run = call(daemon, "opcode.run", {"template_name": "trusted", "include": ["outputs"]})
             check(run["status"] == "completed", f"trusted: {run}")
             print("ok - a step's isolation may only narrow the settings; a grant names the template it widens for")
         finally:
@@ -143,7 +143,7 @@ def links_do_not_leave_the_tree(binary):
                                                                                         "content": "fine"}},
             ]
             call(daemon, "opcode.define", {"name": "links", "definition": {"steps": steps}})
-            run = call(daemon, "opcode.run", {"template_name": "links"})
+            run = call(daemon, "opcode.run", {"template_name": "links", "include": ["outputs"]})
             check(run["status"] == "completed", f"links: {json.dumps(run)[:3000]}")
             errors = {k: (v.get("error") or {}).get("code") for k, v in run["steps"].items()}
             check(not os.path.exists(target) and not os.path.exists("/etc/opcode-escape"), "a link was followed out")

@@ -88,7 +88,7 @@ def main(binary):
             for template in [USE, PASS]:
                 results.append(call(daemon, "opcode.define", template))
                 check("version" in results[-1], f"define {template['name']}: {results[-1]}")
-            run = call(daemon, "opcode.run", {"template_name": "pass"})
+            run = call(daemon, "opcode.run", {"template_name": "pass", "include": ["outputs", "events", "inputs"]})
             results.append(run)
             check(run["status"] == "completed", f"pass: {json.dumps(run)[:3000]}")
             steps = run["steps"]
@@ -120,7 +120,7 @@ def main(binary):
             check(len(ids) == 4, f"runs: {ids}")
             results.append(kids)
             for workflow_id in ids:
-                results.append(call(daemon, "opcode.status", {"workflow_id": workflow_id}))
+                results.append(call(daemon, "opcode.status", {"workflow_id": workflow_id, "include": ["outputs", "events", "inputs"]}))
                 results.append(call(daemon, "opcode.query", {"resource": "events", "limit": 1000,
                                                              "filter": {"workflow_id": workflow_id}}))
             results.append(call(daemon, "opcode.query", {"resource": "workflows", "limit": 100}))

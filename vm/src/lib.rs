@@ -27,6 +27,7 @@ pub mod machine;
 pub mod plan;
 pub mod policy;
 pub mod program;
+mod step_order;
 pub mod value;
 
 pub use codes::Code;

@@ -239,7 +239,7 @@ impl Vm {
         map.insert("agent_id".into(), opt(&meta.agent_id));
         map.insert("parent_id".into(), opt(&meta.parent_id));
         map.insert("workspace".into(), opt(&meta.workspace));
-        map.insert("started_at".into(), self.started_at.into());
+        map.insert("started_at".into(), rfc3339(self.started_at).into());
         map.insert("error".into(), Value::Null);
         Value::Object(map)
     }
@@ -483,4 +483,11 @@ impl Vm {
     pub fn awaited_signals(&self) -> Vec<String> {
         self.waiters.iter().map(|(_, name)| name.clone()).collect()
     }
+}
+
+/// Milliseconds since the epoch as RFC 3339 UTC text, the one time format
+/// of results and expressions (formatting reads no clock).
+fn rfc3339(ms: u64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+    humantime::format_rfc3339_millis(at).to_string()
 }

@@ -189,9 +189,13 @@ async fn run_file(path: &Path, inputs: Value, options: &Options) -> Result<Value
     for note in &rest.notes {
         eprint_line(&format!("note: {note}"));
     }
-    let summary = opcode_runtime::summary::summary(store.as_ref(), &id)
-        .await
-        .map_err(|e| fail(e.into()))?;
+    let summary = opcode_runtime::summary::summary(
+        store.as_ref(),
+        &id,
+        &opcode_runtime::summary::View::full(),
+    )
+    .await
+    .map_err(|e| fail(e.into()))?;
     executor.shutdown(std::time::Duration::from_secs(1)).await;
     Ok(summary.unwrap_or(Value::Null))
 }

@@ -6,12 +6,15 @@
 mod args;
 mod define;
 mod diagram;
+mod outputs;
 mod query;
+mod resources;
 mod run;
 mod schemas;
 mod signal;
 mod status;
 mod templates;
+mod view;
 
 use std::sync::Arc;
 
@@ -26,8 +29,9 @@ use opcode_runtime::store::{EventStore, StoreError};
 
 pub use define::check_text;
 pub use query::schedule_json;
+pub use resources::{Contents, Listed, TEMPLATES};
 pub use run::start_template;
-pub use schemas::{INSTRUCTIONS, ToolSpec, tools};
+pub use schemas::{Hints, INSTRUCTIONS, ToolSpec, tool, tools};
 
 /// A tool's failure: a stable code, a message, and data an agent can act on.
 #[derive(Debug, Clone, PartialEq)]
@@ -114,7 +118,12 @@ pub struct Api {
     metrics: Arc<Metrics>,
     plugins: Option<Arc<Plugins>>,
     templates: Arc<templates::TemplateCache>,
+    inline_limit: usize,
 }
+
+/// Values longer than this (their compact JSON, in bytes) are not inlined
+/// in results unless the settings say otherwise.
+pub const DEFAULT_INLINE_LIMIT: usize = 4096;
 
 impl std::fmt::Debug for Api {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -133,7 +142,15 @@ impl Api {
             metrics,
             plugins: None,
             templates: Arc::default(),
+            inline_limit: DEFAULT_INLINE_LIMIT,
         }
+    }
+
+    /// The tools, inlining values up to `bytes` in results (spec/mcp.md).
+    #[must_use]
+    pub fn with_inline_limit(mut self, bytes: usize) -> Api {
+        self.inline_limit = bytes;
+        self
     }
 
     /// The tools, reporting on `plugins` too (`opcode.query` of `plugins`).
@@ -168,6 +185,19 @@ impl Api {
     /// Calls the tool `name` with `args` (a JSON object).
     pub async fn call(&self, name: &str, args: Value) -> ToolResult {
         let args = args::Args::new(args)?;
+        if let Some(spec) = tool(name) {
+            let known = spec.arguments();
+            if let Some(unknown) = args.keys().find(|k| !known.contains(k)) {
+                return Err(ToolError::new(
+                    codes::R0122,
+                    format!(
+                        "`{unknown}` is not an argument of {name}: use {}",
+                        known.join(", ")
+                    ),
+                )
+                .with_details(json!({ "unknown": unknown, "arguments": known })));
+            }
+        }
         match name {
             "opcode.define" => define::define(self, &args).await,
             "opcode.run" => run::run(self, &args).await,

@@ -16,6 +16,7 @@
 pub mod agui;
 pub mod allocator;
 pub mod api;
+mod headline;
 pub mod mcp;
 pub mod metrics;
 pub mod otel;

@@ -2,18 +2,22 @@
 //! [`ServerHandler`], shared by every transport.
 
 mod agents;
+mod resources;
 
 use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::api::{Api, INSTRUCTIONS, tools};
+use crate::api::{Api, INSTRUCTIONS, ToolSpec, tools};
+use crate::headline::headline;
 
 pub use agents::{AgentSessions, SessionLevel};
 
@@ -29,16 +33,7 @@ pub struct OpcodeServer {
 impl OpcodeServer {
     /// A handler over `api`, remembering agents' sessions in `sessions`.
     pub fn new(api: Api, sessions: Arc<AgentSessions>) -> OpcodeServer {
-        let tools = tools()
-            .into_iter()
-            .map(|spec| {
-                let schema: JsonObject = match spec.input_schema {
-                    Value::Object(map) => map,
-                    _ => JsonObject::new(),
-                };
-                Tool::new(spec.name, spec.description, Arc::new(schema))
-            })
-            .collect();
+        let tools = tools().iter().map(listed).collect();
         OpcodeServer {
             api,
             tools: Arc::new(tools),
@@ -59,6 +54,28 @@ impl OpcodeServer {
     }
 }
 
+/// A tool as `tools/list` shows it.
+fn listed(spec: &ToolSpec) -> Tool {
+    let object = |schema: &Value| match schema {
+        Value::Object(map) => map.clone(),
+        _ => JsonObject::new(),
+    };
+    let mut tool = Tool::new(
+        spec.name.clone(),
+        spec.description.clone(),
+        Arc::new(object(&spec.input_schema)),
+    );
+    tool.output_schema = Some(Arc::new(object(&spec.output_schema)));
+    tool.annotations = serde_json::from_value(json!({
+        "readOnlyHint": spec.hints.read_only,
+        "destructiveHint": spec.hints.destructive,
+        "idempotentHint": spec.hints.idempotent,
+        "openWorldHint": spec.hints.open_world,
+    }))
+    .ok();
+    tool
+}
+
 /// A result carrying an image (`{mime_type, image}`, base64) as MCP image
 /// content, with the rest as structured content.
 fn image_result(value: &Value) -> Option<CallToolResult> {
@@ -71,6 +88,19 @@ fn image_result(value: &Value) -> Option<CallToolResult> {
     Some(result)
 }
 
+/// A successful result as structured content, with its JSON as the text
+/// content too, or (`terse`: the 2026-07-28 revision, whose clients read
+/// `structuredContent`) a one-line headline instead.
+fn structured(value: Value, terse: bool) -> CallToolResult {
+    if !terse {
+        return CallToolResult::structured(value);
+    }
+    let mut result =
+        CallToolResult::success(vec![rmcp::model::ContentBlock::text(headline(&value))]);
+    result.structured_content = Some(value);
+    result
+}
+
 impl ServerHandler for OpcodeServer {
     #[allow(deprecated)] // logging is still how session clients get workflow.notify
     fn get_info(&self) -> ServerConfig {
@@ -78,6 +108,7 @@ impl ServerHandler for OpcodeServer {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_resources()
                 .enable_logging()
                 .build(),
         )
@@ -93,6 +124,30 @@ impl ServerHandler for OpcodeServer {
     ) -> Result<(), ErrorData> {
         self.level.set(request.level);
         Ok(())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        resources::list(&self.api).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        Ok(resources::read(&self.api, &request.uri).await?.into())
     }
 
     async fn list_tools(
@@ -114,9 +169,23 @@ impl ServerHandler for OpcodeServer {
             self.sessions
                 .remember(agent, context.peer.clone(), self.level.clone());
         }
+        if !self.tools.iter().any(|t| t.name == request.name) {
+            let names: Vec<&str> = self.tools.iter().map(|t| t.name.as_ref()).collect();
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "there is no tool `{}`: use {}",
+                    request.name,
+                    names.join(", ")
+                ),
+                Some(json!({ "tools": names })),
+            ));
+        }
         let args = request.arguments.map_or(Value::Null, Value::Object);
+        let terse = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
         let result = match self.api.call(&request.name, args).await {
-            Ok(value) => image_result(&value).unwrap_or_else(|| CallToolResult::structured(value)),
+            Ok(value) => image_result(&value).unwrap_or_else(|| structured(value, terse)),
             Err(error) => CallToolResult::structured_error(error.to_json()),
         };
         Ok(result.into())

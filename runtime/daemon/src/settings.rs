@@ -113,6 +113,11 @@ pub struct Settings {
     /// that died or froze (spec/scale-out.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_ttl: Option<String>,
+    /// The largest value, in bytes of compact JSON, that tool results
+    /// inline (`OPCODE_INLINE_LIMIT`; default 4096): a bigger step output
+    /// comes as `{bytes, uri}`, a resource to read (spec/mcp.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inline_limit: Option<serde_json::Value>,
 }
 
 impl Settings {
@@ -158,6 +163,7 @@ impl Settings {
             plugins: None,
             limits: None,
             lease_ttl: get("OPCODE_LEASE_TTL"),
+            inline_limit: get("OPCODE_INLINE_LIMIT").map(serde_json::Value::String),
         }
     }
 
@@ -183,6 +189,7 @@ impl Settings {
             plugins: over.plugins.or(self.plugins),
             limits: over.limits.or(self.limits),
             lease_ttl: over.lease_ttl.or(self.lease_ttl),
+            inline_limit: over.inline_limit.or(self.inline_limit),
         }
     }
 
@@ -196,6 +203,25 @@ impl Settings {
             Ok(_) => Err(format!("lease_ttl `{text}` is under a second")),
             Err(e) => Err(format!(
                 "lease_ttl `{text}` is not a duration such as 10s: {e}"
+            )),
+        }
+    }
+
+    /// The inline limit of results, in bytes (`None`: the default): a
+    /// number, or its digits as text.
+    pub fn inline_limit(&self) -> Result<Option<usize>, String> {
+        let Some(value) = &self.inline_limit else {
+            return Ok(None);
+        };
+        let bytes = match value {
+            serde_json::Value::Number(n) => n.as_u64(),
+            serde_json::Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        };
+        match bytes.and_then(|b| usize::try_from(b).ok()) {
+            Some(bytes) if bytes >= 64 => Ok(Some(bytes)),
+            _ => Err(format!(
+                "inline_limit `{value}` is not a number of bytes of at least 64, such as 4096"
             )),
         }
     }

@@ -11,6 +11,11 @@ use opcode_runtime::store::memory::MemoryStore;
 use opcode_stdlib::exec::EnvSecrets;
 use serde_json::{Value, json};
 
+#[path = "api/answers.rs"]
+mod answers;
+#[path = "api/view.rs"]
+mod view;
+
 fn api() -> Api {
     let store: Arc<dyn EventStore> = Arc::new(MemoryStore::new());
     let exec = Executor::new(store, Arc::new(EnvSecrets), Config::default());
@@ -67,7 +72,12 @@ async fn define_run_signal_and_status() {
     assert_eq!(run["status"], "suspended", "{run}");
     assert_eq!(run["pending_decisions"][0]["id"], "approve", "{run}");
     let id = run["workflow_id"].as_str().unwrap().to_owned();
-    let status = ok(&api, "opcode.status", json!({"workflow_id": id})).await;
+    let status = ok(
+        &api,
+        "opcode.status",
+        json!({"workflow_id": id, "include": ["steps", "events"]}),
+    )
+    .await;
     assert_eq!(status["steps"]["greet"]["status"], "completed", "{status}");
     assert!(
         status["events"]
@@ -180,8 +190,10 @@ async fn run_validates_params_and_honours_defaults() {
 #[tokio::test]
 async fn versions_are_numeric_and_queries_page() {
     let api = api();
-    for _ in 0..11 {
-        ok(&api, "opcode.define", review()).await;
+    for n in 0..11 {
+        let mut version = review();
+        version["description"] = json!(format!("version {}", n + 1));
+        ok(&api, "opcode.define", version).await;
     }
     let page = ok(
         &api,
@@ -275,7 +287,12 @@ async fn signals_reach_wait_steps_and_cancel_works_on_decisions_and_runs() {
     )
     .await;
     assert_eq!(sent["status"], "completed", "{sent}");
-    let status = ok(&api, "opcode.status", json!({"workflow_id": id})).await;
+    let status = ok(
+        &api,
+        "opcode.status",
+        json!({"workflow_id": id, "include": ["outputs"]}),
+    )
+    .await;
     assert_eq!(
         status["steps"]["window"]["output"]["payload"]["region"], "eu",
         "{status}"
@@ -295,7 +312,7 @@ async fn signals_reach_wait_steps_and_cancel_works_on_decisions_and_runs() {
     let status = ok(
         &api,
         "opcode.status",
-        json!({"workflow_id": run["workflow_id"]}),
+        json!({"workflow_id": run["workflow_id"], "steps": ["approve"]}),
     )
     .await;
     assert_eq!(status["steps"]["approve"]["status"], "skipped", "{status}");
@@ -425,16 +442,16 @@ async fn run_takes_the_latest_version_another_process_defined() {
     };
     ok(&here, "opcode.define", answer(1)).await;
     let run = ok(&here, "opcode.run", json!({"template_name": "t"})).await;
-    assert_eq!(run["steps"]["a"]["output"]["result"], 1, "{run}");
+    assert_eq!(run["output"]["a"]["result"], 1, "{run}");
     // Defined by another process sharing the store: this one's memory is stale.
     ok(&there, "opcode.define", answer(2)).await;
     let run = ok(&here, "opcode.run", json!({"template_name": "t"})).await;
-    assert_eq!(run["steps"]["a"]["output"]["result"], 2, "{run}");
+    assert_eq!(run["output"]["a"]["result"], 2, "{run}");
     let old = ok(
         &here,
         "opcode.run",
         json!({"template_name": "t", "version": "v1"}),
     )
     .await;
-    assert_eq!(old["steps"]["a"]["output"]["result"], 1, "{old}");
+    assert_eq!(old["output"]["a"]["result"], 1, "{old}");
 }

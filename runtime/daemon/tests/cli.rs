@@ -252,7 +252,10 @@ fn a_detached_run_survives_kill_9_and_decisions_finish_it() {
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     let summary = json_out(&out);
     assert_eq!(summary["pending_decisions"][0]["id"], "review[1]");
-    assert_eq!(summary["pending_decisions"][0]["data"]["note"], "item 2");
+    assert_eq!(
+        summary["pending_decisions"][0]["context"]["data"]["note"],
+        "item 2"
+    );
     let out = opcode(
         &db,
         &["signal", &id, "--decide", "review=no", "--format", "json"],

@@ -1,7 +1,7 @@
 //! What the daemon keeps beside the log: templates, agents, and the filters
 //! of `opcode.query`.
 
-use super::LogEntry;
+use super::{LogEntry, WorkflowFilter};
 
 /// A template to register; the store gives it the next version.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -165,4 +165,16 @@ pub struct SecretRow {
     pub created_at: String,
     /// When it was last set.
     pub updated_at: String,
+}
+
+/// A listing of `opcode.query`, whose rows [`super::Catalog::count`]
+/// counts (its page ignored): what lets a page say how many there are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listing {
+    /// [`super::EventStore::workflows`].
+    Workflows(WorkflowFilter),
+    /// [`super::Catalog::templates`].
+    Templates(TemplateFilter),
+    /// [`super::Catalog::find_entries`].
+    Entries(EventFilter),
 }

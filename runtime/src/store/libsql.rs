@@ -20,7 +20,7 @@ use self::checkpoint::{Checkpointer, FinishRequest};
 use self::db::Db;
 use super::{
     AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionRow, DecisionStatus, Durability,
-    EventFilter, FoundEntry, InboxMessage, LogEntry, RunLog, ScheduleAdvance, ScheduleRow,
+    EventFilter, FoundEntry, InboxMessage, Listing, LogEntry, RunLog, ScheduleAdvance, ScheduleRow,
     SecretRow, Source, StepRow, StoreError, StoreResult, TemplateDraft, TemplateFilter,
     TemplateRow, VaultHeader, WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
 };
@@ -332,6 +332,10 @@ impl Catalog for LibsqlStore {
 
     fn find_entries(&self, filter: EventFilter) -> BoxFuture<'_, StoreResult<Vec<FoundEntry>>> {
         self.ask(move |db| db.find_entries(&filter))
+    }
+
+    fn count(&self, listing: Listing) -> BoxFuture<'_, StoreResult<u64>> {
+        self.ask(move |db| db.count(&listing))
     }
 
     fn touch_agent<'a>(&'a self, id: &'a str, at: &'a str) -> BoxFuture<'a, StoreResult<()>> {

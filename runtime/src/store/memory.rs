@@ -7,8 +7,8 @@ use std::sync::{Mutex, MutexGuard};
 use super::commit::{self, Write};
 use super::{
     AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionChange, DecisionRow,
-    DecisionStatus, EventFilter, Fence, FoundEntry, InboxMessage, LeaseChange, LogEntry, RunLog,
-    ScheduleAdvance, ScheduleRow, SecretRow, Source, StepRow, StoreError, StoreResult,
+    DecisionStatus, EventFilter, Fence, FoundEntry, InboxMessage, LeaseChange, Listing, LogEntry,
+    RunLog, ScheduleAdvance, ScheduleRow, SecretRow, Source, StepRow, StoreError, StoreResult,
     TemplateDraft, TemplateFilter, TemplateRow, TimerChange, TimerRow, VaultHeader, WorkflowFilter,
     WorkflowRow, WorkflowStatus, WorkflowUpdate,
 };
@@ -674,6 +674,38 @@ impl Catalog for MemoryStore {
         }
         rows.sort_by(|a, b| a.name.cmp(&b.name).then(b.version.cmp(&a.version)));
         ready(Ok(page(rows, filter.limit, filter.offset)))
+    }
+
+    fn count(&self, listing: Listing) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(async move {
+            // The whole listing, unpaged: memory holds it anyway.
+            Ok(match listing {
+                Listing::Workflows(filter) => {
+                    let all = WorkflowFilter {
+                        limit: None,
+                        offset: 0,
+                        ..filter
+                    };
+                    self.workflows(all).await?.len()
+                }
+                Listing::Templates(filter) => {
+                    let all = TemplateFilter {
+                        limit: None,
+                        offset: 0,
+                        ..filter
+                    };
+                    self.templates(all).await?.len()
+                }
+                Listing::Entries(filter) => {
+                    let all = EventFilter {
+                        limit: None,
+                        offset: 0,
+                        ..filter
+                    };
+                    self.find_entries(all).await?.len()
+                }
+            } as u64)
+        })
     }
 
     fn find_entries(&self, filter: EventFilter) -> BoxFuture<'_, StoreResult<Vec<FoundEntry>>> {

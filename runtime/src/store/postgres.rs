@@ -151,25 +151,11 @@ impl RunLog for PostgresStore {
 
     fn workflows(&self, filter: WorkflowFilter) -> BoxFuture<'_, StoreResult<Vec<WorkflowRow>>> {
         Box::pin(async move {
-            let mut sql = format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE TRUE");
             let statuses: Vec<&str> = filter.statuses.iter().map(|s| s.as_str()).collect();
-            let mut params: Params<'_> = Vec::new();
-            if !statuses.is_empty() {
-                params.push(&statuses);
-                let _ = write!(sql, " AND status = ANY(${})", params.len());
-            }
-            for (column, op, value) in [
-                ("agent_id", "=", &filter.agent_id),
-                ("template_name", "=", &filter.template_name),
-                ("parent_workflow_id", "=", &filter.parent_id),
-                ("created_at", ">=", &filter.since),
-            ] {
-                if let Some(value) = value {
-                    params.push(value);
-                    let _ = write!(sql, " AND {column} {op} ${}", params.len());
-                }
-            }
-            sql.push_str(" ORDER BY created_at DESC, id");
+            let (mut sql, params) = workflows_query(
+                &filter,
+                (!statuses.is_empty()).then_some(&statuses as &(dyn ToSql + Sync)),
+            );
             page(&mut sql, filter.limit, filter.offset);
             self.query(&sql, &params, workflow_row).await
         })
@@ -421,4 +407,31 @@ impl RunLog for PostgresStore {
     fn notices(&self) -> Option<broadcast::Receiver<Notice>> {
         Some(self.notices.subscribe())
     }
+}
+
+/// The query of `workflows`, unpaged, and its parameters (`statuses`:
+/// the filter's as a text array, when it has any).
+fn workflows_query<'f>(
+    filter: &'f WorkflowFilter,
+    statuses: Option<&'f (dyn ToSql + Sync)>,
+) -> (String, Params<'f>) {
+    let mut sql = format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE TRUE");
+    let mut params: Params<'f> = Vec::new();
+    if let Some(statuses) = statuses {
+        params.push(statuses);
+        let _ = write!(sql, " AND status = ANY(${})", params.len());
+    }
+    for (column, op, value) in [
+        ("agent_id", "=", &filter.agent_id),
+        ("template_name", "=", &filter.template_name),
+        ("parent_workflow_id", "=", &filter.parent_id),
+        ("created_at", ">=", &filter.since),
+    ] {
+        if let Some(value) = value {
+            params.push(value);
+            let _ = write!(sql, " AND {column} {op} ${}", params.len());
+        }
+    }
+    sql.push_str(" ORDER BY created_at DESC, id");
+    (sql, params)
 }

@@ -52,6 +52,22 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
     }
     let trigger = trigger_of(args, name, agent_id)?;
     api.seen(agent_id).await?;
+    let schedule = trigger
+        .as_ref()
+        .map(|job| json!({"id": job.id, "cron": job.cron, "timezone": job.timezone}));
+    // The same arguments again (a retry, an agent unsure it defined it)
+    // are the newest version already: nothing new is stored.
+    if let Some(latest) = api.store().template(name, None).await?
+        && latest.definition == text
+    {
+        return Ok(answer(
+            &latest.name,
+            latest.version,
+            schedule,
+            &rendered,
+            true,
+        ));
+    }
     let text_of = |key: &str| wrapper.get(key).map(Value::to_string);
     let row = api
         .store()
@@ -67,22 +83,37 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
         })
         .await?;
     let row = api.templates.keep(row, true);
-    let trigger_id = trigger_id(name);
-    let schedule = if let Some(job) = trigger {
-        let summary = json!({"id": job.id, "cron": job.cron, "timezone": job.timezone});
-        api.store().save_schedule(job).await?;
-        summary
-    } else {
-        api.store().delete_schedule(&trigger_id).await?;
-        Value::Null
-    };
-    Ok(json!({
-        "name": row.name,
-        "schedule": schedule,
-        "version": format!("v{}", row.version),
-        "version_number": row.version,
-        "warnings": rendered,
-    }))
+    match trigger {
+        Some(job) => api.store().save_schedule(job).await?,
+        None => {
+            api.store().delete_schedule(&trigger_id(name)).await?;
+        }
+    }
+    Ok(answer(&row.name, row.version, schedule, &rendered, false))
+}
+
+/// What `opcode.define` answers: the version, its schedule if it has one,
+/// the warnings, and whether it was already the newest.
+fn answer(
+    name: &str,
+    version: i64,
+    schedule: Option<Value>,
+    warnings: &Value,
+    unchanged: bool,
+) -> Value {
+    let mut out = json!({
+        "name": name,
+        "version": format!("v{version}"),
+        "version_number": version,
+        "warnings": warnings,
+    });
+    if let Some(schedule) = schedule {
+        out["schedule"] = schedule;
+    }
+    if unchanged {
+        out["unchanged"] = json!(true);
+    }
+    out
 }
 
 /// Compiles `text` under the isolation ceiling of `agent`'s workflows, on

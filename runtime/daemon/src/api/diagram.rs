@@ -12,11 +12,15 @@ use super::{Api, ToolError, ToolResult};
 
 /// Handles `opcode.diagram`.
 pub async fn diagram(api: &Api, args: &Args) -> ToolResult {
-    let format = args.opt_str("format")?.unwrap_or("mermaid");
+    // opcode's `image` is a PNG.
+    let format = match args.opt_str("format")?.unwrap_or("mermaid") {
+        "image" => "png",
+        other => other,
+    };
     if !matches!(format, "ascii" | "mermaid" | "svg" | "png") {
         return Err(ToolError::new(
             codes::R0122,
-            format!("unknown format `{format}`: use ascii, mermaid, svg or png"),
+            format!("unknown format `{format}`: use ascii, mermaid, svg, png or image"),
         ));
     }
     let include_status = args.opt_bool("include_status")?.unwrap_or(true);

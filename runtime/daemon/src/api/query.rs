@@ -7,8 +7,8 @@ use serde_json::{Map, Value, json};
 use super::args::Args;
 use super::{Api, ToolError, ToolResult};
 use opcode_runtime::store::{
-    DecisionRow, DecisionStatus, EventFilter, FoundEntry, ScheduleRow, TemplateFilter, TemplateRow,
-    WorkflowFilter, WorkflowRow, WorkflowStatus,
+    DecisionRow, DecisionStatus, EventFilter, FoundEntry, Listing, ScheduleRow, TemplateFilter,
+    TemplateRow, WorkflowFilter, WorkflowRow, WorkflowStatus,
 };
 
 /// Rows per page unless `limit` says otherwise.
@@ -78,7 +78,8 @@ pub async fn query(api: &Api, args: &Args) -> ToolResult {
     let text = |key: &str| -> Result<Option<String>, ToolError> {
         Ok(filter.opt_str(key)?.map(str::to_owned))
     };
-    let rows: Vec<Value> = match resource {
+    // Each resource's page and how many rows match in all.
+    let (rows, total): (Vec<Value>, usize) = match resource {
         "workflows" => {
             let statuses = match filter.get("status") {
                 None => Vec::new(),
@@ -89,46 +90,43 @@ pub async fn query(api: &Api, args: &Args) -> ToolResult {
                     .collect::<Result<_, _>>()?,
                 Some(_) => return Err(bad_status()),
             };
-            let rows = api
-                .store()
-                .workflows(WorkflowFilter {
-                    statuses,
-                    agent_id: text("agent_id")?,
-                    template_name: text("template_name")?,
-                    parent_id: text("parent_workflow_id")?,
-                    since: text("since")?,
-                    limit: Some(limit),
-                    offset,
-                })
-                .await?;
-            rows.iter().map(workflow_json).collect()
+            let filter = WorkflowFilter {
+                statuses,
+                agent_id: text("agent_id")?,
+                template_name: text("template_name")?,
+                parent_id: text("parent_workflow_id")?,
+                since: text("since")?,
+                limit: Some(limit),
+                offset,
+            };
+            let rows = api.store().workflows(filter.clone()).await?;
+            let total = counted(api, rows.len(), limit, offset, Listing::Workflows(filter)).await?;
+            (rows.iter().map(workflow_json).collect(), total)
         }
         "events" => {
-            let found = api
-                .store()
-                .find_entries(EventFilter {
-                    workflow_id: text("workflow_id")?,
-                    event_type: text("event_type")?,
-                    step_id: text("step_id")?,
-                    since: text("since")?,
-                    limit: Some(limit),
-                    offset,
-                })
-                .await?;
-            found.iter().map(event_json).collect()
+            let filter = EventFilter {
+                workflow_id: text("workflow_id")?,
+                event_type: text("event_type")?,
+                step_id: text("step_id")?,
+                since: text("since")?,
+                limit: Some(limit),
+                offset,
+            };
+            let found = api.store().find_entries(filter.clone()).await?;
+            let total = counted(api, found.len(), limit, offset, Listing::Entries(filter)).await?;
+            (found.iter().map(event_json).collect(), total)
         }
         "templates" => {
-            let rows = api
-                .store()
-                .templates(TemplateFilter {
-                    name: text("name")?,
-                    agent_id: text("agent_id")?,
-                    latest_only: filter.opt_bool("latest")?.unwrap_or(false),
-                    limit: Some(limit),
-                    offset,
-                })
-                .await?;
-            rows.iter().map(template_json).collect()
+            let filter = TemplateFilter {
+                name: text("name")?,
+                agent_id: text("agent_id")?,
+                latest_only: filter.opt_bool("latest")?.unwrap_or(false),
+                limit: Some(limit),
+                offset,
+            };
+            let rows = api.store().templates(filter.clone()).await?;
+            let total = counted(api, rows.len(), limit, offset, Listing::Templates(filter)).await?;
+            (rows.iter().map(template_json).collect(), total)
         }
         "decisions" => {
             let status = match text("status")?.as_deref() {
@@ -152,34 +150,33 @@ pub async fn query(api: &Api, args: &Args) -> ToolResult {
                 .store()
                 .decisions(workflow_id.as_deref(), status)
                 .await?;
-            rows.iter()
+            let kept: Vec<Value> = rows
+                .iter()
                 .filter(|d| agent.is_none() || d.target_agent.is_none() || d.target_agent == agent)
-                .skip(offset as usize)
-                .take(limit as usize)
                 .map(decision_json)
-                .collect()
+                .collect();
+            paged(kept, offset, limit)
         }
         "schedules" => {
             let template = text("template_name")?;
             let rows = api.store().schedules().await?;
-            rows.iter()
+            let kept: Vec<Value> = rows
+                .iter()
                 .filter(|s| {
                     template.is_none() || template.as_deref() == Some(s.template_name.as_str())
                 })
-                .skip(offset as usize)
-                .take(limit as usize)
                 .map(schedule_json)
-                .collect()
+                .collect();
+            paged(kept, offset, limit)
         }
         "plugins" => {
             let name = text("name")?;
             let reports = api.plugins.as_ref().map(|p| p.report()).unwrap_or_default();
-            reports
+            let kept: Vec<Value> = reports
                 .into_iter()
                 .filter(|p| name.is_none() || p["name"].as_str() == name.as_deref())
-                .skip(offset as usize)
-                .take(limit as usize)
-                .collect()
+                .collect();
+            paged(kept, offset, limit)
         }
         other => {
             return Err(ToolError::new(
@@ -192,10 +189,42 @@ pub async fn query(api: &Api, args: &Args) -> ToolResult {
     };
     let mut out = Map::new();
     out.insert("count".into(), rows.len().into());
+    out.insert("total".into(), total.into());
+    out.insert(
+        "has_more".into(),
+        (offset as usize + rows.len() < total).into(),
+    );
     out.insert("limit".into(), limit.into());
     out.insert("offset".into(), offset.into());
     out.insert(resource.to_owned(), Value::Array(rows));
     Ok(Value::Object(out))
+}
+
+/// How many rows a store listing has in all: a page short of its limit
+/// says so itself (when it is not empty or starts at the first row), else
+/// the store counts.
+async fn counted(
+    api: &Api,
+    got: usize,
+    limit: u32,
+    offset: u32,
+    listing: Listing,
+) -> Result<usize, ToolError> {
+    if got < limit as usize && (got > 0 || offset == 0) {
+        return Ok(offset as usize + got);
+    }
+    Ok(api.store().count(listing).await? as usize)
+}
+
+/// One page of rows listed in memory, and how many there are.
+fn paged(rows: Vec<Value>, offset: u32, limit: u32) -> (Vec<Value>, usize) {
+    let total = rows.len();
+    let page = rows
+        .into_iter()
+        .skip(offset as usize)
+        .take(limit as usize)
+        .collect();
+    (page, total)
 }
 
 /// Stored JSON text as a value (text that is not JSON stays a string).

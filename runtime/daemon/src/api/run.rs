@@ -8,10 +8,10 @@ use opcode_vm::codes;
 use serde_json::{Value, json};
 
 use super::args::Args;
+use super::view::{Asked, render};
 use super::{Api, ToolError, ToolResult};
 use opcode_runtime::executor::{ExecError, Executor, StartRequest, Until};
 use opcode_runtime::store::{StoreError, TemplateRow, WorkflowStatus};
-use opcode_runtime::summary;
 
 /// Handles `opcode.run`.
 pub async fn run(api: &Api, args: &Args) -> ToolResult {
@@ -19,6 +19,7 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
     let version = args.opt_version("version")?;
     let agent_id = args.opt_str("agent_id")?;
     let wait = args.opt_bool("wait")?.unwrap_or(true);
+    let asked = Asked::from_args(args, api.inline_limit)?;
     let given = args
         .opt_object("params")?
         .map_or_else(|| json!({}), |p| Value::Object(p.clone()));
@@ -52,10 +53,7 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
         .wait_from(&id, Until::Settled, changes)
         .await
         .map_err(|e| ToolError::from(e).with_details(json!({ "workflow_id": id })))?;
-    match settled.state {
-        Some(state) => Ok(summary::of_state(&state)),
-        None => super::status::summary_of(api, &id).await,
-    }
+    render(api, &id, settled.state, &asked).await
 }
 
 /// Starts a run of `template` with `given` params (validated, defaults

@@ -6,6 +6,7 @@ use opcode_vm::event::{Event, Resolution};
 use serde_json::{Map, Value, json};
 
 use super::args::Args;
+use super::view::{Asked, render};
 use super::{Api, ToolError, ToolResult};
 use opcode_runtime::executor::{Delivery, Until};
 
@@ -15,6 +16,7 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
     let kind = args.str("signal_type")?;
     let agent_id = args.opt_str("agent_id")?;
     let step_id = args.opt_str("step_id")?;
+    let asked = Asked::from_args(args, api.inline_limit)?;
     let empty = Map::new();
     let payload = args.opt_object("payload")?.unwrap_or(&empty);
     if api.store().workflow(id).await?.is_none() {
@@ -60,7 +62,7 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
         },
         "resume" => {
             api.exec.resume(id).await?;
-            return settled(api, id, kind, false).await;
+            return settled(api, id, kind, false, &asked).await;
         }
         "signal" | "data" => {
             let name = payload
@@ -92,7 +94,7 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
         }
     };
     match api.exec.deliver(id, event).await? {
-        Delivery::Applied => settled(api, id, kind, kind == "decision").await,
+        Delivery::Applied => settled(api, id, kind, kind == "decision", &asked).await,
         Delivery::Queued { owner } => Ok(json!({
             "ok": true,
             "workflow_id": id,
@@ -103,19 +105,19 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
     }
 }
 
-/// The answer once the run has settled.
-async fn settled(api: &Api, id: &str, kind: &str, resumed: bool) -> ToolResult {
-    let status = api.exec.wait(id, Until::Settled).await?;
-    let summary = super::status::summary_of(api, id).await?;
-    Ok(json!({
+/// The answer once the run has settled: `ok`, the signal, and the run view.
+async fn settled(api: &Api, id: &str, kind: &str, resumed: bool, asked: &Asked) -> ToolResult {
+    api.exec.wait(id, Until::Settled).await?;
+    let view = render(api, id, None, asked).await?;
+    let mut out = json!({
         "ok": true,
-        "workflow_id": id,
         "signal_type": kind,
         "resumed": resumed || kind == "resume",
-        "status": status,
-        "output": summary.get("output").cloned().unwrap_or(Value::Null),
-        "pending_decisions": summary.get("pending_decisions").cloned().unwrap_or(json!([])),
-    }))
+    });
+    if let (Some(out), Value::Object(view)) = (out.as_object_mut(), view) {
+        out.extend(view);
+    }
+    Ok(out)
 }
 
 /// The id of the pending decision `step_id` names (its id or its step),

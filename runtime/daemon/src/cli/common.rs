@@ -185,17 +185,20 @@ pub enum Format {
 
 /// Prints workflow `id`'s summary; the exit code follows its status.
 pub async fn report(store: &dyn EventStore, id: &str, format: Format) -> Exit {
-    let summary = match opcode_runtime::summary::summary(store, id).await {
-        Ok(Some(summary)) => summary,
-        Ok(None) => {
-            eprintln!("error: workflow `{id}` not found");
-            return Exit::Usage;
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Exit::Usage;
-        }
-    };
+    let summary =
+        match opcode_runtime::summary::summary(store, id, &opcode_runtime::summary::View::full())
+            .await
+        {
+            Ok(Some(summary)) => summary,
+            Ok(None) => {
+                eprintln!("error: workflow `{id}` not found");
+                return Exit::Usage;
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Exit::Usage;
+            }
+        };
     match format {
         Format::Json => println!(
             "{}",

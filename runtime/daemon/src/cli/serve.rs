@@ -216,7 +216,13 @@ pub async fn serve(args: Args) -> Exit {
         }
     }
     let guard: SharedGuard = Gate::new(guard_of(&settings, &listen));
-    let api = Api::new(exec.clone()).with_plugins(plugins);
+    let inline_limit = match settings.inline_limit() {
+        Ok(limit) => limit.unwrap_or(opcode_daemon::api::DEFAULT_INLINE_LIMIT),
+        Err(e) => return fail(e),
+    };
+    let api = Api::new(exec.clone())
+        .with_plugins(plugins)
+        .with_inline_limit(inline_limit);
     tokio::spawn(opcode_daemon::scheduler::run(
         exec.clone(),
         api.metrics().clone(),

@@ -557,29 +557,16 @@ impl Db {
 
     /// Workflows, newest first.
     pub fn workflows(&self, filter: &WorkflowFilter) -> StoreResult<Vec<WorkflowRow>> {
-        let mut sql = format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE 1 = 1");
-        let mut params: Vec<Value> = Vec::new();
-        if !filter.statuses.is_empty() {
-            let marks: Vec<String> = (0..filter.statuses.len())
-                .map(|i| format!("?{}", params.len() + i + 1))
-                .collect();
-            let _ = write!(sql, " AND status IN ({})", marks.join(", "));
-            params.extend(filter.statuses.iter().map(|s| Value::from(s.as_str())));
-        }
-        for (column, op, value) in [
-            ("agent_id", "=", &filter.agent_id),
-            ("template_name", "=", &filter.template_name),
-            ("parent_workflow_id", "=", &filter.parent_id),
-            ("created_at", ">=", &filter.since),
-        ] {
-            if let Some(value) = value {
-                params.push(value.as_str().into());
-                let _ = write!(sql, " AND {column} {op} ?{}", params.len());
-            }
-        }
-        sql.push_str(" ORDER BY created_at DESC, id");
+        let (mut sql, params) = workflows_query(filter);
         push_page(&mut sql, filter.limit, filter.offset);
         self.block(self.query_all(&sql, params, workflow_row))
+    }
+
+    /// How many rows the query `sql` (unpaged) gives.
+    pub(super) fn count_of(&self, sql: &str, params: Vec<Value>) -> StoreResult<u64> {
+        let sql = format!("SELECT COUNT(*) FROM ({sql})");
+        let counted = self.block(self.query_one(&sql, params, |row| get::<i64>(row, 0)))?;
+        Ok(counted.unwrap_or(0) as u64)
     }
 
     /// Log entries after `after_seq`.
@@ -782,6 +769,32 @@ async fn run(stmt: &Statement, params: Vec<Value>) -> StoreResult<usize> {
     let result = stmt.execute(params).await.map_err(backend);
     stmt.reset();
     result
+}
+
+/// The query of [`Db::workflows`], unpaged, and its parameters.
+pub(super) fn workflows_query(filter: &WorkflowFilter) -> (String, Vec<Value>) {
+    let mut sql = format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE 1 = 1");
+    let mut params: Vec<Value> = Vec::new();
+    if !filter.statuses.is_empty() {
+        let marks: Vec<String> = (0..filter.statuses.len())
+            .map(|i| format!("?{}", params.len() + i + 1))
+            .collect();
+        let _ = write!(sql, " AND status IN ({})", marks.join(", "));
+        params.extend(filter.statuses.iter().map(|s| Value::from(s.as_str())));
+    }
+    for (column, op, value) in [
+        ("agent_id", "=", &filter.agent_id),
+        ("template_name", "=", &filter.template_name),
+        ("parent_workflow_id", "=", &filter.parent_id),
+        ("created_at", ">=", &filter.since),
+    ] {
+        if let Some(value) = value {
+            params.push(value.as_str().into());
+            let _ = write!(sql, " AND {column} {op} ?{}", params.len());
+        }
+    }
+    sql.push_str(" ORDER BY created_at DESC, id");
+    (sql, params)
 }
 
 fn seq(n: u64) -> Value {

@@ -8,8 +8,8 @@ use tokio_postgres::Row;
 use super::rows::{log_entry, page};
 use super::{Params, PostgresStore, backend, commit};
 use crate::store::{
-    AgentRow, BoxFuture, Catalog, EventFilter, FoundEntry, ScheduleAdvance, ScheduleRow, SecretRow,
-    StoreError, StoreResult, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader,
+    AgentRow, BoxFuture, Catalog, EventFilter, FoundEntry, Listing, ScheduleAdvance, ScheduleRow,
+    SecretRow, StoreError, StoreResult, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader,
     WorkflowStatus,
 };
 
@@ -85,21 +85,7 @@ impl Catalog for PostgresStore {
 
     fn templates(&self, filter: TemplateFilter) -> BoxFuture<'_, StoreResult<Vec<TemplateRow>>> {
         Box::pin(async move {
-            let mut sql = format!("SELECT {TEMPLATE_COLUMNS} FROM workflow_templates t WHERE TRUE");
-            let mut params: Params<'_> = Vec::new();
-            for (column, value) in [("name", &filter.name), ("agent_id", &filter.agent_id)] {
-                if let Some(value) = value {
-                    params.push(value);
-                    let _ = write!(sql, " AND {column} = ${}", params.len());
-                }
-            }
-            if filter.latest_only {
-                sql.push_str(
-                    " AND version = (SELECT MAX(version) FROM workflow_templates u \
-                     WHERE u.name = t.name)",
-                );
-            }
-            sql.push_str(" ORDER BY name, version DESC");
+            let (mut sql, params) = templates_query(&filter);
             page(&mut sql, filter.limit, filter.offset);
             self.query(&sql, &params, template_row).await
         })
@@ -107,27 +93,7 @@ impl Catalog for PostgresStore {
 
     fn find_entries(&self, filter: EventFilter) -> BoxFuture<'_, StoreResult<Vec<FoundEntry>>> {
         Box::pin(async move {
-            let mut sql = String::from(
-                "SELECT workflow_id, seq, at, kind, event_type, step_id, version, payload \
-                 FROM events WHERE TRUE",
-            );
-            let mut params: Params<'_> = Vec::new();
-            for (column, op, value) in [
-                ("workflow_id", "=", &filter.workflow_id),
-                ("event_type", "=", &filter.event_type),
-                ("step_id", "=", &filter.step_id),
-                ("at", ">=", &filter.since),
-            ] {
-                if let Some(value) = value {
-                    params.push(value);
-                    let _ = write!(sql, " AND {column} {op} ${}", params.len());
-                }
-            }
-            sql.push_str(if filter.workflow_id.is_some() {
-                " ORDER BY seq"
-            } else {
-                " ORDER BY at DESC, workflow_id, seq DESC"
-            });
+            let (mut sql, params) = entries_query(&filter);
             page(&mut sql, filter.limit, filter.offset);
             self.query(&sql, &params, |row| {
                 Ok(FoundEntry {
@@ -136,6 +102,28 @@ impl Catalog for PostgresStore {
                 })
             })
             .await
+        })
+    }
+
+    fn count(&self, listing: Listing) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(async move {
+            let statuses: Vec<&str>;
+            let (sql, params) = match &listing {
+                Listing::Workflows(filter) => {
+                    statuses = filter.statuses.iter().map(|s| s.as_str()).collect();
+                    let param = &statuses as &(dyn tokio_postgres::types::ToSql + Sync);
+                    super::workflows_query(filter, (!statuses.is_empty()).then_some(param))
+                }
+                Listing::Templates(filter) => templates_query(filter),
+                Listing::Entries(filter) => entries_query(filter),
+            };
+            let sql = format!("SELECT COUNT(*) FROM ({sql}) AS listed");
+            let counted = self
+                .query(&sql, &params, |row| {
+                    row.try_get::<_, i64>(0).map_err(backend)
+                })
+                .await?;
+            Ok(counted.first().copied().unwrap_or(0) as u64)
         })
     }
 
@@ -378,4 +366,50 @@ fn header_row(row: &Row) -> StoreResult<VaultHeader> {
         check: row.try_get(2).map_err(backend)?,
         created_at: row.try_get(3).map_err(backend)?,
     })
+}
+
+/// The query of `templates`, unpaged, and its parameters.
+fn templates_query(filter: &TemplateFilter) -> (String, Params<'_>) {
+    let mut sql = format!("SELECT {TEMPLATE_COLUMNS} FROM workflow_templates t WHERE TRUE");
+    let mut params: Params<'_> = Vec::new();
+    for (column, value) in [("name", &filter.name), ("agent_id", &filter.agent_id)] {
+        if let Some(value) = value {
+            params.push(value);
+            let _ = write!(sql, " AND {column} = ${}", params.len());
+        }
+    }
+    if filter.latest_only {
+        sql.push_str(
+            " AND version = (SELECT MAX(version) FROM workflow_templates u \
+             WHERE u.name = t.name)",
+        );
+    }
+    sql.push_str(" ORDER BY name, version DESC");
+    (sql, params)
+}
+
+/// The query of `find_entries`, unpaged, and its parameters.
+fn entries_query(filter: &EventFilter) -> (String, Params<'_>) {
+    let mut sql = String::from(
+        "SELECT workflow_id, seq, at, kind, event_type, step_id, version, payload \
+         FROM events WHERE TRUE",
+    );
+    let mut params: Params<'_> = Vec::new();
+    for (column, op, value) in [
+        ("workflow_id", "=", &filter.workflow_id),
+        ("event_type", "=", &filter.event_type),
+        ("step_id", "=", &filter.step_id),
+        ("at", ">=", &filter.since),
+    ] {
+        if let Some(value) = value {
+            params.push(value);
+            let _ = write!(sql, " AND {column} {op} ${}", params.len());
+        }
+    }
+    sql.push_str(if filter.workflow_id.is_some() {
+        " ORDER BY seq"
+    } else {
+        " ORDER BY at DESC, workflow_id, seq DESC"
+    });
+    (sql, params)
 }

@@ -1,0 +1,66 @@
+//! `resources/*` over rmcp's types: the [`crate::api`] resources as MCP
+//! lists and reads them.
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate,
+};
+use serde_json::json;
+
+use crate::api::{Api, TEMPLATES, ToolError};
+
+/// `resources/list`.
+pub async fn list(api: &Api) -> Result<ListResourcesResult, ErrorData> {
+    let listed = api.resources().await.map_err(failed)?;
+    let resources = listed
+        .into_iter()
+        .map(|r| {
+            Resource::new(r.uri, r.name)
+                .with_description(r.description)
+                .with_mime_type(r.mime_type)
+        })
+        .collect();
+    Ok(ListResourcesResult::with_all_items(resources))
+}
+
+/// `resources/templates/list`.
+pub fn templates() -> ListResourceTemplatesResult {
+    let templates = TEMPLATES
+        .iter()
+        .map(|(uri, name, description)| {
+            ResourceTemplate::new(*uri, *name)
+                .with_description(*description)
+                .with_mime_type("application/json")
+        })
+        .collect();
+    ListResourceTemplatesResult::with_all_items(templates)
+}
+
+/// `resources/read`: the text, and for a range where it sits in the whole.
+pub async fn read(api: &Api, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+    let contents = api.read_resource(uri).await.map_err(failed)?;
+    let meta = serde_json::from_value(json!({
+        "total_bytes": contents.total_bytes,
+        "offset": contents.offset,
+    }))
+    .ok();
+    Ok(ReadResourceResult::new(vec![
+        ResourceContents::TextResourceContents {
+            uri: uri.to_owned(),
+            mime_type: Some(contents.mime_type.to_owned()),
+            text: contents.text,
+            meta,
+        },
+    ]))
+}
+
+/// A resource that is not there is -32002 (resource not found), with the
+/// coded error as data; anything else an internal error.
+fn failed(error: ToolError) -> ErrorData {
+    let data = Some(error.to_json());
+    match error.code.id {
+        "R0120" | "R0121" | "R0122" => ErrorData::resource_not_found(error.message, data),
+        _ => ErrorData::internal_error(error.message, data),
+    }
+}
