@@ -67,3 +67,26 @@ const ahead = arrivals["RUN_FINISHED:"] - arrivals["STEP_STARTED:pause"];
 check(ahead >= 1000, `the wait step's start should arrive about 1.5 s before the end, got ${ahead} ms`);
 check(live.state.status === "completed", "the slow run completes");
 console.log(`ag-ui: resumed run streamed live (the wait started ${ahead} ms before the end)`);
+
+// 5. Reasoning first, then reasoning again: answering the first resumes the
+// run, which suspends again at once; the stream ends on the second interrupt.
+const ask = (id, after) => ({
+  id, type: "reasoning", ...(after ? { depends_on: [after] } : {}),
+  config: { prompt_context: `${id}?`, options: [{ id: "yes", description: "go" }, { id: "no", description: "stop" }] },
+});
+await define(base, { name: "agui-twice", definition: { steps: [ask("first"), ask("second", "first")] } });
+const twiceId = await run(base, "agui-twice");
+await untilDecision(base, twiceId);
+const twice = new HttpAgent({ url: `${base}/api/runs/${encodeURIComponent(twiceId)}/ag-ui`, threadId: twiceId });
+await twice.runAgent();
+check(twice.pendingInterrupts.map((i) => i.id).join() === "first", `first interrupt: ${JSON.stringify(twice.pendingInterrupts)}`);
+const within = (promise, what) => Promise.race([promise,
+  new Promise((_, reject) => setTimeout(() => reject(new Error(`${what} never ended`)), 10000))]);
+await within(twice.runAgent({ resume: [{ interruptId: "first", status: "resolved", payload: { choice: "yes" } }] }),
+  "the stream resuming a run that suspends again");
+check(twice.pendingInterrupts.map((i) => i.id).join() === "second", `second interrupt: ${JSON.stringify(twice.pendingInterrupts)}`);
+check(twice.state.status === "suspended", `suspended again: ${JSON.stringify(twice.state)}`);
+await within(twice.runAgent({ resume: [{ interruptId: "second", status: "resolved", payload: { choice: "no" } }] }),
+  "the last resume");
+check(twice.state.status === "completed" && twice.pendingInterrupts.length === 0, `completed: ${JSON.stringify(twice.state)}`);
+console.log("ag-ui: reasoning then reasoning: the resumed stream ends on the next interrupt, then completes");

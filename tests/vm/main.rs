@@ -238,6 +238,49 @@ fn decisions_are_validated_and_resume_the_run() {
     );
 }
 
+/// The record names of `effects`.
+fn records(effects: &[opcode_vm::Effect]) -> Vec<&'static str> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            opcode_vm::Effect::Record(r) => Some(r.event_type()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_run_that_suspends_again_at_once_says_it_resumed_and_suspended() {
+    let ask = |id: &str, after: Option<&str>| {
+        let depends = after.map_or(String::new(), |a| format!(r#", "depends_on": ["{a}"]"#));
+        format!(
+            r#"{{"id": "{id}", "type": "reasoning"{depends}, "config": {{"prompt_context": "ok?", "options": [{{"id": "yes"}}]}}}}"#
+        )
+    };
+    let source = format!(
+        r#"{{"steps": [{}, {}]}}"#,
+        ask("first", None),
+        ask("second", Some("first"))
+    );
+    let mut sim = Sim::start(&source, json!({}));
+    assert_eq!(sim.status(), RunStatus::Suspended);
+    let effects = sim.decide("first", "yes", "boss").unwrap();
+    assert_eq!(sim.status(), RunStatus::Suspended);
+    assert_eq!(
+        records(&effects),
+        [
+            "workflow_resumed",
+            "step_completed",
+            "step_started",
+            "step_suspended",
+            "workflow_suspended"
+        ]
+    );
+    let effects = sim.decide("second", "yes", "boss").unwrap();
+    assert_eq!(records(&effects)[0], "workflow_resumed", "{effects:?}");
+    assert_eq!(sim.status(), RunStatus::Completed);
+}
+
 #[test]
 fn decision_timeouts_take_the_fallback_or_fail() {
     let with = r#"{"steps": [{"id": "r", "type": "reasoning", "config": {"prompt_context": "ok?", "options": [{"id": "yes"}, {"id": "no"}], "timeout": "1h", "fallback": "no"}}]}"#;

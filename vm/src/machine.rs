@@ -145,6 +145,7 @@ impl Vm {
         self.now = self.now.max(at);
         std::mem::swap(&mut self.out, out);
         let before = self.status;
+        let mark = self.out.len();
         match event {
             Event::Started {
                 inputs,
@@ -164,7 +165,11 @@ impl Vm {
             Event::Cancel { reason } => self.cancel_run(reason),
             Event::Resume => self.resume(host),
         }
-        self.settle(before);
+        let answered = matches!(
+            event,
+            Event::DecisionResolved { .. } | Event::DecisionCancelled { .. } | Event::Signal { .. }
+        );
+        self.settle(before, mark, answered);
         std::mem::swap(&mut self.out, out);
         Ok(())
     }
@@ -337,9 +342,23 @@ impl Vm {
         self.restart_halted(host);
     }
 
-    /// Works out the run's status after an event and records a change.
-    fn settle(&mut self, before: RunStatus) {
+    /// Works out the run's status after an event and records a change:
+    /// a suspended run that an event moved on (a step ran, completed or was
+    /// skipped) resumed, before what it did (the effects from `mark` on),
+    /// even when it suspends again straight away (a reasoning step after
+    /// a reasoning step), or ends because of an answer (`answered`).
+    fn settle(&mut self, before: RunStatus, mark: usize, answered: bool) {
+        let moved_on = |out: &[Effect]| out[mark..].iter().any(|e| matches!(e, Effect::Record(_)));
         if self.status.is_terminal() || self.status == RunStatus::Pending {
+            // A suspended run that an answer finished resumed first; one
+            // cancelled or timed out did not.
+            if before == RunStatus::Suspended
+                && answered
+                && matches!(self.status, RunStatus::Completed | RunStatus::Failed)
+                && moved_on(&self.out)
+            {
+                self.out.insert(mark, Effect::Record(Record::RunResumed));
+            }
             return;
         }
         let busy = !self.inflight.is_empty()
@@ -355,7 +374,13 @@ impl Vm {
         };
         match (before, self.status) {
             (RunStatus::Active, RunStatus::Suspended) => self.record(Record::RunSuspended),
-            (RunStatus::Suspended, RunStatus::Active) => self.record(Record::RunResumed),
+            (RunStatus::Suspended, RunStatus::Active) => {
+                self.out.insert(mark, Effect::Record(Record::RunResumed));
+            }
+            (RunStatus::Suspended, RunStatus::Suspended) if moved_on(&self.out) => {
+                self.out.insert(mark, Effect::Record(Record::RunResumed));
+                self.record(Record::RunSuspended);
+            }
             _ => {}
         }
     }
