@@ -31,7 +31,8 @@ def define(d, name, steps, **extra):
 
 
 def run(d, name, params=None, wait=True):
-    return call(d, "opcode.run", {"template_name": name, "params": params or {}, "wait": wait}, timeout=180)
+    return call(d, "opcode.run", {"template_name": name, "params": params or {}, "wait": wait,
+                                  "include": ["steps"]}, timeout=180)
 
 
 def step_error(result, step_id="s"):
@@ -120,7 +121,7 @@ def run_time(expect, d):
     define(d, "jq-cancelled", [step("json.jq", {"filter": "last(range(1e18))"}, timeout="120s")])
     started = run(d, "jq-cancelled", wait=False)
     wait_for("the jq evaluation starts", lambda: jq_helpers(), 20)
-    call(d, "opcode.signal", {"workflow_id": started["workflow_id"], "signal_type": "cancel", "reason": "enough"})
+    call(d, "opcode.signal", {"workflow_id": started["workflow_id"], "signal_type": "cancel", "payload": {"reason": "enough"}})
     status = wait_for("the run is cancelled", lambda: (call(d, "opcode.status", {
         "workflow_id": started["workflow_id"]})["status"] == "cancelled") or None, 20)
     gone = wait_for("the cancelled jq stops", lambda: (not jq_helpers()) or None, 5)

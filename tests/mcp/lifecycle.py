@@ -109,13 +109,22 @@ def settings_and_tokens(binary):
                                env=env, capture_output=True, text=True, timeout=30)
         check(short.returncode == 2 and "at least 16" in short.stderr, f"a short token was installed: {short}")
         first, second = "first-token-0123456789", "second-token-0123456789"
-        installed = subprocess.run([binary, "install", "--listen", f"127.0.0.1:{port}", "--token", first],
+        # opcode's spellings: --listen-addr, and the vault key itself.
+        installed = subprocess.run([binary, "install", "--listen-addr", f"127.0.0.1:{port}", "--token", first,
+                                    "--vault-key", "install-passphrase"],
                                    env=env, capture_output=True, text=True, timeout=30, check=True)
         path = f"{home}/.opcode/settings.json"
         check(path in installed.stdout, f"install said {installed.stdout}")
+        check("visible to other users" in installed.stderr, f"no warning for a key on the command line: {installed}")
         with open(path) as f:
             settings = json.load(f)
         check(settings["listen"] == f"127.0.0.1:{port}" and settings["token"] == first, f"settings {settings}")
+        key_file = settings["vault_key_file"]
+        with open(key_file) as f:
+            check(f.read().strip() == "install-passphrase", "the key file holds the key")
+        for private in (path, key_file):
+            mode = os.stat(private).st_mode & 0o777
+            check(mode == 0o600, f"{private} has mode {mode:o}, not 600")
         daemon = subprocess.Popen([binary], env=env, stderr=subprocess.DEVNULL)
         url = f"http://127.0.0.1:{port}/livez"
         try:
@@ -138,9 +147,33 @@ def settings_and_tokens(binary):
         finally:
             daemon.terminate()
             daemon.wait(timeout=10)
-    print("ok - install writes settings; off loopback needs a token; SIGHUP swaps it live")
+    print("ok - install writes settings (0600; opcode's --listen-addr and --vault-key, with a warning); "
+          "off loopback needs a token; SIGHUP swaps it live")
+
+
+def session_end(binary):
+    """`DELETE /mcp` ends a session with 204 (the Python SDK warns on 202)."""
+    with tempfile.TemporaryDirectory() as home:
+        daemon = Daemon(binary, home, free_port())
+        daemon.start()
+        try:
+            headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                       "MCP-Protocol-Version": "2025-11-25"}
+            hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+            request = urllib.request.Request(f"{daemon.url}/mcp", json.dumps(hello).encode(), headers)
+            with urllib.request.urlopen(request, timeout=10) as response:
+                session = response.headers["Mcp-Session-Id"]
+            end = urllib.request.Request(f"{daemon.url}/mcp", method="DELETE",
+                                         headers={**headers, "Mcp-Session-Id": session})
+            with urllib.request.urlopen(end, timeout=10) as response:
+                check(response.status in (200, 204), f"DELETE /mcp answered {response.status}")
+        finally:
+            daemon.terminate()
+    print("ok - DELETE /mcp ends the session with 204")
 
 
 if __name__ == "__main__":
+    session_end(sys.argv[1])
     settings_and_tokens(sys.argv[1])
     asyncio.run(main(sys.argv[1]))

@@ -53,7 +53,7 @@ def main(binary):
                 call(daemon, "opcode.define", {"name": "limits", "definition": {"steps": steps}})
                 run = call(daemon, "opcode.run", {"template_name": "limits", "include": ["outputs"]})
                 check(run["status"] == "completed", f"limits: {json.dumps(run)[:2000]}")
-                results = {k: (v["output"], v.get("error")) for k, v in run["steps"].items()}
+                results = {k: (v.get("output"), v.get("error")) for k, v in run["steps"].items()}
             finally:
                 daemon.terminate()
             for step, controller in [("bomb", "pids"), ("hog", "memory")]:

@@ -15,7 +15,7 @@ import sqlite3
 import sys
 import tempfile
 
-from common import TOKEN, VAULT_KEY, Expectations, call, check, operator_daemon
+from common import TOKEN, VAULT_KEY, Expectations, call, check, operator_daemon, whole
 
 PROBE = open(os.path.join(os.path.dirname(__file__), "probe.py")).read()
 ZERO_CAPS = "0000000000000000"
@@ -35,7 +35,7 @@ def sandbox_holds(binary, settings=None):
             call(daemon, "opcode.define", {"name": "probe", "definition": {"steps": [probe_step(nonce, daemon, home)]}})
             run = call(daemon, "opcode.run", {"template_name": "probe", "include": ["outputs"]})
             check(run["status"] == "completed", f"the probe did not run: {json.dumps(run)[:3000]}")
-            output = run["steps"]["probe"]["output"]
+            output = whole(daemon, run["steps"]["probe"]["output"])
             check(output["isolated"], f"the probe was not isolated: {output}")
             check(isinstance(output["stdout"], dict), f"no report: {output['stderr'][-3000:]}")
             report = output["stdout"]

@@ -239,11 +239,11 @@ fn decisions_are_validated_and_resume_the_run() {
 }
 
 /// The record names of `effects`.
-fn records(effects: &[opcode_vm::Effect]) -> Vec<&'static str> {
+fn records(effects: &[Effect]) -> Vec<&'static str> {
     effects
         .iter()
         .filter_map(|e| match e {
-            opcode_vm::Effect::Record(r) => Some(r.event_type()),
+            Effect::Record(r) => Some(r.event_type()),
             _ => None,
         })
         .collect()

@@ -198,6 +198,11 @@ impl Api {
                 .with_details(json!({ "unknown": unknown, "arguments": known })));
             }
         }
+        // The reading tools note their caller here; the others with what
+        // they write.
+        if matches!(name, "opcode.status" | "opcode.query" | "opcode.diagram") {
+            self.seen(args.opt_str("agent_id")?).await?;
+        }
         match name {
             "opcode.define" => define::define(self, &args).await,
             "opcode.run" => run::run(self, &args).await,

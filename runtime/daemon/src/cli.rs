@@ -4,6 +4,7 @@ mod common;
 mod database;
 mod doctor;
 mod inspect;
+mod install;
 mod resume;
 mod run;
 mod schedule;
@@ -30,7 +31,7 @@ enum Command {
     /// Serve the six MCP tools over Streamable HTTP (/mcp) and legacy SSE (/sse); the default.
     Serve(serve::Args),
     /// Write ~/.opcode/settings.json from the given flags.
-    Install(serve::Args),
+    Install(install::InstallArgs),
     /// Start a workflow and run it until it ends or waits for a decision or signal.
     Run(run::Args),
     /// Carry on with interrupted workflows (one, or all of them).
@@ -72,7 +73,7 @@ pub fn main(cli: Cli) -> u8 {
     let exit = runtime.block_on(async move {
         match command {
             Command::Serve(args) => serve::serve(args).await,
-            Command::Install(args) => serve::install(&args),
+            Command::Install(args) => install::install(&args),
             Command::Run(args) => run::run(args).await,
             Command::Resume(args) => resume::run(args).await,
             Command::Status(args) => inspect::status(args).await,

@@ -78,7 +78,8 @@ pub fn router(
         .merge(
             Router::new()
                 .nest_service("/mcp", mcp)
-                .layer(axum::middleware::from_fn(depth::guard)),
+                .layer(axum::middleware::from_fn(depth::guard))
+                .layer(axum::middleware::from_fn(session_ended)),
         );
     if let Some(panel) = panel {
         router = router.merge(crate::panel::router(panel));
@@ -87,6 +88,17 @@ pub fn router(
         guard_state,
         guard::guard,
     ))
+}
+
+/// A `DELETE /mcp` that ended its session answers 204 No Content: the
+/// transport's 202 made the Python SDK warn "Session termination failed".
+async fn session_ended(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let delete = request.method() == axum::http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
 }
 
 /// `GET /metrics`.

@@ -175,7 +175,8 @@ fn build() -> Vec<ToolSpec> {
             input_schema: json!({
                 "type": "object",
                 "properties": with_view(json!({
-                    "workflow_id": text("The workflow (run) id, as opcode.run returned it.")
+                    "workflow_id": text("The workflow (run) id, as opcode.run returned it."),
+                    "agent_id": agent
                 })),
                 "required": ["workflow_id"]
             }),
@@ -224,7 +225,8 @@ fn build() -> Vec<ToolSpec> {
                     "resource": {"type": "string", "enum": ["workflows", "events", "templates", "decisions", "schedules", "plugins"], "description": "What to list."},
                     "filter": {"type": "object", "description": "workflows: status (one or a list), agent_id, template_name, parent_workflow_id, since; events: workflow_id, event_type, step_id, since; templates: name, agent_id, latest; decisions: workflow_id, status (pending by default, or all), agent_id; schedules: template_name; plugins: name."},
                     "limit": {"type": "integer", "minimum": 0, "maximum": 1000, "description": "Rows per page (default 50, at most 1000)."},
-                    "offset": {"type": "integer", "minimum": 0, "description": "Rows to skip (default 0)."}
+                    "offset": {"type": "integer", "minimum": 0, "description": "Rows to skip (default 0)."},
+                    "agent_id": agent
                 },
                 "required": ["resource"]
             }),
@@ -248,7 +250,8 @@ fn build() -> Vec<ToolSpec> {
                     "version": text("Template version: \"3\" or \"v3\". Default: the newest."),
                     "workflow_id": text("The workflow to draw, with each step's status."),
                     "format": {"type": "string", "enum": ["ascii", "mermaid", "svg", "png", "image"], "description": "Default mermaid; image is png."},
-                    "include_status": {"type": "boolean", "description": "Draw each step's status on a workflow's diagram (default true)."}
+                    "include_status": {"type": "boolean", "description": "Draw each step's status on a workflow's diagram (default true)."},
+                    "agent_id": agent
                 }
             }),
             output_schema: outputs::diagram(),

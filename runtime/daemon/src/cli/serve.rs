@@ -26,8 +26,9 @@ const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Flags of `serve` and `install` (each overrides settings and environment).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct Args {
-    /// Address to listen on, `host:port` (default 127.0.0.1:4100).
-    #[arg(long, value_name = "ADDR")]
+    /// Address to listen on, `host:port` (default 127.0.0.1:4100);
+    /// `--listen-addr` is opcode's spelling.
+    #[arg(long, value_name = "ADDR", alias = "listen-addr")]
     listen: Option<String>,
     /// The database file (default ~/.opcode/opcode.db).
     #[arg(long, value_name = "PATH")]
@@ -50,7 +51,8 @@ pub struct Args {
 }
 
 impl Args {
-    fn flags(&self) -> Settings {
+    /// The settings these flags give.
+    pub fn flags(&self) -> Settings {
         Settings {
             listen: self.listen.clone(),
             db: self.db.clone(),
@@ -66,7 +68,8 @@ impl Args {
         }
     }
 
-    fn config_path(&self) -> PathBuf {
+    /// The settings file they name (or the default one).
+    pub fn config_path(&self) -> PathBuf {
         self.config
             .clone()
             .unwrap_or_else(|| Settings::file_in(&home()))
@@ -315,43 +318,5 @@ async fn reload_on_hangup(
             }
             Err(e) => tracing::error!(error = %e, "settings not reloaded"),
         }
-    }
-}
-
-/// Writes the settings file from the flags (keeping what it already holds).
-pub fn install(args: &Args) -> Exit {
-    let path = args.config_path();
-    let current = match Settings::load(&path) {
-        Ok(current) => current,
-        Err(e) => return fail(e),
-    };
-    let mut settings = current.overlay(args.flags());
-    settings
-        .listen
-        .get_or_insert_with(|| opcode_daemon::settings::DEFAULT_LISTEN.to_owned());
-    settings
-        .db
-        .get_or_insert_with(|| home().join(".opcode").join("opcode.db"));
-    if let Err(e) = settings.listen_addr() {
-        return fail(e);
-    }
-    if let Some(token) = &settings.token
-        && let Err(e) = valid_token(token)
-    {
-        return fail(e);
-    }
-    let text = serde_json::to_string_pretty(&settings).unwrap_or_default();
-    if let Some(dir) = path.parent()
-        && let Err(e) = std::fs::create_dir_all(dir)
-    {
-        return fail(format!("cannot create {}: {e}", dir.display()));
-    }
-    match std::fs::write(&path, format!("{text}\n")) {
-        Ok(()) => {
-            println!("wrote {}", path.display());
-            println!("start the daemon with: opcode serve");
-            Exit::Ok
-        }
-        Err(e) => fail(format!("cannot write {}: {e}", path.display())),
     }
 }
