@@ -61,6 +61,8 @@ pub struct Wrapper {
     pub output_schema: Option<Json>,
     /// Triggers such as `{"cron": "0 9 * * 1"}`.
     pub triggers: Option<Json>,
+    /// Is the template an MCP tool of its own (spec/mcp.md)?
+    pub expose: Option<bool>,
 }
 
 /// A workflow definition.

@@ -40,6 +40,7 @@ const WRAPPER_FIELDS: &[&str] = &[
     "input_schema",
     "output_schema",
     "triggers",
+    "expose",
     "definition",
 ];
 
@@ -117,6 +118,7 @@ impl Lowerer<'_> {
             triggers: fields
                 .get("triggers")
                 .map(|m| Spanned::new(m.value.to_value(), m.value.span)),
+            expose: self.opt_bool(fields, "expose"),
         }
     }
 

@@ -13,6 +13,7 @@ mod run;
 mod schemas;
 mod signal;
 mod status;
+mod template_tools;
 mod templates;
 mod view;
 
@@ -119,6 +120,7 @@ pub struct Api {
     plugins: Option<Arc<Plugins>>,
     templates: Arc<templates::TemplateCache>,
     inline_limit: usize,
+    tools: tokio::sync::broadcast::Sender<()>,
 }
 
 /// Values longer than this (their compact JSON, in bytes) are not inlined
@@ -143,7 +145,18 @@ impl Api {
             plugins: None,
             templates: Arc::default(),
             inline_limit: DEFAULT_INLINE_LIMIT,
+            tools: tokio::sync::broadcast::channel(16).0,
         }
+    }
+
+    /// Says when the tools exposed templates give may have changed.
+    pub fn watch_tools(&self) -> tokio::sync::broadcast::Receiver<()> {
+        self.tools.subscribe()
+    }
+
+    /// Announces that the exposed templates changed.
+    fn tools_changed(&self) {
+        let _ = self.tools.send(());
     }
 
     /// The tools, inlining values up to `bytes` in results (spec/mcp.md).

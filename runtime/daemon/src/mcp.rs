@@ -3,18 +3,22 @@
 
 mod agents;
 mod resources;
+mod tasks;
+mod watch;
 
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams,
+    GetTaskResult, Implementation, JsonObject, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams, UpdateTaskParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::api::{Api, INSTRUCTIONS, ToolSpec, tools};
 use crate::headline::headline;
@@ -28,17 +32,22 @@ pub struct OpcodeServer {
     tools: Arc<Vec<Tool>>,
     sessions: Arc<AgentSessions>,
     level: SessionLevel,
+    subscriptions: watch::Subscriptions,
+    /// Cancelled when the session's last handler is dropped.
+    ended: Arc<DropGuard>,
 }
 
 impl OpcodeServer {
     /// A handler over `api`, remembering agents' sessions in `sessions`.
     pub fn new(api: Api, sessions: Arc<AgentSessions>) -> OpcodeServer {
-        let tools = tools().iter().map(listed).collect();
+        let tools = tools().iter().map(listed_tool).collect();
         OpcodeServer {
             api,
             tools: Arc::new(tools),
             sessions,
             level: SessionLevel::default(),
+            subscriptions: watch::Subscriptions::default(),
+            ended: Arc::new(CancellationToken::new().drop_guard()),
         }
     }
 
@@ -50,12 +59,14 @@ impl OpcodeServer {
             tools: self.tools.clone(),
             sessions: self.sessions.clone(),
             level: SessionLevel::default(),
+            subscriptions: watch::Subscriptions::default(),
+            ended: Arc::new(CancellationToken::new().drop_guard()),
         }
     }
 }
 
 /// A tool as `tools/list` shows it.
-fn listed(spec: &ToolSpec) -> Tool {
+fn listed_tool(spec: &ToolSpec) -> Tool {
     let object = |schema: &Value| match schema {
         Value::Object(map) => map.clone(),
         _ => JsonObject::new(),
@@ -91,7 +102,7 @@ fn image_result(value: &Value) -> Option<CallToolResult> {
 /// A successful result as structured content, with its JSON as the text
 /// content too, or (`terse`: the 2026-07-28 revision, whose clients read
 /// `structuredContent`) a one-line headline instead.
-fn structured(value: Value, terse: bool) -> CallToolResult {
+pub(crate) fn structured(value: Value, terse: bool) -> CallToolResult {
     if !terse {
         return CallToolResult::structured(value);
     }
@@ -101,6 +112,36 @@ fn structured(value: Value, terse: bool) -> CallToolResult {
     result
 }
 
+impl OpcodeServer {
+    /// JSON-RPC -32602 for a tool that is not there, naming those that are.
+    async fn no_such_tool(&self, name: &str) -> ErrorData {
+        let mut names: Vec<String> = self.tools.iter().map(|t| t.name.to_string()).collect();
+        if let Ok(exposed) = self.api.template_tools().await {
+            names.extend(exposed.into_iter().map(|t| t.name));
+        }
+        ErrorData::invalid_params(
+            format!("there is no tool `{name}`: use {}", names.join(", ")),
+            Some(json!({ "tools": names })),
+        )
+    }
+}
+
+/// The version a call of a template tool pins in its `_meta`
+/// (`"opcode/version": 3` or `"v3"`), if any.
+fn pinned_version(meta: Option<&rmcp::model::RequestMetaObject>) -> Option<i64> {
+    let value = meta?.get("opcode/version")?;
+    value.as_i64().or_else(|| {
+        value
+            .as_str()
+            .and_then(|v| v.strip_prefix('v').unwrap_or(v).parse().ok())
+    })
+}
+
+fn internal(error: crate::api::ToolError) -> ErrorData {
+    let data = Some(error.to_json());
+    ErrorData::internal_error(error.message, data)
+}
+
 impl ServerHandler for OpcodeServer {
     #[allow(deprecated)] // logging is still how session clients get workflow.notify
     fn get_info(&self) -> ServerConfig {
@@ -108,7 +149,10 @@ impl ServerHandler for OpcodeServer {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .enable_resources()
+                .enable_resources_subscribe()
+                .enable_tasks()
                 .enable_logging()
                 .build(),
         )
@@ -124,6 +168,46 @@ impl ServerHandler for OpcodeServer {
     ) -> Result<(), ErrorData> {
         self.level.set(request.level);
         Ok(())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        watch::follow_session(
+            context.peer,
+            &self.api,
+            self.subscriptions.clone(),
+            self.ended.token().clone(),
+        );
+    }
+
+    #[allow(deprecated)] // the session revisions subscribe this way
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscriptions.add(&request.uri);
+        Ok(())
+    }
+
+    #[allow(deprecated)] // the session revisions unsubscribe this way
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscriptions.remove(&request.uri);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(watch::accepted(requested))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        watch::listen(&self.api, context).await
     }
 
     async fn list_resources(
@@ -155,7 +239,10 @@ impl ServerHandler for OpcodeServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+        let mut listed = self.tools.as_ref().clone();
+        let exposed = self.api.template_tools().await.map_err(internal)?;
+        listed.extend(exposed.iter().map(listed_tool));
+        Ok(ListToolsResult::with_all_items(listed))
     }
 
     async fn call_tool(
@@ -169,25 +256,76 @@ impl ServerHandler for OpcodeServer {
             self.sessions
                 .remember(agent, context.peer.clone(), self.level.clone());
         }
-        if !self.tools.iter().any(|t| t.name == request.name) {
-            let names: Vec<&str> = self.tools.iter().map(|t| t.name.as_ref()).collect();
-            return Err(ErrorData::invalid_params(
-                format!(
-                    "there is no tool `{}`: use {}",
-                    request.name,
-                    names.join(", ")
-                ),
-                Some(json!({ "tools": names })),
-            ));
+        let own = self.tools.iter().any(|t| t.name == request.name);
+        let template = !own
+            && self
+                .api
+                .is_template_tool(&request.name)
+                .await
+                .map_err(internal)?;
+        if !own && !template {
+            return Err(self.no_such_tool(&request.name).await);
         }
-        let args = request.arguments.map_or(Value::Null, Value::Object);
         let terse = context
             .protocol_version()
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
-        let result = match self.api.call(&request.name, args).await {
-            Ok(value) => image_result(&value).unwrap_or_else(|| structured(value, terse)),
-            Err(error) => CallToolResult::structured_error(error.to_json()),
+        // A client that declared the tasks extension gets a run as a task.
+        let as_task = (template || request.name == "opcode.run")
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks());
+        let args = request.arguments.map_or(Value::Null, Value::Object);
+        let outcome = if template {
+            let version = pinned_version(request.meta.as_ref());
+            self.api
+                .call_template(&request.name, args, version, !as_task)
+                .await
+        } else if as_task {
+            let mut args = args;
+            if let Some(map) = args.as_object_mut() {
+                map.insert("wait".into(), Value::Bool(false));
+            }
+            self.api.call(&request.name, args).await
+        } else {
+            self.api.call(&request.name, args).await
         };
-        Ok(result.into())
+        Ok(match outcome {
+            Ok(started) if as_task => {
+                CallToolResponse::Task(tasks::created(&self.api, &started).await?)
+            }
+            Ok(value) => image_result(&value)
+                .unwrap_or_else(|| structured(value, terse))
+                .into(),
+            Err(error) => CallToolResult::structured_error(error.to_json()).into(),
+        })
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let terse = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        Ok(GetTaskResult::new(
+            tasks::detailed(&self.api, &request.task_id, terse).await?,
+        ))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tasks::update(&self.api, &request.task_id, request.input_responses).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tasks::cancel(&self.api, &request.task_id).await
     }
 }

@@ -37,7 +37,7 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
     if !description.is_empty() {
         wrapper.insert("description".into(), description.into());
     }
-    for key in ["input_schema", "output_schema", "triggers"] {
+    for key in ["input_schema", "output_schema", "triggers", "expose"] {
         if let Some(value) = args.get(key) {
             wrapper.insert(key.into(), value.clone());
         }
@@ -55,9 +55,17 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
     let schedule = trigger
         .as_ref()
         .map(|job| json!({"id": job.id, "cron": job.cron, "timezone": job.timezone}));
+    let expose = wrapper.get("expose") == Some(&Value::Bool(true));
+    if expose {
+        super::template_tools::check_name(name)?;
+    }
     // The same arguments again (a retry, an agent unsure it defined it)
     // are the newest version already: nothing new is stored.
-    if let Some(latest) = api.store().template(name, None).await?
+    let previous = api.store().template(name, None).await?;
+    let was_exposed = previous
+        .as_ref()
+        .is_some_and(super::template_tools::exposed);
+    if let Some(latest) = previous
         && latest.definition == text
     {
         return Ok(answer(
@@ -83,6 +91,9 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
         })
         .await?;
     let row = api.templates.keep(row, true);
+    if expose || was_exposed {
+        api.tools_changed();
+    }
     match trigger {
         Some(job) => api.store().save_schedule(job).await?,
         None => {
@@ -195,7 +206,13 @@ fn with_template_fields(args: &Args, value: Value) -> Args {
         return args.with("definition", value);
     };
     let mut merged = args.with("definition", inner.clone());
-    for key in ["description", "input_schema", "output_schema", "triggers"] {
+    for key in [
+        "description",
+        "input_schema",
+        "output_schema",
+        "triggers",
+        "expose",
+    ] {
         if args.get(key).is_none()
             && let Some(field) = value.get(key)
         {

@@ -131,7 +131,8 @@ fn build() -> Vec<ToolSpec> {
                     "description": text("What the template does, for people and agents."),
                     "input_schema": {"type": "object", "description": "JSON Schema of the run params; its defaults apply to every run."},
                     "output_schema": {"type": "object", "description": "JSON Schema of the workflow's output."},
-                    "triggers": {"type": "object", "description": "{\"cron\": \"0 9 * * 1-5\", \"timezone\": \"UTC\", \"params\": {}, \"missed\": \"run_once\" or \"skip\"} runs the template on a schedule."}
+                    "triggers": {"type": "object", "description": "{\"cron\": \"0 9 * * 1-5\", \"timezone\": \"UTC\", \"params\": {}, \"missed\": \"run_once\" or \"skip\"} runs the template on a schedule."},
+                    "expose": {"type": "boolean", "description": "List the template as a tool of its own, named as it is, its input_schema the tool's; calling it runs the newest version (default false)."}
                 },
                 "required": ["name", "definition"]
             }),
@@ -203,7 +204,8 @@ fn build() -> Vec<ToolSpec> {
                     "step_id": text("decision and cancel: the reasoning step (or the decision id) to answer or cancel; signal: the signal's name when payload.name is absent."),
                     "payload": {"type": "object", "description": "decision: {\"choice\": option id, \"data\": {...}}; cancel: {\"reason\": text}; signal: {\"name\": signal, \"data\": {...}}."},
                     "reasoning": text("decision: why this choice, kept with the resolution."),
-                    "agent_id": agent
+                    "agent_id": agent,
+                    "wait": {"type": "boolean", "description": "Answer once the run has settled again (default true); false answers at once."}
                 })),
                 "required": ["workflow_id", "signal_type"]
             }),

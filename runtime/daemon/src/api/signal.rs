@@ -17,6 +17,7 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
     let agent_id = args.opt_str("agent_id")?;
     let step_id = args.opt_str("step_id")?;
     let asked = Asked::from_args(args, api.inline_limit)?;
+    let wait = args.opt_bool("wait")?.unwrap_or(true);
     let empty = Map::new();
     let payload = args.opt_object("payload")?.unwrap_or(&empty);
     if api.store().workflow(id).await?.is_none() {
@@ -62,7 +63,7 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
         },
         "resume" => {
             api.exec.resume(id).await?;
-            return settled(api, id, kind, false, &asked).await;
+            return settled(api, id, kind, false, wait.then_some(&asked)).await;
         }
         "signal" | "data" => {
             let name = payload
@@ -94,7 +95,10 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
         }
     };
     match api.exec.deliver(id, event).await? {
-        Delivery::Applied => settled(api, id, kind, kind == "decision", &asked).await,
+        Delivery::Applied => {
+            let resumed = kind == "decision";
+            settled(api, id, kind, resumed, wait.then_some(&asked)).await
+        }
         Delivery::Queued { owner } => Ok(json!({
             "ok": true,
             "workflow_id": id,
@@ -105,15 +109,26 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
     }
 }
 
-/// The answer once the run has settled: `ok`, the signal, and the run view.
-async fn settled(api: &Api, id: &str, kind: &str, resumed: bool, asked: &Asked) -> ToolResult {
-    api.exec.wait(id, Until::Settled).await?;
-    let view = render(api, id, None, asked).await?;
+/// The answer: `ok`, the signal, and the run view once the run has
+/// settled again (with `asked`), or at once its id.
+async fn settled(
+    api: &Api,
+    id: &str,
+    kind: &str,
+    resumed: bool,
+    asked: Option<&Asked>,
+) -> ToolResult {
     let mut out = json!({
         "ok": true,
         "signal_type": kind,
         "resumed": resumed || kind == "resume",
     });
+    let Some(asked) = asked else {
+        out["workflow_id"] = json!(id);
+        return Ok(out);
+    };
+    api.exec.wait(id, Until::Settled).await?;
+    let view = render(api, id, None, asked).await?;
     if let (Some(out), Value::Object(view)) = (out.as_object_mut(), view) {
         out.extend(view);
     }
