@@ -67,16 +67,12 @@ impl OpcodeServer {
 
 /// A tool as `tools/list` shows it.
 fn listed_tool(spec: &ToolSpec) -> Tool {
-    let object = |schema: &Value| match schema {
-        Value::Object(map) => map.clone(),
-        _ => JsonObject::new(),
-    };
     let mut tool = Tool::new(
         spec.name.clone(),
         spec.description.clone(),
-        Arc::new(object(&spec.input_schema)),
+        Arc::new(json_object(&spec.input_schema)),
     );
-    tool.output_schema = Some(Arc::new(object(&spec.output_schema)));
+    tool.output_schema = Some(Arc::new(json_object(&spec.output_schema)));
     tool.annotations = serde_json::from_value(json!({
         "readOnlyHint": spec.hints.read_only,
         "destructiveHint": spec.hints.destructive,
@@ -137,9 +133,19 @@ fn pinned_version(meta: Option<&rmcp::model::RequestMetaObject>) -> Option<i64> 
     })
 }
 
+/// A tool error where the protocol wants a JSON-RPC error: internal, with
+/// the coded error as data.
 fn internal(error: crate::api::ToolError) -> ErrorData {
     let data = Some(error.to_json());
     ErrorData::internal_error(error.message, data)
+}
+
+/// A JSON value as a JSON object (anything else: empty).
+fn json_object(value: &Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map.clone(),
+        _ => JsonObject::new(),
+    }
 }
 
 impl ServerHandler for OpcodeServer {
@@ -274,18 +280,15 @@ impl ServerHandler for OpcodeServer {
             && context
                 .client_capabilities()
                 .is_some_and(|c| c.supports_tasks());
-        let args = request.arguments.map_or(Value::Null, Value::Object);
+        let mut args = request.arguments.map_or(Value::Null, Value::Object);
+        if as_task && let Some(map) = args.as_object_mut() {
+            map.insert("wait".into(), Value::Bool(false));
+        }
         let outcome = if template {
             let version = pinned_version(request.meta.as_ref());
             self.api
                 .call_template(&request.name, args, version, !as_task)
                 .await
-        } else if as_task {
-            let mut args = args;
-            if let Some(map) = args.as_object_mut() {
-                map.insert("wait".into(), Value::Bool(false));
-            }
-            self.api.call(&request.name, args).await
         } else {
             self.api.call(&request.name, args).await
         };

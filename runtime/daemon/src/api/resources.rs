@@ -119,10 +119,10 @@ impl Api {
             .collect();
         let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
         let (text, mime_type) = match parts.as_slice() {
-            ["actions"] => (json_text(&self.catalog()), "application/json"),
+            ["actions"] => (self.catalog().to_string(), "application/json"),
             ["docs", "language"] => (LANGUAGE.to_owned(), "text/markdown"),
             ["templates", name] => (
-                json_text(&self.template_resource(name, None).await?),
+                self.template_resource(name, None).await?.to_string(),
                 "application/json",
             ),
             ["templates", name, version] => {
@@ -131,7 +131,7 @@ impl Api {
                     .and_then(|v| v.parse().ok())
                     .ok_or_else(|| unknown(uri))?;
                 let found = self.template_resource(name, Some(number)).await?;
-                (json_text(&found), "application/json")
+                (found.to_string(), "application/json")
             }
             ["runs", id, what @ ..] => (self.run_part(uri, id, what).await?, "application/json"),
             _ => return Err(unknown(uri)),
@@ -181,12 +181,11 @@ impl Api {
             .iter()
             .map(|v| json!(format!("v{}", v.version)))
             .collect();
-        let (program, _) = self
-            .exec
-            .compiler()
-            .compile(&row.definition, "workflow.json");
-        if let Some(program) = program {
-            out["diagram"] = json!(opcode_compiler::diagram::mermaid(&program, None));
+        // The executor keeps the compiled programs of the definitions it saw.
+        if let Ok(diagram) = self.exec.with_program(&row.definition, |program| {
+            opcode_compiler::diagram::mermaid(program, None)
+        }) {
+            out["diagram"] = json!(diagram);
         }
         Ok(out)
     }
@@ -204,7 +203,7 @@ impl Api {
                     inline_limit: Some(self.inline_limit),
                     ..View::default()
                 };
-                return Ok(json_text(&summary::of_state(&state, &view)));
+                return Ok(summary::of_state(&state, &view).to_string());
             }
             ["output"] => row.output.clone(),
             ["error"] => row.error.clone(),
@@ -247,10 +246,6 @@ impl Api {
         };
         stored.ok_or_else(|| ToolError::new(codes::R0121, format!("`{uri}` has no value (yet)")))
     }
-}
-
-fn json_text(value: &Value) -> String {
-    value.to_string()
 }
 
 fn unknown(uri: &str) -> ToolError {

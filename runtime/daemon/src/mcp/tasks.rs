@@ -35,7 +35,7 @@ pub async fn detailed(api: &Api, id: &str, terse: bool) -> Result<DetailedTask, 
                 .store()
                 .decisions(Some(id), Some(DecisionStatus::Pending))
                 .await
-                .map_err(|e| failed(&e.into()))?;
+                .map_err(|e| super::internal(e.into()))?;
             if pending.is_empty() {
                 // Waiting for a named signal, or halted by its deadline:
                 // nothing a client can answer through the task.
@@ -62,7 +62,7 @@ pub async fn detailed(api: &Api, id: &str, terse: bool) -> Result<DetailedTask, 
                 .to_owned();
             let error = json!({"code": -32603, "message": message, "data": view});
             TaskPayload::Failed {
-                error: object(error),
+                error: super::json_object(&error),
             }
         }
     };
@@ -181,9 +181,11 @@ async fn result_of(api: &Api, id: &str, terse: bool) -> Result<JsonObject, Error
     let view = api
         .call("opcode.status", json!({"workflow_id": id}))
         .await
-        .map_err(|e| failed(&e))?;
+        .map_err(super::internal)?;
     let result = super::structured(view, terse);
-    Ok(object(serde_json::to_value(result).unwrap_or(Value::Null)))
+    Ok(super::json_object(
+        &serde_json::to_value(result).unwrap_or(Value::Null),
+    ))
 }
 
 fn base(row: &WorkflowRow, status: TaskStatus) -> Task {
@@ -201,27 +203,12 @@ async fn row(api: &Api, id: &str) -> Result<WorkflowRow, ErrorData> {
         .store()
         .workflow(id)
         .await
-        .map_err(|e| failed(&e.into()))?
+        .map_err(|e| super::internal(e.into()))?
         .ok_or_else(|| ErrorData::invalid_params(format!("there is no task `{id}`"), None))
-}
-
-fn object(value: Value) -> JsonObject {
-    match value {
-        Value::Object(map) => map,
-        other => {
-            let mut map = JsonObject::new();
-            map.insert("value".into(), other);
-            map
-        }
-    }
 }
 
 fn invalid(error: &ToolError) -> ErrorData {
     ErrorData::invalid_params(error.message.clone(), Some(error.to_json()))
-}
-
-fn failed(error: &ToolError) -> ErrorData {
-    ErrorData::internal_error(error.message.clone(), Some(error.to_json()))
 }
 
 #[cfg(test)]
