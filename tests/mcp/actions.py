@@ -218,10 +218,11 @@ async def isolation(binary):
         async with Client(f"{daemon.url}/mcp") as client:
             data(await client.call_tool("opcode.define", {"name": "iso", "definition": {"steps": steps}}))
             run = data(await client.call_tool("opcode.run", {"template_name": "iso", "include": ["outputs"]}))
+            # An output over the inline limit is read from its resource.
+            out = {k: await whole(client, v.get("output")) for k, v in run["steps"].items()}
         daemon.terminate()
         listener.close()
         check(run["status"] == "completed", f"iso run: {json.dumps(run)[:3000]}")
-        out = {k: v.get("output") for k, v in run["steps"].items()}
         errors = {k: v.get("error") for k, v in run["steps"].items()}
         check(all(o["isolated"] for k, o in out.items() if not k.startswith("fs_")), f"not isolated: {out}")
         check(out["net"]["exit_code"] != 0 and "connected" not in out["net"]["stdout_raw"], f"net: {out['net']}")
