@@ -5,8 +5,10 @@ Streamable HTTP (`/mcp`, `mcp.Client`) and legacy SSE (`/sse`,
 `mcp.client.sse.sse_client`): lists the tools, defines a workflow, has a
 broken one rejected with its diagnostics as data, runs a reasoning
 workflow that suspends, reads its status, resolves its decision, queries
-and draws it. Also checks that a foreign Origin gets 403 on every entry
-point. Exits non-zero on the first failure.
+and draws it. Then calls a template exposed as a tool by name and hears
+`tools/list_changed` and `resources/updated` (in a session and through
+`subscriptions/listen`). Also checks that a foreign Origin gets 403 on
+every entry point. Exits non-zero on the first failure.
 
 Usage: python clients.py PATH_TO_OPCODE
 """
@@ -19,7 +21,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import warnings
 
+import anyio
 from mcp import Client
 from mcp.client.sse import sse_client
 
@@ -194,6 +198,69 @@ async def notify_scenario(base, transport, connect):
     print(f"ok - {transport}: workflow.notify reaches the agent's session")
 
 
+GATE = {"name": "deploy_gate", "expose": True, "description": "Asks whether to ship a build.",
+        "input_schema": {"type": "object", "properties": {"build": {"type": "string", "description": "the build"}},
+                         "required": ["build"]},
+        "definition": {"steps": [{"id": "approve", "type": "reasoning", "config": {
+            "prompt_context": "Ship it?", "options": [{"id": "ship"}, {"id": "hold"}]}}],
+            "output": {"choice": "${{steps.approve.output.choice}}"}}}
+
+
+async def next_event(events, what, seconds=10):
+    with anyio.fail_after(seconds):
+        while True:
+            event = await events.get()
+            if what(event):
+                return event
+
+
+async def exposed_scenario(base):
+    """A template defined with `expose: true` is a tool of its own, called
+    by name; sessions hear `tools/list_changed`, and `resources/updated`
+    for a run they subscribed to, both in a 2025-11-25 session and through
+    `subscriptions/listen` at 2026-07-28."""
+    events = asyncio.Queue()
+
+    async def on_message(message):
+        root = getattr(message, "root", message)
+        if hasattr(root, "method"):
+            await events.put(root)
+
+    async with Client(f"{base}/mcp", mode="legacy", message_handler=on_message) as legacy, \
+            Client(f"{base}/mcp", mode="2026-07-28") as modern:
+        async with modern.listen(tools_list_changed=True) as listening:
+            data(await legacy.call_tool("opcode.define", GATE))
+            await next_event(events, lambda e: e.method == "notifications/tools/list_changed")
+            with anyio.fail_after(10):
+                heard = await listening.__anext__()
+            check("Tools" in type(heard).__name__, f"subscriptions/listen gave {heard}")
+        for client, revision in [(legacy, "2025-11-25"), (modern, "2026-07-28")]:
+            tool = {t.name: t for t in (await client.list_tools()).tools}.get("deploy_gate")
+            check(tool and tool.input_schema["required"] == ["build"] and tool.description.startswith("Asks"),
+                  f"{revision}: the exposed template's tool {tool}")
+            ran = data(await client.call_tool("deploy_gate", {"build": "b-1"}))
+            check(ran["status"] == "suspended" and ran["pending_decisions"][0]["options"][0]["id"] == "ship",
+                  f"{revision}: deploy_gate gave {ran}")
+        run = data(await legacy.call_tool("deploy_gate", {"build": "b-2"}))
+        uri = f"opcode://runs/{run['workflow_id']}"
+        with warnings.catch_warnings():  # deprecated at 2026-07-28, this session's way before it
+            warnings.simplefilter("ignore")
+            await legacy.subscribe_resource(uri)
+        async with modern.listen(resource_subscriptions=[uri]) as listening:
+            data(await legacy.call_tool("opcode.signal", {
+                "workflow_id": run["workflow_id"], "signal_type": "decision", "step_id": "approve",
+                "payload": {"choice": "ship"}}))
+            await next_event(events, lambda e: e.method == "notifications/resources/updated"
+                             and e.params.uri == uri)
+            with anyio.fail_after(10):
+                heard = await listening.__anext__()
+            check(getattr(heard, "uri", None) == uri, f"subscriptions/listen gave {heard}")
+        done = json.loads((await legacy.read_resource(uri)).contents[0].text)
+        check(done["status"] == "completed" and done["output"] == {"choice": "ship"}, f"the run resource {done}")
+    print("ok - an exposed template is a tool called by name; tools/list_changed and resources/updated "
+          "reach a 2025-11-25 session and a 2026-07-28 subscriptions/listen")
+
+
 def refused(url, method="GET", origin="https://evil.example"):
     request = urllib.request.Request(url, method=method, headers={"Origin": origin, "Content-Type": "application/json"},
                                      data=b"{}" if method == "POST" else None)
@@ -216,6 +283,7 @@ async def main(binary):
                 await scenario(client, "sse")
             await notify_scenario(base, "sse", lambda: sse_client(f"{base}/sse"))
             await notify_scenario(base, "streamable-http", lambda: f"{base}/mcp")
+            await exposed_scenario(base)
             for url, method in [(f"{base}/mcp", "POST"), (f"{base}/sse", "GET"), (f"{base}/message?sessionId=x", "POST")]:
                 code = refused(url, method)
                 check(code == 403, f"a foreign Origin on {method} {url} got {code}")

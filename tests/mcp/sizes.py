@@ -10,12 +10,11 @@ With --check it fails unless the defaults meet spec/mcp.md's budgets
 Results go in benches/README.md.
 """
 
-import json
 import sys
 import tempfile
-import urllib.request
 
 from daemon import Daemon, free_port
+from raw import Session
 
 STEPS = [{"id": f"s{i}", "action": "crypto.hash",
           "params": {"data": f"step {i} of ${{{{inputs.who}}}}", "algorithm": "sha256"},
@@ -24,55 +23,6 @@ STEPS = [{"id": f"s{i}", "action": "crypto.hash",
 TEN = {"name": "ten", "definition": {"steps": STEPS,
                                      "output": {"last": "${{steps.s10.output.hash}}"}},
        "input_schema": {"type": "object", "properties": {"who": {"type": "string"}}}}
-
-
-class Session:
-    """A Streamable HTTP client at `revision`, answering each call with its
-    raw body (a session of its own before 2026-07-28)."""
-
-    def __init__(self, url, revision="2025-11-25"):
-        self.url, self.revision, self.session, self.next_id = url, revision, None, 0
-
-    def post(self, message):
-        headers = {"Content-Type": "application/json",
-                   "Accept": "application/json, text/event-stream",
-                   "MCP-Protocol-Version": self.revision}
-        if self.session:
-            headers["Mcp-Session-Id"] = self.session
-        if self.revision >= "2026-07-28":
-            # SEP-2243: the method and the tool's name ride in headers too.
-            headers["Mcp-Method"] = message["method"]
-            if message["method"] == "tools/call":
-                headers["Mcp-Name"] = message["params"]["name"]
-        request = urllib.request.Request(self.url, json.dumps(message).encode(), headers)
-        with urllib.request.urlopen(request, timeout=30) as response:
-            self.session = response.headers.get("Mcp-Session-Id", self.session)
-            body = response.read().decode()
-        if not body:
-            return None, 0
-        # An SSE body: the JSON-RPC message is the `data:` of the event.
-        payload = "".join(line[5:].strip() for line in body.splitlines() if line.startswith("data:")
-                          and line[5:].strip()) if not body.lstrip().startswith("{") else body
-        return json.loads(payload), len(payload.encode())
-
-    def call(self, method, params):
-        if self.revision >= "2026-07-28":
-            params = dict(params, _meta={
-                "io.modelcontextprotocol/protocolVersion": self.revision,
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": {"name": "sizes", "version": "1"}})
-        self.next_id += 1
-        reply, size = self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        if "error" in reply:
-            raise AssertionError(f"{method}: {reply['error']}")
-        return reply["result"], size
-
-    def open(self):
-        if self.revision >= "2026-07-28":
-            return
-        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                 "clientInfo": {"name": "sizes", "version": "1"}})
-        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
 
 def tool(session, name, arguments):

@@ -33,6 +33,7 @@ pub struct OpcodeServer {
     sessions: Arc<AgentSessions>,
     level: SessionLevel,
     subscriptions: watch::Subscriptions,
+    tasks: tasks::Followed,
     /// Cancelled when the session's last handler is dropped.
     ended: Arc<DropGuard>,
 }
@@ -47,6 +48,7 @@ impl OpcodeServer {
             sessions,
             level: SessionLevel::default(),
             subscriptions: watch::Subscriptions::default(),
+            tasks: tasks::Followed::default(),
             ended: Arc::new(CancellationToken::new().drop_guard()),
         }
     }
@@ -60,6 +62,7 @@ impl OpcodeServer {
             sessions: self.sessions.clone(),
             level: SessionLevel::default(),
             subscriptions: watch::Subscriptions::default(),
+            tasks: tasks::Followed::default(),
             ended: Arc::new(CancellationToken::new().drop_guard()),
         }
     }
@@ -181,6 +184,7 @@ impl ServerHandler for OpcodeServer {
             context.peer,
             &self.api,
             self.subscriptions.clone(),
+            self.tasks.clone(),
             self.ended.token().clone(),
         );
     }
@@ -294,7 +298,10 @@ impl ServerHandler for OpcodeServer {
         };
         Ok(match outcome {
             Ok(started) if as_task => {
-                CallToolResponse::Task(tasks::created(&self.api, &started).await?)
+                let task = tasks::created(&self.api, &started).await?;
+                self.tasks
+                    .add(&self.api, &context.peer, &task.task.task_id);
+                CallToolResponse::Task(task)
             }
             Ok(value) => image_result(&value)
                 .unwrap_or_else(|| structured(value, terse))
