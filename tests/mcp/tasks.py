@@ -4,7 +4,7 @@ spec/mcp.md "Tasks"), driven by a raw JSON-RPC client over /mcp at the
 template's tool; `tasks/get` goes working -> input_required (the
 decision's options as the enum of a form) -> completed; a wrong answer is
 refused and changes nothing; `tasks/update` answers, `tasks/cancel`
-cancels; a kill -9 while a task waits for input loses nothing; a client
+cancels; a failed run's task is completed with the view that says why; a kill -9 while a task waits for input loses nothing; a client
 without the extension gets a plain result. Then, in a 2025-11-25 session
 that declares the extension, `notifications/tasks` arrive on its stream.
 
@@ -103,9 +103,14 @@ def stateless(daemon):
     check("error" not in answer(client, declined, None, action="decline"), "a decline")
     skipped = task_until(client, declined, "completed")["result"]["structuredContent"]
     check(skipped["step_counts"].get("skipped", 0) >= 1, f"a declined decision: {skipped}")
+    client.call("tools/call", {"name": "opcode.define", "arguments": {"name": "boom", "definition": {
+        "steps": [{"id": "f", "action": "workflow.fail", "params": {"reason": "no disk"}}]}}})
+    failed = task_until(client, run_task(client, arguments={"template_name": "boom"}), "completed")
+    view = failed["result"]["structuredContent"]
+    check(view["status"] == "failed" and view["error"]["message"] == "no disk", f"a failed run's task: {failed}")
     gone = client.request("tasks/get", {"taskId": "wf_nothing"})[0]
     check("error" in gone, f"an unknown task was found: {gone}")
-    print("ok - tasks: cancel, decline, an unknown task is an error")
+    print("ok - tasks: cancel, decline, a failed run (completed, its view says why), an unknown task is an error")
 
     tool = run_task(client, "deploy_gate", {"build": "b-7"})
     task_until(client, tool, "input_required")

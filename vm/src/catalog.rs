@@ -129,6 +129,27 @@ impl Ty {
         }
     }
 
+    /// The type written out with its structure, for documentation:
+    /// `{hash: string, algorithm: string}`, `[string]`, `{string: integer}`.
+    pub fn shape(&self) -> String {
+        match self {
+            Ty::Object { fields } if !fields.is_empty() => {
+                let fields: Vec<String> = fields
+                    .iter()
+                    .map(|(name, ty)| format!("{name}: {}", ty.shape()))
+                    .collect();
+                format!("{{{}}}", fields.join(", "))
+            }
+            Ty::Array { items } if **items != Ty::Any => format!("[{}]", items.shape()),
+            Ty::Map { values } if **values != Ty::Any => format!("{{string: {}}}", values.shape()),
+            Ty::OneOf { types } => {
+                let shapes: Vec<String> = types.iter().map(Ty::shape).collect();
+                shapes.join(" or ")
+            }
+            _ => self.describe(),
+        }
+    }
+
     /// The type of `.field` on a value of this type, when it is known.
     pub fn field(&self, name: &str) -> Option<&Ty> {
         match self {

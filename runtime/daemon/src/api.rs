@@ -12,6 +12,7 @@ mod resources;
 mod run;
 mod schemas;
 mod signal;
+pub mod skill;
 mod status;
 mod template_tools;
 mod templates;
@@ -120,6 +121,7 @@ pub struct Api {
     plugins: Option<Arc<Plugins>>,
     templates: Arc<templates::TemplateCache>,
     inline_limit: usize,
+    elicit_decisions: bool,
     tools: tokio::sync::broadcast::Sender<()>,
 }
 
@@ -145,6 +147,7 @@ impl Api {
             plugins: None,
             templates: Arc::default(),
             inline_limit: DEFAULT_INLINE_LIMIT,
+            elicit_decisions: false,
             tools: tokio::sync::broadcast::channel(16).0,
         }
     }
@@ -164,6 +167,19 @@ impl Api {
     pub fn with_inline_limit(mut self, bytes: usize) -> Api {
         self.inline_limit = bytes;
         self
+    }
+
+    /// The tools, asking decisions of agents whose clients show forms
+    /// through their sessions (setting `elicit_decisions`, spec/mcp.md).
+    #[must_use]
+    pub fn with_elicit_decisions(mut self, on: bool) -> Api {
+        self.elicit_decisions = on;
+        self
+    }
+
+    /// Are decisions asked as form elicitations?
+    pub fn elicits_decisions(&self) -> bool {
+        self.elicit_decisions
     }
 
     /// The tools, reporting on `plugins` too (`opcode.query` of `plugins`).

@@ -2,6 +2,8 @@
 //! [`ServerHandler`], shared by every transport.
 
 mod agents;
+mod elicit;
+mod prompts;
 mod resources;
 mod tasks;
 mod watch;
@@ -9,11 +11,13 @@ mod watch;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams,
-    GetTaskResult, Implementation, JsonObject, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    SubscriptionFilter, Tool, UnsubscribeRequestParams, UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams, GetSkillResult,
+    GetTaskParams, GetTaskResult, Implementation, JsonObject, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -34,6 +38,9 @@ pub struct OpcodeServer {
     level: SessionLevel,
     subscriptions: watch::Subscriptions,
     tasks: tasks::Followed,
+    elicitor: Option<Arc<elicit::Elicitor>>,
+    /// The agents that called from this session.
+    agents: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     /// Cancelled when the session's last handler is dropped.
     ended: Arc<DropGuard>,
 }
@@ -42,6 +49,7 @@ impl OpcodeServer {
     /// A handler over `api`, remembering agents' sessions in `sessions`.
     pub fn new(api: Api, sessions: Arc<AgentSessions>) -> OpcodeServer {
         let tools = tools().iter().map(listed_tool).collect();
+        let elicitor = elicit::Elicitor::start(&api, sessions.clone());
         OpcodeServer {
             api,
             tools: Arc::new(tools),
@@ -49,6 +57,8 @@ impl OpcodeServer {
             level: SessionLevel::default(),
             subscriptions: watch::Subscriptions::default(),
             tasks: tasks::Followed::default(),
+            elicitor,
+            agents: Arc::default(),
             ended: Arc::new(CancellationToken::new().drop_guard()),
         }
     }
@@ -63,6 +73,8 @@ impl OpcodeServer {
             level: SessionLevel::default(),
             subscriptions: watch::Subscriptions::default(),
             tasks: tasks::Followed::default(),
+            elicitor: self.elicitor.clone(),
+            agents: Arc::default(),
             ended: Arc::new(CancellationToken::new().drop_guard()),
         }
     }
@@ -112,6 +124,23 @@ pub(crate) fn structured(value: Value, terse: bool) -> CallToolResult {
 }
 
 impl OpcodeServer {
+    /// `agent` called from this session: the first time, the decisions
+    /// waiting for it are asked here (when decisions are elicited).
+    fn arrived(&self, agent: &str) {
+        let Some(elicitor) = self.elicitor.clone() else {
+            return;
+        };
+        let first = self
+            .agents
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(agent.to_owned());
+        if first {
+            let agent = agent.to_owned();
+            tokio::spawn(async move { elicitor.arrived(&agent).await });
+        }
+    }
+
     /// JSON-RPC -32602 for a tool that is not there, naming those that are.
     async fn no_such_tool(&self, name: &str) -> ErrorData {
         let mut names: Vec<String> = self.tools.iter().map(|t| t.name.to_string()).collect();
@@ -162,6 +191,8 @@ impl ServerHandler for OpcodeServer {
                 .enable_resources()
                 .enable_resources_subscribe()
                 .enable_tasks()
+                .enable_prompts()
+                .enable_skills()
                 .enable_logging()
                 .build(),
         )
@@ -244,6 +275,38 @@ impl ServerHandler for OpcodeServer {
         Ok(resources::read(&self.api, &request.uri).await?.into())
     }
 
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(prompts::list())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        Ok(prompts::get(&self.api, &request)?.into())
+    }
+
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, ErrorData> {
+        Ok(prompts::skills())
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, ErrorData> {
+        prompts::get_skill(&request)
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -265,6 +328,7 @@ impl ServerHandler for OpcodeServer {
         {
             self.sessions
                 .remember(agent, context.peer.clone(), self.level.clone());
+            self.arrived(agent);
         }
         let own = self.tools.iter().any(|t| t.name == request.name);
         let template = !own
@@ -299,8 +363,7 @@ impl ServerHandler for OpcodeServer {
         Ok(match outcome {
             Ok(started) if as_task => {
                 let task = tasks::created(&self.api, &started).await?;
-                self.tasks
-                    .add(&self.api, &context.peer, &task.task.task_id);
+                self.tasks.add(&self.api, &context.peer, &task.task.task_id);
                 CallToolResponse::Task(task)
             }
             Ok(value) => image_result(&value)

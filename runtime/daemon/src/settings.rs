@@ -118,6 +118,11 @@ pub struct Settings {
     /// comes as `{bytes, uri}`, a resource to read (spec/mcp.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inline_limit: Option<serde_json::Value>,
+    /// Ask a run's pending decisions of its agent as form elicitations,
+    /// where the agent's session supports them (`OPCODE_ELICIT_DECISIONS`;
+    /// default false; spec/mcp.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub elicit_decisions: Option<bool>,
 }
 
 impl Settings {
@@ -164,6 +169,8 @@ impl Settings {
             limits: None,
             lease_ttl: get("OPCODE_LEASE_TTL"),
             inline_limit: get("OPCODE_INLINE_LIMIT").map(serde_json::Value::String),
+            elicit_decisions: get("OPCODE_ELICIT_DECISIONS")
+                .map(|v| matches!(v.as_str(), "true" | "1" | "yes" | "on")),
         }
     }
 
@@ -190,6 +197,7 @@ impl Settings {
             limits: over.limits.or(self.limits),
             lease_ttl: over.lease_ttl.or(self.lease_ttl),
             inline_limit: over.inline_limit.or(self.inline_limit),
+            elicit_decisions: over.elicit_decisions.or(self.elicit_decisions),
         }
     }
 

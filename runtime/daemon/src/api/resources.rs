@@ -89,6 +89,24 @@ impl Api {
                 mime_type: "text/markdown",
             },
         ];
+        let (skill, about) = super::skill::frontmatter();
+        for (path, _) in super::skill::FILES {
+            let top = path == "SKILL.md";
+            listed.push(Listed {
+                uri: format!("{}{path}", super::skill::URI),
+                name: if top {
+                    skill.into()
+                } else {
+                    format!("{skill} {path}")
+                },
+                description: if top {
+                    about.into()
+                } else {
+                    "Every action of the standard library, of the opcode skill.".into()
+                },
+                mime_type: "text/markdown",
+            });
+        }
         let latest = opcode_runtime::store::TemplateFilter {
             latest_only: true,
             ..Default::default()
@@ -112,6 +130,13 @@ impl Api {
     /// (`?offset=N&length=M`, cut to whole characters).
     pub async fn read_resource(&self, uri: &str) -> Result<Contents, ToolError> {
         let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
+        if let Some(file) = path.strip_prefix(super::skill::URI) {
+            let (_, text) = super::skill::FILES
+                .into_iter()
+                .find(|(name, _)| *name == file)
+                .ok_or_else(|| unknown(uri))?;
+            return ranged(text.to_owned(), "text/markdown", query);
+        }
         let rest = path.strip_prefix("opcode://").ok_or_else(|| unknown(uri))?;
         let parts: Vec<String> = rest
             .split('/')
@@ -153,7 +178,7 @@ impl Api {
                     "params": a.params.iter().map(|p| json!({
                         "name": p.name, "type": p.ty.describe(), "required": p.required, "doc": p.doc,
                     })).collect::<Vec<_>>(),
-                    "output": a.output.describe(),
+                    "output": a.output.shape(),
                 })
             })
             .collect();

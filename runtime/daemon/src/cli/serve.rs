@@ -225,7 +225,8 @@ pub async fn serve(args: Args) -> Exit {
     };
     let api = Api::new(exec.clone())
         .with_plugins(plugins)
-        .with_inline_limit(inline_limit);
+        .with_inline_limit(inline_limit)
+        .with_elicit_decisions(settings.elicit_decisions.unwrap_or(false));
     tokio::spawn(opcode_daemon::scheduler::run(
         exec.clone(),
         api.metrics().clone(),

@@ -74,6 +74,18 @@ impl AgentSessions {
     pub fn remember(&self, agent: &str, peer: Peer<RoleServer>, level: SessionLevel) {
         self.peers().insert(agent.to_owned(), (peer, level));
     }
+
+    /// The session `agent` last called from, while it is open.
+    pub fn peer(&self, agent: &str) -> Option<Peer<RoleServer>> {
+        let mut peers = self.peers();
+        match peers.get(agent) {
+            Some((peer, _)) if peer.is_transport_closed() => {
+                peers.remove(agent);
+                None
+            }
+            found => found.map(|(peer, _)| peer.clone()),
+        }
+    }
 }
 
 impl Notifier for AgentSessions {
@@ -81,16 +93,10 @@ impl Notifier for AgentSessions {
         let Some(agent) = agent_id else {
             return json!({"notified": false, "reason": "no_agent"});
         };
-        let peer = {
-            let mut peers = self.peers();
-            match peers.get(agent) {
-                Some((peer, _)) if peer.is_transport_closed() => {
-                    peers.remove(agent);
-                    None
-                }
-                found => found.cloned(),
-            }
-        };
+        let peer = self.peer(agent).and_then(|peer| {
+            let level = self.peers().get(agent)?.1.clone();
+            Some((peer, level))
+        });
         let Some((peer, level)) = peer else {
             return json!({"notified": false, "reason": "agent_not_connected"});
         };

@@ -12,7 +12,7 @@ use crate::api::{Api, TEMPLATES, ToolError};
 
 /// `resources/list`.
 pub async fn list(api: &Api) -> Result<ListResourcesResult, ErrorData> {
-    let listed = api.resources().await.map_err(failed)?;
+    let listed = api.resources().await.map_err(|e| failed(e, ""))?;
     let resources = listed
         .into_iter()
         .map(|r| {
@@ -39,12 +39,17 @@ pub fn templates() -> ListResourceTemplatesResult {
 
 /// `resources/read`: the text, and for a range where it sits in the whole.
 pub async fn read(api: &Api, uri: &str) -> Result<ReadResourceResult, ErrorData> {
-    let contents = api.read_resource(uri).await.map_err(failed)?;
-    let meta = serde_json::from_value(json!({
-        "total_bytes": contents.total_bytes,
-        "offset": contents.offset,
-    }))
-    .ok();
+    let contents = api.read_resource(uri).await.map_err(|e| failed(e, uri))?;
+    // A skill's files are whole files (SEP-2640 keeps `_meta` to its own prefix).
+    let meta = (!uri.starts_with(crate::api::skill::URI))
+        .then(|| {
+            serde_json::from_value(json!({
+                "total_bytes": contents.total_bytes,
+                "offset": contents.offset,
+            }))
+            .ok()
+        })
+        .flatten();
     Ok(ReadResourceResult::new(vec![
         ResourceContents::TextResourceContents {
             uri: uri.to_owned(),
@@ -56,9 +61,13 @@ pub async fn read(api: &Api, uri: &str) -> Result<ReadResourceResult, ErrorData>
 }
 
 /// A resource that is not there is -32002 (resource not found), with the
-/// coded error as data; anything else an internal error.
-fn failed(error: ToolError) -> ErrorData {
-    let data = Some(error.to_json());
+/// coded error and the `uri` asked as data; anything else an internal error.
+fn failed(error: ToolError, uri: &str) -> ErrorData {
+    let mut data = error.to_json();
+    if !uri.is_empty() {
+        data["uri"] = json!(uri);
+    }
+    let data = Some(data);
     match error.code.id {
         "R0120" | "R0121" | "R0122" => ErrorData::resource_not_found(error.message, data),
         _ => ErrorData::internal_error(error.message, data),

@@ -53,27 +53,26 @@ pub async fn detailed(api: &Api, id: &str, terse: bool) -> Result<DetailedTask, 
                 }
             }
         }
-        WorkflowStatus::Completed => TaskPayload::Completed {
+        // A run that ended, well or badly, is a tool call that ran: its task
+        // is completed with what `opcode.run` would have answered (the
+        // view says `failed` and why). `failed` is kept for protocol
+        // errors (SEP-2663, "error semantics").
+        WorkflowStatus::Completed | WorkflowStatus::Failed => TaskPayload::Completed {
             result: result_of(api, id, terse).await?,
         },
         WorkflowStatus::Cancelled => TaskPayload::Cancelled,
-        WorkflowStatus::Failed | WorkflowStatus::Quarantined => {
-            let view = api.call("opcode.status", json!({"workflow_id": id})).await;
-            let view = view.unwrap_or_else(|e| e.to_json());
-            let message = view["error"]["message"]
-                .as_str()
-                .unwrap_or("the workflow failed")
-                .to_owned();
-            let error = json!({"code": -32603, "message": message, "data": view});
-            TaskPayload::Failed {
-                error: super::json_object(&error),
-            }
-        }
+        // Quarantined until someone resumes or cancels it.
+        WorkflowStatus::Quarantined => TaskPayload::Working,
     };
     let mut task = base(&row, payload.status());
     if row.status == WorkflowStatus::Suspended && matches!(payload, TaskPayload::Working) {
         task =
             task.with_status_message("suspended: waiting for a signal or a resume (opcode.signal)");
+    }
+    if row.status == WorkflowStatus::Quarantined {
+        task = task.with_status_message(
+            "quarantined: its recovery kept ending the process; resume or cancel it (opcode.signal)",
+        );
     }
     Ok(DetailedTask::new(task, payload))
 }
@@ -200,9 +199,16 @@ fn asked(task: &DetailedTask) -> Vec<String> {
     }
 }
 
-/// A pending decision as a form elicitation: its prompt and context as the
-/// message, its options as the enum of `choice`.
+/// A pending decision as a form elicitation (an input request of its task).
 fn ask(decision: &DecisionRow) -> Option<InputRequest> {
+    let request = json!({"method": "elicitation/create", "params": question(decision)});
+    // The shape is the spec's own form elicitation.
+    serde_json::from_value(request).ok()
+}
+
+/// The parameters of `elicitation/create` that ask `decision`: its prompt
+/// and context as the message, its options as the enum of `choice`.
+pub fn question(decision: &DecisionRow) -> Value {
     let options: Vec<Value> = serde_json::from_str(&decision.options).unwrap_or_default();
     let ids: Vec<&Value> = options.iter().filter_map(|o| o.get("id")).collect();
     let described: Vec<String> = options
@@ -227,24 +233,19 @@ fn ask(decision: &DecisionRow) -> Option<InputRequest> {
     } else {
         format!("{}\n\nContext: {data}", decision.prompt)
     };
-    let request = json!({
-        "method": "elicitation/create",
-        "params": {
-            "mode": "form",
-            "message": message,
-            "requestedSchema": {
-                "type": "object",
-                "properties": {
-                    "choice": choice,
-                    "reasoning": {"type": "string", "title": "Reasoning", "description": "Why (kept with the answer)"}
-                },
-                "required": ["choice"]
+    json!({
+        "mode": "form",
+        "message": message,
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "choice": choice,
+                "reasoning": {"type": "string", "title": "Reasoning", "description": "Why (kept with the answer)"}
             },
-            "_meta": {"opcode/step_id": decision.step_id, "opcode/data": data}
-        }
-    });
-    // The shape above is the spec's own form elicitation.
-    serde_json::from_value(request).ok()
+            "required": ["choice"]
+        },
+        "_meta": {"opcode/step_id": decision.step_id, "opcode/data": data}
+    })
 }
 
 /// The finished run's tool result, as `opcode.run` would have answered it.
