@@ -12,6 +12,7 @@ mod scrub;
 mod secret;
 mod serve;
 mod signal;
+mod skill;
 
 use clap::{Parser, Subcommand};
 
@@ -50,6 +51,8 @@ enum Command {
     Secret(secret::Args),
     /// Say which of the sandbox's protections this host gives.
     Doctor(doctor::Args),
+    /// Print the agent skill, or install it into a skills directory.
+    Skill(skill::Args),
 }
 
 /// Runs the command; returns the exit code.
@@ -83,6 +86,7 @@ pub fn main(cli: Cli) -> u8 {
             Command::Schedule(args) => schedule::schedule(args).await,
             Command::Secret(args) => secret::secret(args).await,
             Command::Doctor(args) => doctor::doctor(&args),
+            Command::Skill(args) => skill::skill(&args),
         }
     });
     // Do not wait for actions still running: they are recorded as in

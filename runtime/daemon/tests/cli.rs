@@ -311,6 +311,34 @@ fn doctor_says_which_protections_the_host_gives() {
     );
 }
 
+#[test]
+fn the_skill_prints_and_installs_as_a_directory_of_its_own() {
+    let printed = Command::new(OPCODE).arg("skill").output().unwrap();
+    assert!(printed.status.success());
+    let text = String::from_utf8(printed.stdout).unwrap();
+    assert!(text.starts_with("---\nname: opcode\n"), "{text}");
+    let dir = tempfile::tempdir().unwrap();
+    let installed = Command::new(OPCODE)
+        .args(["skill", "--install"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(installed.status.success(), "{installed:?}");
+    let skill = std::fs::read_to_string(dir.path().join("opcode/SKILL.md")).unwrap();
+    assert_eq!(skill, text);
+    let actions = dir.path().join("opcode/references/actions.md");
+    assert!(
+        std::fs::read_to_string(actions)
+            .unwrap()
+            .contains("## `http.get`")
+    );
+    let refused = Command::new(OPCODE)
+        .args(["skill", "--install", "/proc/no-such-place"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+}
+
 /// A URL is never opened as a file: one of a scheme not served is refused,
 /// a PostgreSQL one that cannot be reached says so.
 #[test]
