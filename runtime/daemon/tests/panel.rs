@@ -124,6 +124,59 @@ async fn forms_need_their_sessions_csrf_token() {
     assert_eq!(scripted.status(), StatusCode::SEE_OTHER);
 }
 
+/// The tool names `tools/list` gives, asked at the stateless revision.
+async fn tool_names(http: &reqwest::Client, base: &str) -> Vec<String> {
+    let meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let listed: serde_json::Value = http
+        .post(format!("{base}/mcp"))
+        .header(header::ACCEPT, "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "tools/list")
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                                  "params": {"_meta": meta}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    tools
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_template_created_in_the_panel_may_be_exposed_as_a_tool() {
+    let base = serve(None, true).await;
+    let http = client();
+    let (cookie, csrf) = session(&http, &base).await;
+    let create = |fields: Vec<(&'static str, &'static str)>| {
+        let mut form = vec![("csrf", csrf.as_str())];
+        form.extend(fields);
+        http.post(format!("{base}/templates"))
+            .header(header::COOKIE, &cookie)
+            .form(&form)
+            .send()
+    };
+    let steps = r#"{"steps": [{"id": "a", "action": "crypto.uuid"}]}"#;
+    let ticked = create(vec![("name", "ticked"), ("source", steps), ("expose", "on")]);
+    assert_eq!(ticked.await.unwrap().status(), StatusCode::SEE_OTHER);
+    let plain = create(vec![("name", "plain"), ("source", steps)]);
+    assert_eq!(plain.await.unwrap().status(), StatusCode::SEE_OTHER);
+    let wrapper = r#"{"name": "pasted", "expose": true, "definition": {"steps": [{"id": "a", "action": "crypto.uuid"}]}}"#;
+    let pasted = create(vec![("source", wrapper)]);
+    assert_eq!(pasted.await.unwrap().status(), StatusCode::SEE_OTHER);
+    let names = tool_names(&http, &base).await;
+    assert!(names.contains(&"ticked".to_owned()), "{names:?}");
+    assert!(names.contains(&"pasted".to_owned()), "{names:?}");
+    assert!(!names.contains(&"plain".to_owned()), "{names:?}");
+}
+
 #[tokio::test]
 async fn a_browser_signs_in_with_the_token() {
     let base = serve(Some(TOKEN), true).await;

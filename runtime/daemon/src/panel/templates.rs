@@ -78,6 +78,7 @@ async fn render_list(
                     textarea name="source" rows="14" spellcheck="false" required
                         placeholder="{\"steps\": [{\"id\": \"hello\", \"action\": \"workflow.log\", \"params\": {\"message\": \"hi\"}}]}" { (field("source")) }
                 }
+                label.check { input type="checkbox" name="expose" value="on" checked[!field("expose").is_empty()]; " Expose as an MCP tool of its own (named as the template)" }
                 button type="submit" { "Create" }
             }
         }
@@ -150,6 +151,7 @@ fn define_args(panel: &Panel, fields: &Fields) -> Result<Value, Value> {
                         | "input_schema"
                         | "output_schema"
                         | "triggers"
+                        | "expose"
                 )
             });
             Value::Object(pasted)
@@ -163,6 +165,9 @@ fn define_args(panel: &Panel, fields: &Fields) -> Result<Value, Value> {
     }
     if let Some(description) = given("description") {
         args["description"] = json!(description);
+    }
+    if given("expose").is_some() {
+        args["expose"] = json!(true);
     }
     if !args["name"].is_string() {
         return Err(refuse(
