@@ -135,8 +135,10 @@ async fn tool_names(http: &reqwest::Client, base: &str) -> Vec<String> {
         .header(header::ACCEPT, "application/json, text/event-stream")
         .header("MCP-Protocol-Version", "2026-07-28")
         .header("Mcp-Method", "tools/list")
-        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
-                                  "params": {"_meta": meta}}))
+        .json(
+            &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                                  "params": {"_meta": meta}}),
+        )
         .send()
         .await
         .unwrap()
@@ -164,7 +166,11 @@ async fn a_template_created_in_the_panel_may_be_exposed_as_a_tool() {
             .send()
     };
     let steps = r#"{"steps": [{"id": "a", "action": "crypto.uuid"}]}"#;
-    let ticked = create(vec![("name", "ticked"), ("source", steps), ("expose", "on")]);
+    let ticked = create(vec![
+        ("name", "ticked"),
+        ("source", steps),
+        ("expose", "on"),
+    ]);
     assert_eq!(ticked.await.unwrap().status(), StatusCode::SEE_OTHER);
     let plain = create(vec![("name", "plain"), ("source", steps)]);
     assert_eq!(plain.await.unwrap().status(), StatusCode::SEE_OTHER);

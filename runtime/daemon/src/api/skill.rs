@@ -3,6 +3,8 @@
 //! with the live action catalog; `fix-workflow` a definition's diagnostics
 //! to repair.
 
+use std::fmt::Write as _;
+
 use opcode_vm::catalog::ActionSpec;
 use serde_json::Value;
 
@@ -56,28 +58,30 @@ pub fn actions_reference<'a>(actions: impl Iterator<Item = &'a ActionSpec>) -> S
          `OPCODE_BLESS=1`); the `opcode://actions` resource lists plugins' actions too.\n",
     );
     for action in actions {
-        out.push_str(&format!(
+        let _ = write!(
+            out,
             "\n## `{}`\n\n`{}`\n\n{}\n",
             action.name,
             cell(&action.signature()),
             action.doc
-        ));
+        );
         if !action.params.is_empty() {
             out.push_str("\n| parameter | type | required | meaning |\n|---|---|---|---|\n");
             for p in &action.params {
-                out.push_str(&format!(
-                    "| `{}` | {} | {} | {} |\n",
+                let _ = writeln!(
+                    out,
+                    "| `{}` | {} | {} | {} |",
                     p.name,
                     cell(&p.ty.shape()),
                     if p.required { "yes" } else { "no" },
                     cell(&p.doc)
-                ));
+                );
             }
         }
         if action.open_params {
             out.push_str("\nOther parameters are accepted too.\n");
         }
-        out.push_str(&format!("\nOutput: {}\n", cell(&action.output.shape())));
+        let _ = writeln!(out, "\nOutput: {}", cell(&action.output.shape()));
     }
     out
 }
@@ -93,10 +97,11 @@ impl Api {
             actions_reference(compiler.catalog().iter())
         );
         if let Some(goal) = goal.filter(|g| !g.trim().is_empty()) {
-            text.push_str(&format!(
+            let _ = write!(
+                text,
                 "\n\n# The workflow to write\n\n{goal}\n\nWrite it as an opcode workflow, \
                  check it with opcode.define, and fix what the diagnostics name."
-            ));
+            );
         }
         text
     }

@@ -87,7 +87,7 @@ impl Elicitor {
     pub async fn arrived(&self, agent: &str) {
         for decision in self.pending(None).await {
             if self.decider(&decision).await.as_deref() == Some(agent) {
-                self.ask(decision, agent);
+                self.ask(&decision, agent);
             }
         }
     }
@@ -96,7 +96,7 @@ impl Elicitor {
     async fn ask_run(&self, id: Option<&str>) {
         for decision in self.pending(id).await {
             if let Some(agent) = self.decider(&decision).await {
-                self.ask(decision, &agent);
+                self.ask(&decision, &agent);
             }
         }
     }
@@ -121,12 +121,12 @@ impl Elicitor {
 
     /// Sends `decision` to `agent`'s session, unless it is asked already or
     /// the session's client cannot show a form.
-    fn ask(&self, decision: DecisionRow, agent: &str) {
+    fn ask(&self, decision: &DecisionRow, agent: &str) {
         let Some(peer) = self.sessions.peer(agent).filter(takes_forms) else {
             return;
         };
         let key = (decision.workflow_id.clone(), decision.id.clone());
-        let Ok(params) = serde_json::from_value::<ElicitRequestParams>(question(&decision)) else {
+        let Ok(params) = serde_json::from_value::<ElicitRequestParams>(question(decision)) else {
             return;
         };
         if !self.open.insert(key.clone()) {

@@ -32,7 +32,10 @@ pub async fn created(api: &Api, started: &Value) -> Result<CreateTaskResult, Err
 pub async fn detailed(api: &Api, id: &str, terse: bool) -> Result<DetailedTask, ErrorData> {
     let row = row(api, id).await?;
     let payload = match row.status {
-        WorkflowStatus::Pending | WorkflowStatus::Active => TaskPayload::Working,
+        // Quarantined runs wait for someone to resume or cancel them.
+        WorkflowStatus::Pending | WorkflowStatus::Active | WorkflowStatus::Quarantined => {
+            TaskPayload::Working
+        }
         WorkflowStatus::Suspended => {
             let pending = api
                 .executor()
@@ -61,8 +64,6 @@ pub async fn detailed(api: &Api, id: &str, terse: bool) -> Result<DetailedTask, 
             result: result_of(api, id, terse).await?,
         },
         WorkflowStatus::Cancelled => TaskPayload::Cancelled,
-        // Quarantined until someone resumes or cancels it.
-        WorkflowStatus::Quarantined => TaskPayload::Working,
     };
     let mut task = base(&row, payload.status());
     if row.status == WorkflowStatus::Suspended && matches!(payload, TaskPayload::Working) {
