@@ -15,6 +15,7 @@ import tempfile
 
 import mcp_types as types
 from mcp import Client
+from mcp.client.sse import sse_client
 
 from clients import check, data, wait_for
 from daemon import Daemon, free_port
@@ -51,7 +52,10 @@ async def main(binary):
         url = f"{daemon.url}/mcp"
         try:
             asked = []
-            async with Client(url, mode="legacy", elicitation_callback=answering("accept", asked)) as client:
+            # An SSE session open meanwhile must not make the question asked twice.
+            async with Client(url, mode="legacy", elicitation_callback=answering("accept", asked)) as client, \
+                    Client(sse_client(f"{daemon.url}/sse")) as bystander:
+                data(await bystander.call_tool("opcode.query", {"resource": "templates"}))
                 data(await client.call_tool("opcode.define", GATE))
                 run = data(await client.call_tool("opcode.run", {"template_name": "gate", "agent_id": "lead"}))
                 question = await asked_once(asked)
@@ -60,6 +64,8 @@ async def main(binary):
                       f"the question {question}")
                 done = await wait_for(client, run["workflow_id"], ("completed",))
                 check(done["output"] == {"choice": "merge", "by": "lead"}, f"the elicited answer: {done}")
+                await asyncio.sleep(0.3)
+                check(len(asked) == 1, f"the question was asked {len(asked)} times")
             print("ok - elicit: a pending decision is asked of its agent's session as a form; the answer resolves it")
 
             dismissed = []

@@ -46,9 +46,11 @@ pub fn router(
     };
     let agents = Arc::new(AgentSessions::default());
     api.executor().set_notifier(agents.clone());
+    // Built once (its elicitor follows every run): each session, and each
+    // stateless call, gets a handler of its own from it.
+    let server = OpcodeServer::new(api.clone(), agents);
     let mcp = {
-        // Built once: a stateless call gets a fresh handler per request.
-        let server = OpcodeServer::new(api.clone(), agents.clone());
+        let server = server.clone();
         let limits = api.executor().limits();
         StreamableHttpService::new(
             move || Ok(server.for_session()),
@@ -68,7 +70,7 @@ pub fn router(
         .route("/metrics", get(metrics))
         .route("/readyz", get(ready))
         .with_state(api.clone());
-    let sessions = sse::Sessions::new(api, agents, base_url);
+    let sessions = sse::Sessions::new(server, base_url);
     let mut router = Router::new()
         .route("/sse", get(sse::connect))
         .route("/message", post(sse::post))

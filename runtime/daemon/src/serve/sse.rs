@@ -26,8 +26,7 @@ use rmcp::transport::Transport;
 use serde::Deserialize;
 use tokio::sync::mpsc;
 
-use crate::api::Api;
-use crate::mcp::{AgentSessions, OpcodeServer};
+use crate::mcp::OpcodeServer;
 
 /// Messages queued for one session before a slow client holds the server up.
 const QUEUE: usize = 64;
@@ -35,18 +34,17 @@ const QUEUE: usize = 64;
 /// The open SSE sessions.
 #[derive(Clone)]
 pub struct Sessions {
-    api: Api,
-    agents: Arc<AgentSessions>,
+    server: OpcodeServer,
     base_url: Option<String>,
     open: Arc<Mutex<HashMap<String, mpsc::Sender<ClientJsonRpcMessage>>>>,
 }
 
 impl Sessions {
-    /// No sessions yet; `base_url` (if any) prefixes the endpoint URL.
-    pub fn new(api: Api, agents: Arc<AgentSessions>, base_url: Option<String>) -> Sessions {
+    /// No sessions yet, each to be handled by one of `server`'s session
+    /// handlers; `base_url` (if any) prefixes the endpoint URL.
+    pub fn new(server: OpcodeServer, base_url: Option<String>) -> Sessions {
         Sessions {
-            api,
-            agents,
+            server,
             base_url,
             open: Arc::default(),
         }
@@ -111,7 +109,7 @@ pub async fn connect(State(sessions): State<Sessions>, headers: HeaderMap) -> Re
     let (outbox, messages) = mpsc::channel::<ServerJsonRpcMessage>(QUEUE);
     sessions.open().insert(id.clone(), to_server);
     let transport = SseTransport { outbox, inbox };
-    let server = OpcodeServer::new(sessions.api.clone(), sessions.agents.clone());
+    let server = sessions.server.for_session();
     tokio::spawn(async move {
         if let Ok(running) = serve_server(server, transport).await {
             let _ = running.waiting().await;
