@@ -69,7 +69,7 @@ pub fn router(
         .route("/api/runs/{id}/ag-ui", get(agui::observe).post(agui::run))
         .route("/metrics", get(metrics))
         .route("/readyz", get(ready))
-        .with_state(api.clone());
+        .with_state(api);
     let sessions = sse::Sessions::new(server, base_url);
     let mut router = Router::new()
         .route("/sse", get(sse::connect))
