@@ -279,8 +279,10 @@ pub struct WaitStep {
 /// `type: reasoning`.
 #[derive(Debug, Clone)]
 pub struct ReasoningStep {
-    /// What the decider is asked.
+    /// What the decider is asked, as written.
     pub prompt_context: Option<Spanned<String>>,
+    /// The question's template, when it reads values (`${{…}}`).
+    pub prompt_template: Option<Template>,
     /// The choices (empty: free-form).
     pub options: Vec<DecisionOption>,
     /// Values shown to the decider, by name.
@@ -293,13 +295,31 @@ pub struct ReasoningStep {
     pub target_agent: Option<Spanned<String>>,
 }
 
+impl ReasoningStep {
+    /// The texts shown to the decider that read values, with their JSON
+    /// pointers inside `config`: the question, then option descriptions.
+    pub fn texts(&self) -> Vec<(String, &Template)> {
+        let prompt = self
+            .prompt_template
+            .iter()
+            .map(|t| ("prompt_context".to_owned(), t));
+        let options = self.options.iter().enumerate().filter_map(|(i, o)| {
+            let template = o.description_template.as_ref()?;
+            Some((format!("options/{i}/description"), template))
+        });
+        prompt.chain(options).collect()
+    }
+}
+
 /// One choice of a reasoning step.
 #[derive(Debug, Clone)]
 pub struct DecisionOption {
     /// The choice id.
     pub id: Spanned<String>,
-    /// What it means.
+    /// What it means, as written.
     pub description: Option<String>,
+    /// The description's template, when it reads values (`${{…}}`).
+    pub description_template: Option<Template>,
 }
 
 /// `retry: {max, backoff, delay, max_delay, jitter}`.

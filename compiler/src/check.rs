@@ -127,6 +127,10 @@ fn check_step(
                 );
                 resolver.template(value, site, false, &pointer, sink);
             }
+            for (pointer, text) in r.texts() {
+                let pointer = format!("{}/config/{pointer}", step.pointer);
+                resolver.template(text, site, false, &pointer, sink);
+            }
         }
         StepKind::Parallel(_) | StepKind::Wait(_) => {}
     }

@@ -323,16 +323,26 @@ impl Gen<'_, '_> {
                     .iter()
                     .map(|(k, t)| (k.value.clone(), self.values.template(t, self.model)))
                     .collect();
+                let prompt_template = r
+                    .prompt_template
+                    .as_ref()
+                    .map(|t| self.values.template(t, self.model));
+                let options = r
+                    .options
+                    .iter()
+                    .map(|o| DecisionOption {
+                        id: o.id.value.clone(),
+                        description: o.description.clone(),
+                        description_template: o
+                            .description_template
+                            .as_ref()
+                            .map(|t| self.values.template(t, self.model)),
+                    })
+                    .collect();
                 self.decisions.push(Decision {
                     prompt: r.prompt_context.as_ref().map(|p| p.value.clone()),
-                    options: r
-                        .options
-                        .iter()
-                        .map(|o| DecisionOption {
-                            id: o.id.value.clone(),
-                            description: o.description.clone(),
-                        })
-                        .collect(),
+                    prompt_template,
+                    options,
                     data_inject,
                     timeout_ms: r.timeout.as_ref().map(|t| t.value),
                     fallback: r.fallback.as_ref().map(|f| f.value.clone()),

@@ -142,6 +142,9 @@ impl Index {
                 for (_, t) in &r.data_inject {
                     self.template(t, src);
                 }
+                for (_, t) in r.texts() {
+                    self.template(t, src);
+                }
             }
             StepKind::Parallel(_) | StepKind::Wait(_) => {}
         }

@@ -1,7 +1,8 @@
 //! The human report of a run, shared by `opcodec run` and `opcode`.
 //!
 //! It reads the run summary JSON: `{status, output, steps: {name: {status,
-//! output, error}}, pending_decisions: [{step_id, prompt, options}], error}`.
+//! output, error}}, pending_decisions: [{id, step_id, context: {prompt},
+//! options}], error}`.
 
 use serde_json::Value;
 
@@ -45,7 +46,10 @@ pub fn human(summary: &Value) -> String {
                     .as_str()
                     .or(d["step_id"].as_str())
                     .unwrap_or_default(),
-                d["prompt"].as_str().unwrap_or_default(),
+                d["context"]["prompt"]
+                    .as_str()
+                    .or(d["prompt"].as_str())
+                    .unwrap_or_default(),
                 if options.is_empty() {
                     "free-form".to_owned()
                 } else {
@@ -65,4 +69,22 @@ pub fn human(summary: &Value) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_pending_decision_shows_its_question_and_options() {
+        let summary = json!({"status": "suspended", "pending_decisions": [{
+            "id": "gate", "step_id": "gate", "context": {"prompt": "Ship build 7?", "data": {}},
+            "options": [{"id": "yes"}, {"id": "no"}]}]});
+        assert!(
+            human(&summary).contains("  gate — Ship build 7? [yes, no]"),
+            "{}",
+            human(&summary)
+        );
+    }
 }

@@ -238,6 +238,35 @@ fn decisions_are_validated_and_resume_the_run() {
     );
 }
 
+#[test]
+fn a_decisions_question_and_option_descriptions_read_values() {
+    let mut sim = Sim::start(
+        r#"{"steps": [{"id": "size", "action": "crypto.uuid"},
+                      {"id": "r", "type": "reasoning", "depends_on": ["size"], "config": {
+                        "prompt_context": "Ship build ${{inputs.build}} (${{steps.size.output}})?",
+                        "options": [{"id": "yes", "description": "deploy ${{inputs.build}}"}, {"id": "no", "description": "plain text"}]}}]}"#,
+        json!({"build": 42}),
+    );
+    sim.finish("size", Ok(json!({"n": 1})));
+    let asked = &sim.decisions()[0];
+    assert_eq!(asked.prompt.as_deref(), Some(r#"Ship build 42 ({"n":1})?"#));
+    let descriptions: Vec<_> = asked
+        .options
+        .iter()
+        .map(|o| o.description.clone())
+        .collect();
+    assert_eq!(
+        descriptions,
+        [Some("deploy 42".into()), Some("plain text".into())]
+    );
+    assert!(
+        asked
+            .options
+            .iter()
+            .all(|o| o.description_template.is_none())
+    );
+}
+
 /// The record names of `effects`.
 fn records(effects: &[Effect]) -> Vec<&'static str> {
     effects
@@ -494,15 +523,29 @@ fn guards_skip_and_bad_guards_fail() {
 }
 
 #[test]
-fn missing_references_fail_with_r0102_but_unset_inputs_are_null() {
+fn missing_references_fail_with_r0102_but_declared_unset_inputs_are_null() {
+    let sim = Sim::start(
+        r#"{"steps": [{"id": "a", "action": "workflow.log", "params": {"message": "${{inputs.absent}}"}}]}"#,
+        json!({}),
+    );
+    let a = sim.step("a");
+    let error = a
+        .error
+        .as_ref()
+        .expect("an undeclared input that is not given");
+    assert_eq!(error.code, "R0102");
+    assert!(error.message.contains("does not declare it"), "{error:?}");
     let mut sim = Sim::start(
-        r#"{"steps": [{"id": "a", "action": "workflow.log", "params": {"message": "${{inputs.absent}}"}},
-                      {"id": "b", "action": "workflow.log", "depends_on": ["a"], "params": {"message": "${{inputs.user.name}}"}}]}"#,
+        r#"{"input_schema": {"type": "object", "properties": {"absent": {"type": "string"}}},
+            "definition": {"inputs": {"user": "x"}, "steps": [
+              {"id": "a", "action": "workflow.log", "params": {"message": "${{inputs.absent}}"}},
+              {"id": "b", "action": "workflow.log", "depends_on": ["a"], "params": {"message": "${{inputs.user.name}}"}}]}}"#,
         json!({"user": "not an object"}),
     );
     assert_eq!(
         sim.dispatch_of("a").unwrap().params["message"],
-        serde_json::Value::Null
+        serde_json::Value::Null,
+        "a declared input not given reads as null"
     );
     sim.finish("a", Ok(json!({})));
     let b = sim.step("b");

@@ -16,6 +16,10 @@ pub struct Plan {
     pub rank: Vec<u32>,
     /// For each block and position: the positions that depend on it.
     pub dependents: Vec<Vec<Vec<u32>>>,
+    /// The inputs the workflow declares (`input_schema.properties`, and
+    /// the keys of the defaults): one not given reads as null, any other
+    /// missing one is R0102.
+    pub declared_inputs: std::collections::BTreeSet<String>,
 }
 
 impl Plan {
@@ -46,11 +50,13 @@ impl Plan {
             }
             dependents.push(deps_of);
         }
+        let declared_inputs = declared_inputs(&program);
         Arc::new(Plan {
             program,
             position,
             rank,
             dependents,
+            declared_inputs,
         })
     }
 
@@ -69,4 +75,20 @@ impl Plan {
         let indices: Vec<String> = inst.iters.iter().map(u32::to_string).collect();
         format!("{id}[{}]", indices.join(","))
     }
+}
+
+/// The input names `program` declares: its schema's properties and its
+/// defaults' keys.
+fn declared_inputs(program: &Program) -> std::collections::BTreeSet<String> {
+    let run = &program.run;
+    let constant = |id: Option<u32>| id.and_then(|c| program.consts.get(c as usize));
+    let properties = constant(run.input_schema)
+        .and_then(|schema| schema.get("properties"))
+        .and_then(serde_json::Value::as_object);
+    let defaults = constant(run.input_defaults).and_then(serde_json::Value::as_object);
+    properties
+        .into_iter()
+        .chain(defaults)
+        .flat_map(|map| map.keys().cloned())
+        .collect()
 }

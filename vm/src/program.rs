@@ -354,16 +354,24 @@ pub struct StepRead {
 pub struct DecisionOption {
     /// The choice id.
     pub id: String,
-    /// What it means.
+    /// What it means, as written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The description's template when it reads values (`${{…}}`),
+    /// rendered as text when the decision is asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description_template: Option<TemplateId>,
 }
 
 /// A reasoning step's decision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
-    /// The question.
+    /// The question, as written.
     pub prompt: Option<String>,
+    /// The question's template when it reads values (`${{…}}`), rendered
+    /// as text when the decision is asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_template: Option<TemplateId>,
     /// The choices (empty: free-form).
     pub options: Vec<DecisionOption>,
     /// Values shown to the decider.
@@ -579,8 +587,13 @@ impl Program {
             )?;
         }
         for (i, d) in self.decisions.iter().enumerate() {
+            let texts = d
+                .prompt_template
+                .into_iter()
+                .chain(d.options.iter().filter_map(|o| o.description_template));
             check(
-                d.data_inject.iter().all(|(_, t)| *t < templates),
+                d.data_inject.iter().all(|(_, t)| *t < templates)
+                    && texts.into_iter().all(|t| t < templates),
                 &format!("decision {i}: template out of range"),
             )?;
         }

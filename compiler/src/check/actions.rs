@@ -157,8 +157,16 @@ fn unknown_action(step: &Step, action: &ActionStep, catalog: &Catalog, sink: &mu
     sink.push(d);
 }
 
+/// Parameter names opcode's documentation uses for one of ours: (action,
+/// its spelling, ours). Offered as a rename.
+const OPCODE_SPELLINGS: &[(&str, &str, &str)] = &[("shell.exec", "workdir", "cwd")];
+
 fn unknown_param(spec: &ActionSpec, given: &Param<'_>, pointer: &str, sink: &mut Diagnostics) {
     let names: Vec<&str> = spec.params.iter().map(|p| p.name.as_str()).collect();
+    let spelled = OPCODE_SPELLINGS
+        .iter()
+        .find(|(action, theirs, _)| *action == spec.name && *theirs == given.key)
+        .map(|(_, _, ours)| *ours);
     let mut d = Diagnostic::warning(
         W0002,
         given.key_span,
@@ -169,7 +177,7 @@ fn unknown_param(spec: &ActionSpec, given: &Param<'_>, pointer: &str, sink: &mut
     )
     .with_note(format!("signature: {}", spec.signature()))
     .with_pointer(pointer);
-    if let Some(close) = did_you_mean(given.key, &names) {
+    if let Some(close) = spelled.or_else(|| did_you_mean(given.key, &names)) {
         d = d
             .with_help(format!("did you mean `{close}`?"))
             .with_fix(Fix::replace(

@@ -159,8 +159,9 @@ impl<'m, 'a> Resolver<'m, 'a> {
             }
             "inputs" => {
                 if let Some(Segment::Key(name)) = r.segments.first().map(|s| &s.value) {
-                    let span = r.segments[0].span;
-                    self.input(name, span, pointer, sink);
+                    // `inputs.name`, the part a fix rewrites.
+                    let span = r.namespace.span.join(r.segments[0].span);
+                    self.input(name, span, "interpolation", pointer, sink);
                 }
             }
             "workflow" => match r.segments.first().map(|s| &s.value) {
@@ -261,7 +262,7 @@ impl<'m, 'a> Resolver<'m, 'a> {
             }
         }
         for (name, span) in &refs.inputs {
-            self.input(name, *span, pointer, sink);
+            self.input(name, *span, "cel", pointer, sink);
         }
         if let Some(span) = refs.iter {
             self.loop_access(site, span, "iter", pointer, sink);
@@ -513,7 +514,9 @@ impl<'m, 'a> Resolver<'m, 'a> {
         }
     }
 
-    fn input(&self, name: &str, span: Span, pointer: &str, sink: &mut Diagnostics) {
+    /// Warns about `inputs.<name>` (at `span`, written in `style`:
+    /// `interpolation` or `cel`) when inputs are declared and it is not.
+    fn input(&self, name: &str, span: Span, style: &str, pointer: &str, sink: &mut Diagnostics) {
         let Some(declared) = &self.declared_inputs else {
             return;
         };
@@ -524,12 +527,29 @@ impl<'m, 'a> Resolver<'m, 'a> {
         let mut d = Diagnostic::warning(
             W0004,
             span,
-            format!("input `{name}` is not declared in `input_schema`"),
+            format!("input `{name}` is not declared (in `input_schema` or `inputs`)"),
         )
-        .with_pointer(pointer);
+        .with_pointer(pointer)
+        .with_note("a run that does not pass it fails here with R0102; a declared input that is not passed reads as null");
         d = match did_you_mean(name, &names) {
-            Some(close) => d.with_help(format!("did you mean `{close}`?")),
-            None => d.with_help("declare it under `input_schema.properties`, or it is null unless the run passes it"),
+            Some(close) => {
+                let plain = close.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                let replacement = if style == "cel" && !plain {
+                    format!("inputs['{close}']")
+                } else {
+                    format!("inputs.{close}")
+                };
+                d.with_help(format!("did you mean `{close}`?"))
+                    .with_fix(Fix::replace(
+                        format!("replace with `{replacement}`"),
+                        span,
+                        replacement,
+                        None,
+                    ))
+            }
+            None => d.with_help(
+                "declare it under `input_schema.properties` (or give it a default in `inputs`)",
+            ),
         };
         sink.push(d);
     }

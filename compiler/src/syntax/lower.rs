@@ -134,6 +134,9 @@ impl Lowerer<'_> {
             );
             empty_block(node.span, &fields.pointer_of("steps"))
         };
+        if let Some(member) = fields.get("inputs") {
+            self.refuse_references(&member.value, &fields.pointer_of("inputs"));
+        }
         let on_complete = fields
             .get("on_complete")
             .and_then(|m| self.hook(&m.value, &fields.pointer_of("on_complete")));

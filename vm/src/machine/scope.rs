@@ -67,6 +67,15 @@ impl Vm {
             )
         };
         let (root, lenient): (&Value, bool) = match &slot.source {
+            // A declared input that was not given reads as null; one that
+            // is neither declared nor given is missing.
+            SlotSource::Inputs => {
+                let declared = match slot.path.first() {
+                    Some(PathSeg::Key(name)) => self.plan.declared_inputs.contains(name),
+                    _ => true,
+                };
+                (&self.inputs, declared)
+            }
             SlotSource::Step { step } => {
                 let value = self.step_value(*step, iters);
                 // A step that did not run (or gave nothing) reads as null.
@@ -75,7 +84,6 @@ impl Vm {
                 }
                 (value, false)
             }
-            SlotSource::Inputs => (&self.inputs, true),
             SlotSource::Context => (&self.context, true),
             SlotSource::Workflow => (&self.workflow, false),
             SlotSource::LoopItem => (self.loop_var(f).map_or(&NULL, |(item, _)| item), false),
@@ -88,8 +96,16 @@ impl Vm {
         };
         match follow(root, &slot.path) {
             Ok(v) => Ok(v.clone()),
-            // An input or context key that was not given reads as null.
+            // A declared input or a context key that was not given reads as null.
             Err(0) if lenient => Ok(Value::Null),
+            Err(0) if matches!(slot.source, SlotSource::Inputs) => {
+                let mut error = missing(0);
+                error.message = format!(
+                    "`${{{{{}}}}}` has no value: the run was not given that input, and the workflow does not declare it (declare it in `input_schema` or `inputs`, or pass it)",
+                    slot.text
+                );
+                Err(error)
+            }
             Err(at) => Err(missing(at)),
         }
     }

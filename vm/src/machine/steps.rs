@@ -10,7 +10,7 @@ use crate::codes;
 use crate::effect::{DecisionRequest, Dispatch, Effect, InstRef, Record, TimerPurpose};
 use crate::error::ActionError;
 use crate::host::Host;
-use crate::instr::{Instr, StepId};
+use crate::instr::{Instr, StepId, TemplateId};
 use crate::machine::state::PendingDecision;
 
 impl Vm {
@@ -225,6 +225,19 @@ impl Vm {
                 Err(error) => return self.fail_attempt(key, error, host),
             }
         }
+        let prompt = match self.decision_text(d.prompt_template, d.prompt.as_deref(), f, &key.iters)
+        {
+            Ok(prompt) => prompt,
+            Err(error) => return self.fail_attempt(key, error, host),
+        };
+        let mut options = d.options.clone();
+        for option in &mut options {
+            let template = option.description_template.take();
+            match self.decision_text(template, option.description.as_deref(), f, &key.iters) {
+                Ok(description) => option.description = description,
+                Err(error) => return self.fail_attempt(key, error, host),
+            }
+        }
         let id = self.instance_name(key);
         let timer = d
             .timeout_ms
@@ -232,8 +245,8 @@ impl Vm {
         let request = Arc::new(DecisionRequest {
             id: id.clone(),
             inst: key.clone(),
-            prompt: d.prompt.clone(),
-            options: d.options.clone(),
+            prompt,
+            options,
             data: Value::Object(data),
             timeout_at: d.timeout_ms.map(|ms| self.now.saturating_add(ms)),
             fallback: d.fallback.clone(),
@@ -252,6 +265,21 @@ impl Vm {
         }
         self.record(Record::StepSuspended { inst: key.clone() });
         self.emit(Effect::RequestDecision(request));
+    }
+
+    /// A decision's text: its template rendered for the reader, or as
+    /// written when it reads no value.
+    fn decision_text(
+        &self,
+        template: Option<TemplateId>,
+        written: Option<&str>,
+        f: FrameId,
+        iters: &[u32],
+    ) -> Result<Option<String>, ActionError> {
+        match template {
+            Some(t) => self.render(t, f, iters, None).map(|v| Some(as_text(v))),
+            None => Ok(written.map(str::to_owned)),
+        }
     }
 
     /// The step completed with `output`.
@@ -313,4 +341,13 @@ pub(super) fn signal_output(name: &str, payload: Value) -> Value {
     map.insert("signal".into(), name.into());
     map.insert("payload".into(), payload);
     Value::Object(map)
+}
+
+/// A rendered value as the text a person reads: a string as it is, anything
+/// else as compact JSON.
+fn as_text(value: Value) -> String {
+    match value {
+        Value::String(s) => s,
+        other => other.to_string(),
+    }
 }

@@ -477,6 +477,7 @@ impl Lowerer<'_> {
                             options.push(DecisionOption {
                                 id: Spanned::new(id.to_owned(), item.span),
                                 description: None,
+                                description_template: None,
                             });
                             continue;
                         }
@@ -499,7 +500,12 @@ impl Lowerer<'_> {
                             continue;
                         };
                         let description = self.opt_string(&fields, "description").map(|d| d.value);
-                        options.push(DecisionOption { id, description });
+                        let description_template = self.text_template(&fields, "description");
+                        options.push(DecisionOption {
+                            id,
+                            description,
+                            description_template,
+                        });
                     }
                 }
                 None => self.wrong_type(member, &pointer, "an array of options"),
@@ -522,6 +528,7 @@ impl Lowerer<'_> {
         }
         ReasoningStep {
             prompt_context: self.opt_string(config, "prompt_context"),
+            prompt_template: self.text_template(config, "prompt_context"),
             options,
             data_inject,
             timeout: self.opt_duration(config, "timeout"),

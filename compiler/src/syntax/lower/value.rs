@@ -6,7 +6,7 @@ use super::Lowerer;
 use super::fields::Fields;
 use crate::ast::{Expr, Reference, Spanned, Template, TemplateKind, TextOrigin, TextPart};
 use crate::diagnostics::Diagnostic;
-use crate::diagnostics::codes::{E0032, W0008};
+use crate::diagnostics::codes::{E0032, E0037, W0008};
 use crate::syntax::node::{Node, NodeKind};
 use crate::syntax::template::{self, Piece, RawReference};
 
@@ -137,6 +137,60 @@ impl Lowerer<'_> {
                 None
             }
         }
+    }
+
+    /// Refuses `${{…}}` in the definition's `inputs` (E0037): they are
+    /// default values, stored with each run, never interpolated, so a
+    /// reference there would stay literal text; a secret would be stored.
+    pub(crate) fn refuse_references(&mut self, node: &Node<'_>, pointer: &str) {
+        match &node.kind {
+            NodeKind::Object(members) => {
+                for m in members {
+                    self.refuse_references(&m.value, &super::child_pointer(pointer, &m.key));
+                }
+                return;
+            }
+            NodeKind::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    self.refuse_references(item, &format!("{pointer}/{i}"));
+                }
+                return;
+            }
+            _ => {}
+        }
+        let template = self.template(node, pointer);
+        for r in template.references() {
+            let secret = r.namespace.value == "secrets";
+            let (message, help) = if secret {
+                (
+                    "a secret cannot be an input's default".to_owned(),
+                    format!(
+                        "inputs are stored with every run, and secrets never are: write `${{{{{}}}}}` in the `params` of the action that needs it, where it is resolved at dispatch and redacted",
+                        r.render()
+                    ),
+                )
+            } else {
+                (
+                    format!("`${{{{{}}}}}` is not read in `inputs`", r.render()),
+                    "input defaults are plain values: compute the value in a step, or write `$${{` to keep the text".to_owned(),
+                )
+            };
+            self.report(
+                Diagnostic::error(E0037, r.span, message)
+                    .with_help(help)
+                    .with_pointer(pointer),
+            );
+        }
+    }
+
+    /// The text field `key` as a template, when it is a string that reads
+    /// values (`${{…}}`); `None` for plain text (or a field that is not
+    /// text, reported where the field is read).
+    pub(crate) fn text_template(&mut self, fields: &Fields<'_, '_>, key: &str) -> Option<Template> {
+        let member = fields.get(key)?;
+        member.value.as_str()?;
+        let template = self.template(&member.value, &fields.pointer_of(key));
+        (!matches!(template.kind, TemplateKind::Literal(_))).then_some(template)
     }
 
     /// A `data_inject` value: a bare reference, a template, or a literal.

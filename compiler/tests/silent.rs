@@ -1,0 +1,89 @@
+//! Cases that used to pass silently (spec/language.md; issue 20): each now
+//! reads as a value or gets a diagnostic. The snapshot shows the source,
+//! the diagnostics as people read them, and, where they carry fixes, the
+//! source with the fixes applied, which must check clean.
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test helpers may panic
+
+use std::fmt::Write as _;
+
+use opcode_compiler::Compiler;
+use opcode_compiler::diagnostics::apply_fixes;
+use opcode_compiler::diagnostics::render::human;
+
+fn compiler() -> Compiler {
+    Compiler::new().with_actions(opcode_stdlib::catalog())
+}
+
+/// The snapshot text of `source`: its diagnostics, then the fixed source
+/// when a fix applies (asserting that what remains is exactly the
+/// diagnostics that had no fix).
+fn reviewed(source: &str) -> String {
+    let compiler = compiler();
+    let diagnostics = compiler.check(source).into_sorted();
+    assert!(!diagnostics.is_empty(), "no diagnostic for {source}");
+    let rendered = human::render(&diagnostics, "workflow.json", source, false);
+    let mut out = format!("--- SOURCE\n{source}\n--- DIAGNOSTICS\n{rendered}");
+    let (fixed, applied) = apply_fixes(source, &diagnostics);
+    if applied > 0 {
+        let left: Vec<_> = compiler
+            .check(&fixed)
+            .into_sorted()
+            .iter()
+            .map(|d| d.code.id)
+            .collect();
+        let unfixed: Vec<_> = diagnostics
+            .iter()
+            .filter(|d| d.fix.is_none())
+            .map(|d| d.code.id)
+            .collect();
+        assert_eq!(
+            left, unfixed,
+            "the fixes did not remove their own diagnostics: {fixed}"
+        );
+        let _ = writeln!(out, "--- FIXED ({applied})\n{fixed}");
+    }
+    out
+}
+
+#[test]
+fn a_secret_as_an_inputs_default_is_refused() {
+    insta::assert_snapshot!(reviewed(
+        r#"{"inputs": {"token": "${{secrets.API_TOKEN}}", "note": "for ${{inputs.who}}"},
+ "steps": [{"id": "call", "action": "http.get", "params": {"url": "https://example.com", "headers": {"Authorization": "${{inputs.token}}"}}}]}"#
+    ));
+}
+
+#[test]
+fn an_undeclared_input_gets_the_nearest_declared_name() {
+    insta::assert_snapshot!(reviewed(
+        r#"{"inputs": {"target": "prod"},
+ "steps": [{"id": "go", "action": "workflow.log", "condition": "inputs.targt != ''", "params": {"message": "to ${{inputs.targt}}"}}]}"#
+    ));
+}
+
+#[test]
+fn opcodes_workdir_is_renamed_to_cwd() {
+    insta::assert_snapshot!(reviewed(
+        r#"{"steps": [{"id": "build", "action": "shell.exec", "params": {"command": "make", "workdir": "/src"}}]}"#
+    ));
+}
+
+#[test]
+fn a_decisions_texts_are_checked_like_interpolation() {
+    insta::assert_snapshot!(reviewed(
+        r#"{"steps": [{"id": "probe", "action": "crypto.uuid"},
+ {"id": "review", "type": "reasoning", "depends_on": ["probe"], "config": {
+   "prompt_context": "Ship ${{steps.prob.output.uuid}}?",
+   "options": [{"id": "ship", "description": "with ${{secrets.KEY}}"}]}}]}"#
+    ));
+}
+
+#[test]
+fn a_decisions_texts_that_read_values_compile() {
+    let source = r#"{"steps": [{"id": "probe", "action": "crypto.uuid"},
+ {"id": "review", "type": "reasoning", "depends_on": ["probe"], "config": {
+   "prompt_context": "Ship ${{steps.probe.output.uuid}}?",
+   "options": [{"id": "ship", "description": "deploy ${{inputs.build}}"}]}}]}"#;
+    let diagnostics = compiler().check(source).into_sorted();
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+}
