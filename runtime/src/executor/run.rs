@@ -492,7 +492,7 @@ impl RunTask {
                     if let Some(reply) = incoming.reply {
                         round
                             .replies
-                            .push((reply, Err(ExecError::Refused(rejected.to_string()))));
+                            .push((reply, Err(ExecError::Refused(rejected.message.clone()))));
                     }
                 }
             }

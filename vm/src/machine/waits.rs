@@ -134,6 +134,11 @@ impl Vm {
         let request = &pending.request;
         if let Some(target) = &request.target_agent {
             let by = resolution.resolved_by.as_deref().unwrap_or_default();
+            if by.is_empty() {
+                return reject(format!(
+                    "decision `{id}` is for agent `{target}`, and the answer names no agent: answer with agent_id `{target}`"
+                ));
+            }
             if by != target && by != "system" {
                 return reject(format!(
                     "decision `{id}` is for agent `{target}`, not `{by}`"
