@@ -8,6 +8,7 @@
 
 pub mod actions;
 pub mod cel;
+pub mod cel_functions;
 pub mod graph;
 pub mod isolation;
 pub mod jq;

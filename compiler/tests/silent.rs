@@ -87,3 +87,40 @@ fn a_decisions_texts_that_read_values_compile() {
     let diagnostics = compiler().check(source).into_sorted();
     assert!(diagnostics.is_empty(), "{diagnostics:?}");
 }
+
+#[test]
+fn cel_paths_are_checked_against_output_shapes() {
+    insta::assert_snapshot!(reviewed(
+        r#"{"steps": [{"id": "fetch", "action": "http.get", "params": {"url": "https://example.com"}},
+ {"id": "ok", "action": "workflow.log", "depends_on": ["fetch"],
+  "condition": "steps.fetch.statuscode == 200 && steps.fetch.output.body != ''", "params": {"message": "up"}}]}"#
+    ));
+}
+
+#[test]
+fn cel_paths_that_exist_pass() {
+    let source = r#"{"steps": [{"id": "fetch", "action": "http.get", "params": {"url": "https://example.com"}},
+ {"id": "route", "type": "condition", "depends_on": ["fetch"], "config": {"expression": "steps['fetch']['status_code'] == 200",
+   "branches": {"true": [{"id": "t", "action": "workflow.log", "params": {"message": "up"}}]}}},
+ {"id": "after", "action": "workflow.log", "depends_on": ["route"],
+  "condition": "steps.route.output != null && steps.fetch.headers['x'] != ''", "params": {"message": "done"}}]}"#;
+    let diagnostics = compiler().check(source).into_sorted();
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+}
+
+#[test]
+fn unknown_cel_functions_are_errors_with_cels_name() {
+    insta::assert_snapshot!(reviewed(
+        r#"{"steps": [{"id": "count", "action": "expr.eval", "params": {"expression": "len(inputs.items)"}},
+ {"id": "any", "action": "workflow.log", "depends_on": ["count"],
+  "condition": "inputs.items.exsts(i, i > 1) && upper(inputs.name) == 'X' && timestamp(inputs.at) > timestamp('2020-01-01T00:00:00Z')",
+  "params": {"message": "x"}}]}"#
+    ));
+}
+
+#[test]
+fn other_languages_logic_words_get_cels_operators() {
+    insta::assert_snapshot!(reviewed(
+        r#"{"steps": [{"id": "go", "action": "workflow.log", "condition": "inputs.ready and not inputs.paused or inputs.force", "params": {"message": "x"}}]}"#
+    ));
+}

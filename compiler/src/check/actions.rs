@@ -318,6 +318,7 @@ fn check_expr_eval(params: &[Param<'_>], src: &str, pointer: &str, sink: &mut Di
             if let Some(span) = refs.secrets {
                 sink.push(cel::secrets_refused(span, &expression_pointer));
             }
+            sink.extend(cel::unknown_functions(&refs, &expression_pointer));
             return;
         }
         Err(d) => d,

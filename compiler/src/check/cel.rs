@@ -15,7 +15,7 @@ use cel::common::ast::{Expr as CelExpr, IdedExpr, LiteralValue};
 
 use crate::ast::Expr;
 use crate::diagnostics::codes::{E0030, E0037, E0053};
-use crate::diagnostics::{Diagnostic, Fix, PatchOp};
+use crate::diagnostics::{Diagnostic, Fix, PatchOp, did_you_mean};
 use crate::source::Span;
 use crate::syntax::template::{self, Piece, Segment};
 
@@ -24,6 +24,9 @@ use crate::syntax::template::{self, Piece, Segment};
 pub struct CelRefs {
     /// `steps['x']` / `steps.x`: the id and where it is written.
     pub steps: Vec<(String, Span)>,
+    /// `steps.x.field` / `steps['x']['field']`: the id, the field read
+    /// from its output, and where `.field` is written (when it is found).
+    pub step_fields: Vec<(String, String, Option<Span>)>,
     /// `steps` used as a whole or indexed dynamically.
     pub dynamic_steps: bool,
     /// Where `iter` is used, if anywhere.
@@ -32,6 +35,9 @@ pub struct CelRefs {
     pub inputs: Vec<(String, Span)>,
     /// Where `secrets` is used, if anywhere (never allowed in CEL).
     pub secrets: Option<Span>,
+    /// The functions it calls: the name, whether on a receiver, and
+    /// where the name is written (when it is found).
+    pub calls: Vec<(String, bool, Option<Span>)>,
     /// The namespaces besides `steps` it reads.
     pub reads: opcode_vm::program::Reads,
 }
@@ -69,6 +75,10 @@ pub fn analyze(expr: &Expr, src: &str, pointer: &str) -> Result<CelRefs, Diagnos
 /// A reference found in the AST, before it is located in the text.
 enum Found {
     Step(String),
+    /// A field read from the output of the step just found.
+    StepField(String),
+    /// A function called by name (on a receiver when `true`).
+    Call(String, bool),
     Input(String),
     Iter,
     Secrets,
@@ -87,24 +97,39 @@ fn locate(expr: &Expr, src: &str, found: Vec<Found>) -> CelRefs {
     };
     let mut used: HashMap<(&str, String), usize> = HashMap::default();
     let whole = 0..expr.source.len();
-    let mut place = |root: &'static str, key: &str| -> Span {
+    let mut place = |root: &'static str, key: &str| -> std::ops::Range<usize> {
         let nth = used.entry((root, key.to_owned())).or_insert(0);
         let range = occurrences(&expr.source, root, Some(key))
             .into_iter()
             .nth(*nth)
             .unwrap_or_else(|| whole.clone());
         *nth += 1;
-        expr.origin.file_span(src, range)
+        range
     };
+    // Where the last step reference found ends, for the field read after it.
+    let mut step_end = None;
+    let mut called: HashMap<String, usize> = HashMap::default();
     for item in found {
         match item {
             Found::Step(id) => {
-                let span = place("steps", &id);
-                refs.steps.push((id, span));
+                let range = place("steps", &id);
+                step_end = (range != whole).then_some(range.end);
+                refs.steps.push((id, expr.origin.file_span(src, range)));
+            }
+            Found::StepField(field) => {
+                let id = refs
+                    .steps
+                    .last()
+                    .map(|(id, _)| id.clone())
+                    .unwrap_or_default();
+                let span = step_end
+                    .and_then(|end| field_after(&expr.source, end, &field))
+                    .map(|range| expr.origin.file_span(src, range));
+                refs.step_fields.push((id, field, span));
             }
             Found::Input(name) => {
                 refs.reads.inputs = true;
-                let span = place("inputs", &name);
+                let span = expr.origin.file_span(src, place("inputs", &name));
                 refs.inputs.push((name, span));
             }
             Found::Name(name) => match name.as_str() {
@@ -132,9 +157,120 @@ fn locate(expr: &Expr, src: &str, found: Vec<Found>) -> CelRefs {
                 }
             }
             Found::DynamicSteps => refs.dynamic_steps = true,
+            Found::Call(name, member) => {
+                let nth = called.entry(name.clone()).or_insert(0);
+                let span = call_sites(&expr.source, &name)
+                    .into_iter()
+                    .nth(*nth)
+                    .map(|range| expr.origin.file_span(src, range));
+                *nth += 1;
+                refs.calls.push((name, member, span));
+            }
         }
     }
     refs
+}
+
+/// Where `name(` is written in `source` (a name, not the end of a longer
+/// one), in order: the ranges of the names.
+fn call_sites(source: &str, name: &str) -> Vec<std::ops::Range<usize>> {
+    let bytes = source.as_bytes();
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    source
+        .match_indices(name)
+        .map(|(start, _)| start..start + name.len())
+        .filter(|r| {
+            let before = r.start.checked_sub(1).map(|i| bytes[i]);
+            let after = source[r.end..].trim_start();
+            !before.is_some_and(is_ident) && after.starts_with('(')
+        })
+        .collect()
+}
+
+/// Diagnostics for the functions `refs` calls that the engine does not
+/// know (E0030): the CEL name where another language's is used, else the
+/// closest known one.
+pub fn unknown_functions(refs: &CelRefs, pointer: &str) -> Vec<Diagnostic> {
+    use super::cel_functions::{MACROS, OTHER_SPELLINGS, SUGGESTIONS, UNAVAILABLE, known};
+    let mut out = Vec::new();
+    for (name, member, span) in &refs.calls {
+        let Some(span) = *span else { continue };
+        if known(name) {
+            continue;
+        }
+        let mut d = Diagnostic::error(E0030, span, format!("CEL has no function `{name}`"))
+            .with_pointer(pointer);
+        if UNAVAILABLE.contains(&name.as_str()) {
+            d = d.with_help(
+                "CEL's time types are not built into this engine: `timestamp()` and `duration()` are refused; pass times as RFC 3339 text (it compares in order) or as numbers",
+            );
+        } else if let Some((_, ours, renamed)) =
+            OTHER_SPELLINGS.iter().find(|(theirs, ..)| theirs == name)
+        {
+            d = d.with_help(cel_spelling(ours, *member));
+            if *renamed && *ours != "!" {
+                d = d.with_fix(Fix::replace(
+                    format!("replace with `{ours}`"),
+                    span,
+                    *ours,
+                    None,
+                ));
+            }
+        } else {
+            let names: Vec<&str> = SUGGESTIONS
+                .iter()
+                .copied()
+                .filter(|n| MACROS.contains(n) || known(n))
+                .collect();
+            d = match did_you_mean(name, &names) {
+                Some(close) => {
+                    d.with_help(format!("did you mean `{close}`?"))
+                        .with_fix(Fix::replace(
+                            format!("replace with `{close}`"),
+                            span,
+                            close,
+                            None,
+                        ))
+                }
+                None => d.with_help(format!("CEL's functions include {}", names.join(", "))),
+            };
+        }
+        out.push(d);
+    }
+    out
+}
+
+/// How CEL writes what `ours` does.
+fn cel_spelling(ours: &str, member: bool) -> String {
+    match ours {
+        "!" => "CEL negates with `!`: `!(x)`".to_owned(),
+        "upperAscii" | "lowerAscii" | "string" if !member => {
+            format!("CEL calls it on the value: `x.{ours}()`")
+        }
+        _ => format!("CEL's name for it is `{ours}`"),
+    }
+}
+
+/// Where `.field` (or `['field']`, `["field"]`) is written right at `at`
+/// in `source`, spaces allowed.
+fn field_after(source: &str, at: usize, field: &str) -> Option<std::ops::Range<usize>> {
+    let rest = source.get(at..)?;
+    let start = at + (rest.len() - rest.trim_start().len());
+    let written = source.get(start..)?;
+    let dotted = written.strip_prefix('.').map(str::trim_start);
+    if let Some(after_dot) = dotted
+        && after_dot.starts_with(field)
+        && !after_dot[field.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+    {
+        let end = start + (written.len() - after_dot.len()) + field.len();
+        return Some(start..end);
+    }
+    ["'", "\""].iter().find_map(|quote| {
+        let pattern = format!("[{quote}{field}{quote}]");
+        written
+            .starts_with(&pattern)
+            .then(|| start..start + pattern.len())
+    })
 }
 
 /// Where `root.key`, `root['key']` or `root["key"]` (or `root` alone when
@@ -240,6 +376,22 @@ fn parse_error(expr: &Expr, src: &str, span: Span, message: &str, pointer: &str)
                 }),
             ));
         }
+    } else if let Some(rewritten) = word_operators(&expr.source) {
+        d = d.with_help("CEL writes `&&`, `||` and `!` for and, or and not");
+        let quoted = serde_json::to_string(&rewritten).unwrap_or_default();
+        d = d.with_fix(Fix::replace(
+            format!("rewrite as `{rewritten}`"),
+            expr.span,
+            quoted,
+            Some(PatchOp::Replace {
+                path: pointer.to_owned(),
+                value: rewritten.into(),
+            }),
+        ));
+    } else if expr.source.contains("??") {
+        d = d.with_help(
+            "CEL has no `??`: write `has(x.f) ? x.f : fallback`, or `x.?f.orValue(fallback)`",
+        );
     } else if mentions_loop(&expr.source) {
         d = d.with_help("`loop` is a reserved word in CEL: write `iter.item` and `iter.index`");
         let rewritten = expr.source.replace("loop.", "iter.");
@@ -304,6 +456,70 @@ pub fn rewrite_interpolation(source: &str) -> Option<String> {
     Some(out.trim().to_owned())
 }
 
+/// `source` with the words `and`, `or` and `not` (outside string literals)
+/// written as CEL's `&&`, `||` and `!`; `None` when it has none.
+fn word_operators(source: &str) -> Option<String> {
+    let mut out = String::with_capacity(source.len());
+    let mut quote: Option<char> = None;
+    let mut changed = false;
+    let mut chars = source.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if let Some(q) = quote {
+            out.push(c);
+            if c == '\\' {
+                if let Some((_, escaped)) = chars.next() {
+                    out.push(escaped);
+                }
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        if c == '\'' || c == '"' {
+            quote = Some(c);
+            out.push(c);
+            continue;
+        }
+        if c.is_ascii_alphabetic() || c == '_' {
+            let start = i;
+            let mut end = i + c.len_utf8();
+            while let Some(&(j, d)) = chars.peek() {
+                if d.is_ascii_alphanumeric() || d == '_' {
+                    end = j + d.len_utf8();
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            let word = &source[start..end];
+            let after_dot = source[..start].trim_end().ends_with('.');
+            let replacement = match word {
+                "and" if !after_dot => Some("&&"),
+                "or" if !after_dot => Some("||"),
+                "not" if !after_dot => Some("!"),
+                _ => None,
+            };
+            match replacement {
+                Some("!") => {
+                    out.push('!');
+                    while chars.peek().is_some_and(|&(_, d)| d == ' ') {
+                        chars.next();
+                    }
+                    changed = true;
+                }
+                Some(op) => {
+                    out.push_str(op);
+                    changed = true;
+                }
+                None => out.push_str(word),
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    changed.then_some(out)
+}
+
 /// The CEL spelling of a reference path.
 pub fn cel_path(namespace: &str, segments: &[(Segment, std::ops::Range<usize>)]) -> Option<String> {
     let mut rest = segments.iter().map(|(s, _)| s);
@@ -347,6 +563,30 @@ fn is_cel_ident(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// The step id when `e` is `steps.<id>` or `steps['<id>']`.
+fn step_of(e: &IdedExpr) -> Option<String> {
+    match &e.expr {
+        CelExpr::Select(select) => match &select.operand.expr {
+            CelExpr::Ident(root) if root == "steps" => Some(select.field.clone()),
+            _ => None,
+        },
+        CelExpr::Call(call) if call.func_name == INDEX => match call.args.as_slice() {
+            [
+                IdedExpr {
+                    expr: CelExpr::Ident(root),
+                    ..
+                },
+                IdedExpr {
+                    expr: CelExpr::Literal(LiteralValue::String(key)),
+                    ..
+                },
+            ] if root == "steps" => Some(key.inner().to_owned()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 fn walk(e: &IdedExpr, found: &mut Vec<Found>) {
     match &e.expr {
         CelExpr::Ident(name) => match name.as_str() {
@@ -356,6 +596,10 @@ fn walk(e: &IdedExpr, found: &mut Vec<Found>) {
             other => found.push(Found::Name(other.to_owned())),
         },
         CelExpr::Select(select) => {
+            if let Some(id) = step_of(&select.operand) {
+                found.push(Found::Step(id));
+                return found.push(Found::StepField(select.field.clone()));
+            }
             if let CelExpr::Ident(root) = &select.operand.expr {
                 match root.as_str() {
                     "steps" => return found.push(Found::Step(select.field.clone())),
@@ -366,6 +610,20 @@ fn walk(e: &IdedExpr, found: &mut Vec<Found>) {
             walk(&select.operand, found);
         }
         CelExpr::Call(call) => {
+            if call
+                .func_name
+                .starts_with(|c: char| c.is_ascii_alphabetic())
+            {
+                found.push(Found::Call(call.func_name.clone(), call.target.is_some()));
+            }
+            if call.func_name == INDEX
+                && let [target, key] = call.args.as_slice()
+                && let CelExpr::Literal(LiteralValue::String(key)) = &key.expr
+                && let Some(id) = step_of(target)
+            {
+                found.push(Found::Step(id));
+                return found.push(Found::StepField(key.inner().to_owned()));
+            }
             if call.func_name == INDEX
                 && let [
                     target,
@@ -503,6 +761,21 @@ mod tests {
         let d = analyze(&e, &e.source, "/x").unwrap_err();
         assert_eq!(d.code.id, "E0030");
         assert_eq!(d.pointer.as_deref(), Some("/x"));
+    }
+
+    #[test]
+    fn word_operators_get_cels_spelling() {
+        assert_eq!(
+            word_operators("a and not b or c == 'x and y'").as_deref(),
+            Some("a && !b || c == 'x and y'")
+        );
+        assert_eq!(word_operators("band && x.or(1)"), None);
+        let e = expr("inputs.a == 1 and inputs.b");
+        let d = analyze(&e, &e.source, "").unwrap_err();
+        assert_eq!(
+            d.fix.unwrap().edits[0].replacement,
+            "\"inputs.a == 1 && inputs.b\""
+        );
     }
 
     #[test]

@@ -261,6 +261,12 @@ impl<'m, 'a> Resolver<'m, 'a> {
                 self.step_access(target, site, *span, pointer, sink);
             }
         }
+        sink.extend(super::cel::unknown_functions(refs, pointer));
+        for (id, field, span) in &refs.step_fields {
+            if let (Some(&target), Some(span)) = (self.model.by_id.get(id.as_str()), span) {
+                self.cel_field(target, field, *span, pointer, sink);
+            }
+        }
         for (name, span) in &refs.inputs {
             self.input(name, *span, "cel", pointer, sink);
         }
@@ -570,25 +576,10 @@ impl<'m, 'a> Resolver<'m, 'a> {
         let Segment::Key(field) = &first.value else {
             return;
         };
-        let Some(ty) = self.output_type(target) else {
+        let Some(names) = self.missing_field(target, field) else {
             return;
         };
-        let alternatives = match ty {
-            Ty::OneOf { types } => types,
-            other => vec![other],
-        };
-        let mut names: Vec<&str> = Vec::new();
-        for alternative in &alternatives {
-            let Ty::Object { fields } = alternative else {
-                return;
-            };
-            if fields.contains_key(field) {
-                return;
-            }
-            names.extend(fields.keys().map(String::as_str));
-        }
-        names.sort_unstable();
-        names.dedup();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let step = self.model.steps[target].step;
         let mut d = Diagnostic::error(
             E0037,
@@ -610,6 +601,77 @@ impl<'m, 'a> Resolver<'m, 'a> {
             ));
         }
         sink.push(d);
+    }
+
+    /// Checks the field a CEL expression reads from a step's output (written
+    /// `.field` at `span`) against the output's declared shape. In CEL
+    /// `steps.x` is the output itself: interpolation's `.output` is named.
+    fn cel_field(
+        &self,
+        target: StepIdx,
+        field: &str,
+        span: Span,
+        pointer: &str,
+        sink: &mut Diagnostics,
+    ) {
+        let Some(names) = self.missing_field(target, field) else {
+            return;
+        };
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let id = &self.model.steps[target].step.id.value;
+        let d = if field == "output" {
+            Diagnostic::error(
+                E0037,
+                span,
+                format!("in CEL, `steps.{id}` is the output itself: it has no field `output`"),
+            )
+            .with_help(
+                "`${{steps.x.output.f}}` is interpolation's spelling; CEL writes `steps.x.f`",
+            )
+            .with_fix(Fix::replace("remove `.output`", span, "", None))
+        } else {
+            let mut d = Diagnostic::error(
+                E0037,
+                span,
+                format!(
+                    "the output of `{id}` ({}) has no field `{field}`",
+                    self.describe_step(target)
+                ),
+            )
+            .with_help(format!("its fields are {}", names.join(", ")));
+            if let Some(close) = did_you_mean(field, &names) {
+                d = d.with_fix(Fix::replace(
+                    format!("replace with `{close}`"),
+                    span,
+                    format!(".{close}"),
+                    None,
+                ));
+            }
+            d
+        };
+        sink.push(d.with_pointer(pointer));
+    }
+
+    /// The field names of `target`'s output when it surely lacks `field`
+    /// (`None` when it has it, or when its shape is not known).
+    fn missing_field(&self, target: StepIdx, field: &str) -> Option<Vec<String>> {
+        let alternatives = match self.output_type(target)? {
+            Ty::OneOf { types } => types,
+            other => vec![other],
+        };
+        let mut names = Vec::new();
+        for alternative in &alternatives {
+            let Ty::Object { fields } = alternative else {
+                return None;
+            };
+            if fields.contains_key(field) {
+                return None;
+            }
+            names.extend(fields.keys().cloned());
+        }
+        names.sort_unstable();
+        names.dedup();
+        Some(names)
     }
 
     fn describe_step(&self, s: StepIdx) -> String {

@@ -265,12 +265,20 @@ fn its_frontmatter_is_what_skill_hosts_read() {
 
 #[test]
 fn the_language_reference_lists_every_action() {
-    let language = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../spec/language.md"));
+    let language = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../spec/language.md"
+    ));
     for action in catalog().iter() {
-        let listed = language
-            .lines()
-            .filter(|l| l.starts_with("| `"))
-            .any(|l| l.split(" | ").next().is_some_and(|cell| cell.contains(&format!("`{}`", action.name))));
-        assert!(listed, "spec/language.md's table of actions lacks `{}`", action.name);
+        let listed = language.lines().filter(|l| l.starts_with("| `")).any(|l| {
+            l.split(" | ")
+                .next()
+                .is_some_and(|cell| cell.contains(&format!("`{}`", action.name)))
+        });
+        assert!(
+            listed,
+            "spec/language.md's table of actions lacks `{}`",
+            action.name
+        );
     }
 }
