@@ -88,3 +88,32 @@ fn every_page_example_triggers_its_code() {
         );
     }
 }
+
+/// Applying a page example's fixes removes the diagnostics they fix and
+/// brings in none: what remains is what had no fix.
+#[test]
+fn every_fix_removes_its_own_diagnostic() {
+    let compiler = compiler();
+    for code in ALL {
+        let (lang, source) = example(code.doc);
+        let check = |text: &str| match lang {
+            "json" => compiler.check(text).into_sorted(),
+            "opc" => compiler.check_as(text, Syntax::Opc).into_sorted(),
+            _ => Vec::new(),
+        };
+        let before = check(source);
+        let (fixed, applied) = opcode_compiler::diagnostics::apply_fixes(source, &before);
+        if applied == 0 {
+            continue;
+        }
+        let mut left: Vec<&str> = check(&fixed).iter().map(|d| d.code.id).collect();
+        let mut unfixed: Vec<&str> = before
+            .iter()
+            .filter(|d| d.fix.is_none())
+            .map(|d| d.code.id)
+            .collect();
+        left.sort_unstable();
+        unfixed.sort_unstable();
+        assert_eq!(left, unfixed, "{}: after its fixes:\n{fixed}", code.id);
+    }
+}

@@ -245,6 +245,8 @@ impl<'src> Reader<'src, '_> {
             self.next();
             return Ok(Node::new(NodeKind::Object(members), open.join(close)));
         }
+        // The comma before the member being read (none before the first).
+        let mut comma_before: Option<Span> = None;
         loop {
             let (key, key_span) = match self.next() {
                 Some((Ok(Token::String(key)), span)) => (key, span),
@@ -301,7 +303,7 @@ impl<'src> Reader<'src, '_> {
                         .with_help("remove one of them; only the first is used")
                         .with_fix(Fix::replace(
                             "remove the second member",
-                            key_span.join(value.span),
+                            comma_before.unwrap_or(key_span).join(value.span),
                             "",
                             None,
                         )),
@@ -314,7 +316,10 @@ impl<'src> Reader<'src, '_> {
                 });
             }
             match self.next() {
-                Some((Ok(Token::Comma), comma)) => self.trailing_comma(comma, &Token::RBrace)?,
+                Some((Ok(Token::Comma), comma)) => {
+                    comma_before = Some(comma);
+                    self.trailing_comma(comma, &Token::RBrace)?;
+                }
                 Some((Ok(Token::RBrace), close)) => {
                     return Ok(Node::new(NodeKind::Object(members), open.join(close)));
                 }
