@@ -24,7 +24,9 @@ use crate::time::{now_ms, parse_ms};
 /// What to tell a run, given before it asks.
 #[derive(Debug, Clone, Default)]
 pub struct Answers {
-    /// The choice for each reasoning step, by step id (every time it asks).
+    /// The choice for each reasoning step, by step id (every time it asks),
+    /// or for one instance of it in a loop, by its name (`review[2]`),
+    /// which wins over the step's.
     pub decisions: HashMap<String, String>,
     /// Signals sent once the run is started, in order.
     pub signals: Vec<(String, Value)>,
@@ -49,6 +51,19 @@ pub struct Rest {
     pub notes: Vec<String>,
 }
 
+/// The answers given for decisions that were never asked, as refusals: a
+/// misspelled step or an instance that does not exist is not ignored.
+fn unused(answers: &Answers, used: &HashSet<&str>) -> Vec<String> {
+    let mut left: Vec<String> = answers
+        .decisions
+        .keys()
+        .filter(|k| !used.contains(k.as_str()))
+        .map(|k| format!("no decision `{k}` was asked: the answer was not used"))
+        .collect();
+    left.sort();
+    left
+}
+
 /// Looks again this often even without news (a missed broadcast delays,
 /// never blocks).
 const RECHECK: Duration = Duration::from_millis(500);
@@ -66,6 +81,7 @@ pub async fn attend(executor: &Executor, id: &str, answers: &Answers) -> Result<
         refuse_into(executor.deliver(id, signal).await, &mut refused)?;
     }
     let mut answered: HashSet<(String, String)> = HashSet::new();
+    let mut used: HashSet<&str> = HashSet::new();
     loop {
         let root = executor
             .store()
@@ -73,6 +89,7 @@ pub async fn attend(executor: &Executor, id: &str, answers: &Answers) -> Result<
             .await?
             .ok_or_else(|| ExecError::NotFound(id.to_owned()))?;
         if root.status.is_ended() {
+            refused.extend(unused(answers, &used));
             return Ok(Rest {
                 status: root.status,
                 refused,
@@ -86,9 +103,14 @@ pub async fn attend(executor: &Executor, id: &str, answers: &Answers) -> Result<
         let mut gave = false;
         for decision in asked {
             let key = (decision.workflow_id.clone(), decision.id.clone());
-            let Some(choice) = answers.decisions.get(&decision.step_id) else {
+            let Some((key_given, choice)) = answers
+                .decisions
+                .get_key_value(&decision.id)
+                .or_else(|| answers.decisions.get_key_value(&decision.step_id))
+            else {
                 continue;
             };
+            used.insert(key_given.as_str());
             if !answered.insert(key.clone()) {
                 continue;
             }
@@ -105,6 +127,7 @@ pub async fn attend(executor: &Executor, id: &str, answers: &Answers) -> Result<
             }
         }
         if !gave && let Some(status) = rest_or_unstick(executor, id, answers, &mut notes).await? {
+            refused.extend(unused(answers, &used));
             return Ok(Rest {
                 status,
                 refused,

@@ -61,6 +61,38 @@ fn every_ask_of_a_step_gets_its_answer_and_the_run_completes() {
 }
 
 #[test]
+fn an_instance_answer_wins_over_its_steps_and_an_unused_one_is_reported() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let _background = exec.background();
+        let id = exec.start(request(&review(), &json!({}))).await.unwrap();
+        let given = answers(&[("review", "yes"), ("review[1]", "no"), ("reviw", "yes")]);
+        let rest = attend(&exec, &id, &given).await.unwrap();
+        assert_eq!(rest.status.as_str(), "completed", "{rest:?}");
+        assert_eq!(
+            rest.refused,
+            ["no decision `reviw` was asked: the answer was not used"]
+        );
+        let steps = exec.store().steps(&id).await.unwrap();
+        let choice = |name: &str| {
+            let row = steps.iter().find(|s| s.step_id == name).unwrap();
+            let output: Value = serde_json::from_str(row.output.as_deref().unwrap()).unwrap();
+            output["choice"].as_str().unwrap().to_owned()
+        };
+        assert_eq!(
+            [
+                choice("review[0]"),
+                choice("review[1]"),
+                choice("review[2]")
+            ],
+            ["yes", "no", "yes"]
+        );
+    });
+}
+
+#[test]
 fn unanswered_the_run_rests_suspended_and_a_bad_choice_is_reported() {
     let store = Arc::new(MemoryStore::new());
     let dir = tempfile::tempdir().unwrap();

@@ -3,7 +3,7 @@
 //!
 //! Relative paths (files, `shell.exec` working directory, scripts) resolve
 //! against the workflow file's folder. Reasoning steps are answered with
-//! `--decide STEP=CHOICE`; named signals are sent with `--signal NAME=JSON`;
+//! `--decide STEP=CHOICE` (or `STEP[i]=CHOICE` for one loop instance); named signals are sent with `--signal NAME=JSON`;
 //! secrets come from `OPCODE_SECRET_<NAME>` environment variables;
 //! `workflow.run` runs `<template>.json` or `<template>/workflow.json` found
 //! next to the workflow (or in a sibling folder); a child that waits for a
@@ -45,7 +45,9 @@ pub struct Args {
     /// One input, `KEY=VALUE` (VALUE is parsed as JSON when it is JSON, else taken as text). Repeatable.
     #[arg(long = "input", value_name = "KEY=VALUE")]
     input: Vec<String>,
-    /// Answers reasoning step STEP with CHOICE every time it asks. Repeatable.
+    /// Answers reasoning step STEP with CHOICE every time it asks, or only
+    /// one of its loop instances (`review[2]=no`, which wins over
+    /// `review=yes`); an answer no decision used is an error. Repeatable.
     #[arg(long, value_name = "STEP=CHOICE")]
     decide: Vec<String>,
     /// Sends signal NAME with a JSON payload after the start. Repeatable.
