@@ -42,7 +42,7 @@ pub fn check<'a>(
     sink: &mut Diagnostics,
 ) -> Checked<'a> {
     let model = Model::build(doc, sink);
-    let graph = graph::build(&model, sink);
+    let graph = graph::build(&model, src, sink);
     let (declared, types) = declared_inputs(doc);
     let mut resolver = Resolver::new(&model, &graph, catalog, declared, types);
     for s in 0..model.steps.len() {

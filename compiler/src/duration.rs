@@ -8,6 +8,82 @@
 
 use std::fmt::Write;
 
+/// The duration `text` likely means, in this syntax, when it is one
+/// written another way: spaces (`30 s`), unit words (`5min`, `2 hours`,
+/// `100msec`), days (`1d` → `24h`), upper case.
+pub fn suggest(text: &str) -> Option<String> {
+    const UNITS: &[(&str, &str)] = &[
+        ("milliseconds", "ms"),
+        ("millisecond", "ms"),
+        ("millis", "ms"),
+        ("msecs", "ms"),
+        ("msec", "ms"),
+        ("seconds", "s"),
+        ("second", "s"),
+        ("secs", "s"),
+        ("sec", "s"),
+        ("minutes", "m"),
+        ("minute", "m"),
+        ("mins", "m"),
+        ("min", "m"),
+        ("hours", "h"),
+        ("hour", "h"),
+        ("hrs", "h"),
+        ("hr", "h"),
+    ];
+    let compact: String = text.trim().to_lowercase().split_whitespace().collect();
+    if let Some(days) = compact
+        .strip_suffix("days")
+        .or_else(|| compact.strip_suffix("day"))
+        .or_else(|| compact.strip_suffix('d'))
+    {
+        let days: u64 = days.parse().ok()?;
+        return Some(format!("{}h", days.checked_mul(24)?));
+    }
+    let mut out = String::new();
+    let mut rest = compact.as_str();
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if digits == 0 {
+            return None;
+        }
+        out.push_str(&rest[..digits]);
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        let ours = UNITS
+            .iter()
+            .find(|(word, _)| *word == unit)
+            .map_or(unit, |(_, u)| *u);
+        out.push_str(ours);
+        rest = &rest[unit_len..];
+    }
+    (out != text && parse_millis(&out).is_ok()).then_some(out)
+}
+
+/// A fix writing the duration `text` (a JSON string at `span`, at
+/// `pointer`) as [`suggest`] reads it, when it does.
+pub fn fix(
+    text: &str,
+    span: crate::source::Span,
+    pointer: &str,
+) -> Option<crate::diagnostics::Fix> {
+    let meant = suggest(text)?;
+    Some(crate::diagnostics::Fix::replace(
+        format!("write `{meant}`"),
+        span,
+        format!("\"{meant}\""),
+        Some(crate::diagnostics::PatchOp::Replace {
+            path: pointer.to_owned(),
+            value: meant.into(),
+        }),
+    ))
+}
+
 /// Parses a duration into milliseconds, or explains what is wrong.
 pub fn parse_millis(text: &str) -> Result<u64, String> {
     if text == "0" {
@@ -99,6 +175,23 @@ pub fn format_millis(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn suggests_the_duration_meant() {
+        for (written, meant) in [
+            ("30 s", "30s"),
+            ("5min", "5m"),
+            ("2 hours", "2h"),
+            ("100msec", "100ms"),
+            ("1d", "24h"),
+            ("1H30M", "1h30m"),
+            ("1.5 sec", "1.5s"),
+        ] {
+            assert_eq!(suggest(written).as_deref(), Some(meant), "{written}");
+        }
+        assert_eq!(suggest("soon"), None);
+        assert_eq!(suggest("30s"), None);
+    }
 
     #[test]
     fn parses_go_durations() {

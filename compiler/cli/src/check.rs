@@ -86,20 +86,86 @@ pub fn check_file(compiler: &Compiler, path: &PathBuf) -> Result<Checked, String
 /// Applies the fixes of one file's diagnostics in place (repeating while
 /// fixes reveal more, at most a few rounds).
 fn fix_file(compiler: &Compiler, path: &PathBuf) -> Result<(), String> {
-    for _ in 0..4 {
-        let checked = check_file(compiler, path)?;
-        let (fixed, applied) = apply_fixes(&checked.text, &checked.diagnostics);
-        if applied == 0 {
-            break;
-        }
+    let (_, text) = read_source(path)?;
+    let (fixed, applied) = fixed_text(compiler, path, &text);
+    if applied > 0 {
         std::fs::write(path, fixed).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         eprint_line(&format!(
-            "{}: applied {applied} fix{}",
+            "{}: applied {applied} {}",
             path.display(),
-            if applied == 1 { "" } else { "es" }
+            fixes(applied)
         ));
     }
     Ok(())
+}
+
+/// `text` (of the file `path`) with every fix applied, repeating while
+/// fixes reveal more (at most a few rounds), and how many were applied.
+fn fixed_text(compiler: &Compiler, path: &std::path::Path, text: &str) -> (String, usize) {
+    let syntax = opcode_compiler::Syntax::of_file(&path.display().to_string());
+    let mut text = text.to_owned();
+    let mut total = 0;
+    for _ in 0..4 {
+        let diagnostics = compiler.check_as(&text, syntax).into_sorted();
+        let (fixed, applied) = apply_fixes(&text, &diagnostics);
+        if applied == 0 {
+            break;
+        }
+        text = fixed;
+        total += applied;
+    }
+    (text, total)
+}
+
+fn fixes(n: usize) -> &'static str {
+    if n == 1 { "fix" } else { "fixes" }
+}
+
+/// Arguments of `fix`.
+#[derive(Debug, clap::Args)]
+pub struct FixArgs {
+    /// Workflow files (JSON, bare or in opcode's wrapper format, or `.opc`).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Write nothing: say which files have fixes to apply (exit 1 when any does).
+    #[arg(long)]
+    check: bool,
+}
+
+/// Runs `fix`: applies every suggested fix, then reports what remains as
+/// `check` does; with `--check`, only says what would change.
+pub fn run_fix(args: &FixArgs) -> u8 {
+    if !args.check {
+        return run(&Args {
+            files: args.files.clone(),
+            format: Format::Human,
+            deny_warnings: false,
+            color: ColorChoice::Auto,
+            fix: true,
+        });
+    }
+    let compiler = compiler();
+    let mut pending = false;
+    for path in &args.files {
+        match read_source(path) {
+            Ok((_, text)) => {
+                let (_, applied) = fixed_text(&compiler, path, &text);
+                if applied > 0 {
+                    pending = true;
+                    print(&format!(
+                        "{}: {applied} {} to apply\n",
+                        path.display(),
+                        fixes(applied)
+                    ));
+                }
+            }
+            Err(message) => {
+                eprint_line(&format!("error: {message}"));
+                return 2;
+            }
+        }
+    }
+    u8::from(pending)
 }
 
 /// The first `max` bytes of `text`, cut at a character boundary.

@@ -37,6 +37,8 @@ struct Cli {
 enum Command {
     /// Validate workflow files and report every problem.
     Check(check::Args),
+    /// Apply the suggested fixes to workflow files, then report what remains (`--check`: only say what would change).
+    Fix(check::FixArgs),
     /// Show the documentation page of a diagnostic code (E0001, W0003, R0100…).
     Explain(explain::Args),
     /// Compile a workflow into a Program file.
@@ -68,6 +70,7 @@ fn main() -> ExitCode {
     };
     let code = match cli.command {
         Command::Check(args) => check::run(&args),
+        Command::Fix(args) => check::run_fix(&args),
         Command::Explain(args) => explain::run(&args),
         Command::Compile(args) => compile::run_compile(&args),
         Command::Disasm(args) => compile::run_disasm(&args),

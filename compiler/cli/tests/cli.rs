@@ -125,6 +125,43 @@ fn fix_rewrites_the_file() {
 }
 
 #[test]
+fn fix_applies_what_an_agent_would_and_check_only_says_so() {
+    let broken = br#"{"steps": [
+  {"id": "a", "action": "http.get", "params": {"timeout": 30}},
+  {"id": "a", "action": "shell.exec", "params": {"command": "make", "workdir": "/src"}, "timeout": "2 min", "depends_on": ["a"]},
+  {"id": "c", "action": "workflow.log", "params": {"message": "done ${{steps.a.output.status_code"}, "retry": {"max": "3"}},
+  {"id": "d", "action": "crypto.uuid", "depends_on": ["d"]}
+]}"#;
+    let path = temp_file("agent.json", broken);
+    let p = path.to_str().unwrap();
+    let check = opcodec(&["fix", "--check", p]);
+    assert_eq!(check.status.code(), Some(1), "{}", stdout(&check));
+    assert!(stdout(&check).contains("to apply"), "{}", stdout(&check));
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        broken,
+        "--check writes nothing"
+    );
+    let fixed = opcodec(&["fix", p]);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(fixed.status.code(), Some(0), "{}\n{text}", stdout(&fixed));
+    for expected in [
+        r#""url": """#,
+        r#""timeout": "30s""#,
+        r#""id": "a-2""#,
+        r#""cwd": "/src""#,
+        r#""timeout": "2m""#,
+        r#""depends_on": []"#,
+        "status_code}}",
+        r#""max": 3"#,
+        r#"{"depends_on": ["a"], "id": "c""#,
+    ] {
+        assert!(text.contains(expected), "{expected} not in {text}");
+    }
+    assert_eq!(opcodec(&["fix", "--check", p]).status.code(), Some(0));
+}
+
+#[test]
 fn warnings_pass_unless_denied() {
     let path = temp_file("warn.json", br#"{"steps": [{"id": "a", "action": "workflow.log", "retry": {"max": 1, "backof": "none"}}]}"#);
     let p = path.to_str().unwrap();

@@ -63,23 +63,38 @@ pub fn check(
     };
     let params_pointer = format!("{}/params", step.pointer);
     let params = params_of(action.params.as_ref());
-    for p in &spec.params {
-        if p.required && !params.iter().any(|given| given.key == p.name) {
-            let span = action
-                .params
-                .as_ref()
-                .map_or(action.action.span, |t| t.span);
-            sink.push(
-                Diagnostic::error(
-                    E0041,
-                    span,
-                    format!("`{}` needs parameter `{}`", spec.name, p.name),
-                )
-                .with_help(format!("{}: {}", p.name, p.doc))
-                .with_note(format!("signature: {}", spec.signature()))
-                .with_pointer(params_pointer.clone()),
-            );
+    let missing: Vec<&opcode_vm::catalog::ParamSpec> = spec
+        .params
+        .iter()
+        .filter(|p| p.required && !params.iter().any(|given| given.key == p.name))
+        .collect();
+    if !missing.is_empty() {
+        let span = action
+            .params
+            .as_ref()
+            .map_or(action.action.span, |t| t.span);
+        let names: Vec<String> = missing.iter().map(|p| format!("`{}`", p.name)).collect();
+        let plural = if missing.len() == 1 { "" } else { "s" };
+        let help: Vec<String> = missing
+            .iter()
+            .map(|p| format!("{}: {}", p.name, p.doc))
+            .collect();
+        let mut d = Diagnostic::error(
+            E0041,
+            span,
+            format!(
+                "`{}` needs parameter{plural} {}",
+                spec.name,
+                names.join(", ")
+            ),
+        )
+        .with_help(help.join("; "))
+        .with_note(format!("signature: {}", spec.signature()))
+        .with_pointer(params_pointer.clone());
+        if let Some(fix) = insert_params(step, action, &missing, src) {
+            d = d.with_fix(fix);
         }
+        sink.push(d);
     }
     for given in &params {
         let pointer = child_pointer(&params_pointer, given.key);
@@ -215,11 +230,9 @@ fn check_type(
         TemplateKind::Literal(value) => {
             if !ty.accepts(value) {
                 let mut d = mismatch(kind_name(value).to_owned());
-                if let (Some(fixed), serde_json::Value::String(s)) =
-                    (coerce_literal(ty, value), value)
-                {
+                if let Some(fixed) = coerce_literal(ty, value) {
                     d = d.with_fix(Fix::replace(
-                        format!("write `{fixed}` instead of \"{s}\""),
+                        format!("write `{fixed}` instead of `{value}`"),
                         given.value.span,
                         fixed.to_string(),
                         Some(PatchOp::Replace {
@@ -230,12 +243,16 @@ fn check_type(
                 }
                 sink.push(d);
             } else if *ty == Ty::Duration
-                && let Some(Err(why)) = value.as_str().map(parse_millis)
+                && let Some(text) = value.as_str()
+                && let Err(why) = parse_millis(text)
             {
-                sink.push(
+                let mut d =
                     Diagnostic::error(E0015, given.value.span, format!("invalid duration: {why}"))
-                        .with_pointer(pointer),
-                );
+                        .with_pointer(pointer);
+                if let Some(fix) = crate::duration::fix(text, given.value.span, pointer) {
+                    d = d.with_fix(fix);
+                }
+                sink.push(d);
             }
         }
         TemplateKind::Text(_) if !ty.accepts(&serde_json::Value::String(String::new())) => {
@@ -286,8 +303,77 @@ fn incompatible(found: &Ty, expected: &Ty) -> bool {
 }
 
 /// A string literal that should have been a number or boolean, converted.
+/// A fix inserting the `missing` parameters with placeholders of their
+/// types (`""`, `0`, `false`, `[]`, `{}`, `"30s"`, an enum's first value)
+/// for the author to fill in: into the `params` object, or as one. JSON
+/// sources only (the edit is JSON text).
+fn insert_params(
+    step: &Step,
+    action: &ActionStep,
+    missing: &[&opcode_vm::catalog::ParamSpec],
+    src: &str,
+) -> Option<Fix> {
+    if !src.trim_start().starts_with('{') {
+        return None;
+    }
+    let members: Vec<String> = missing
+        .iter()
+        .map(|p| format!("\"{}\": {}", p.name, placeholder(&p.ty)))
+        .collect();
+    let members = members.join(", ");
+    let names: Vec<&str> = missing.iter().map(|p| p.name.as_str()).collect();
+    let message = format!("insert {} with a placeholder to fill in", names.join(", "));
+    let opens = |span: Span| {
+        src.get(span.start as usize..)?
+            .strip_prefix('{')
+            .map(|_| span)
+    };
+    let (span, text) = if let Some(params) = &action.params {
+        let object = opens(params.span)?;
+        let inner = src.get(object.start as usize + 1..object.end as usize - 1)?;
+        if inner.trim().is_empty() {
+            (object, format!("{{{members}}}"))
+        } else {
+            let at = object.start as usize + 1;
+            (Span::new(at, at), format!("{members}, "))
+        }
+    } else {
+        let object = opens(step.span)?;
+        let at = object.start as usize + 1;
+        (Span::new(at, at), format!("\"params\": {{{members}}}, "))
+    };
+    Some(Fix::replace(message, span, text, None))
+}
+
+/// A value of `ty` to stand in until the author writes the real one.
+fn placeholder(ty: &Ty) -> String {
+    match ty {
+        Ty::Int | Ty::Number => "0".into(),
+        Ty::Bool => "false".into(),
+        Ty::Duration => "\"30s\"".into(),
+        Ty::Array { .. } => "[]".into(),
+        Ty::Object { .. } | Ty::Map { .. } => "{}".into(),
+        Ty::Enum { values } => values
+            .first()
+            .map_or_else(|| "\"\"".into(), |v| format!("\"{v}\"")),
+        Ty::OneOf { types } => types.first().map_or_else(|| "null".into(), placeholder),
+        Ty::Any | Ty::Null => "null".into(),
+        Ty::String => "\"\"".into(),
+    }
+}
+
+/// `value` written as the type `ty` takes, when one reading is likely: a
+/// number or boolean in quotes unquoted, a number of seconds as a duration
+/// (`30` → `"30s"`), a number or boolean where text is wanted quoted.
 fn coerce_literal(ty: &Ty, value: &serde_json::Value) -> Option<serde_json::Value> {
-    let text = value.as_str()?.trim();
+    let as_text = || match value {
+        serde_json::Value::Number(n) if *ty == Ty::Duration => Some(format!("{n}s").into()),
+        serde_json::Value::Number(_) | serde_json::Value::Bool(_) => Some(value.to_string().into()),
+        _ => None,
+    };
+    let Some(text) = value.as_str().map(str::trim) else {
+        return as_text().filter(|v| ty.accepts(v));
+    };
     let candidates = [
         text.parse::<i64>().ok().map(serde_json::Value::from),
         text.parse::<f64>()

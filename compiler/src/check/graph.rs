@@ -24,6 +24,7 @@ use crate::diagnostics::codes::{
     E0021, E0022, E0023, E0024, E0025, E0043, E0044, E0050, W0007, W0009,
 };
 use crate::diagnostics::{Diagnostic, Diagnostics, Fix, did_you_mean};
+use crate::source::Span;
 
 /// The validated dependency structure.
 #[derive(Debug)]
@@ -44,8 +45,24 @@ impl Graph {
     }
 }
 
+/// A fix removing entry `i` of a `depends_on` written in `src`: with the
+/// comma that separates it; a lone string (`"depends_on": "a"`) becomes `[]`.
+fn remove_entry(deps: &[crate::ast::Spanned<String>], i: usize, src: &str) -> Fix {
+    let this = deps[i].span;
+    let in_array = src
+        .get(..this.start as usize)
+        .is_some_and(|before| before.trim_end().ends_with(['[', ',']));
+    let (span, replacement) = match (i.checked_sub(1).map(|p| deps[p].span), deps.get(i + 1)) {
+        (Some(previous), _) => (Span::new(previous.end as usize, this.end as usize), ""),
+        (None, Some(next)) => (Span::new(this.start as usize, next.span.start as usize), ""),
+        (None, None) if in_array => (this, ""),
+        (None, None) => (this, "[]"),
+    };
+    Fix::replace("remove this entry", span, replacement, None)
+}
+
 /// Validates `depends_on` and `fallback_step`, and detects cycles.
-pub fn build(model: &Model<'_>, sink: &mut Diagnostics) -> Graph {
+pub fn build(model: &Model<'_>, src: &str, sink: &mut Diagnostics) -> Graph {
     let n = model.steps.len();
     let mut graph = Graph {
         deps: vec![Vec::new(); n],
@@ -58,7 +75,7 @@ pub fn build(model: &Model<'_>, sink: &mut Diagnostics) -> Graph {
         for &s in &block.steps {
             let info = &model.steps[s];
             let mut seen: Vec<StepIdx> = Vec::new();
-            for dep in &info.step.depends_on {
+            for (entry, dep) in info.step.depends_on.iter().enumerate() {
                 let pointer = || format!("{}/depends_on", info.step.pointer);
                 let Some(&target) = model.by_id.get(dep.value.as_str()) else {
                     let siblings: Vec<&str> = block
@@ -94,6 +111,7 @@ pub fn build(model: &Model<'_>, sink: &mut Diagnostics) -> Graph {
                             format!("step `{}` depends on itself", dep.value),
                         )
                         .with_help("remove this entry")
+                        .with_fix(remove_entry(&info.step.depends_on, entry, src))
                         .with_pointer(pointer()),
                     );
                     continue;
@@ -105,6 +123,7 @@ pub fn build(model: &Model<'_>, sink: &mut Diagnostics) -> Graph {
                             dep.span,
                             format!("`{}` is listed twice in `depends_on`", dep.value),
                         )
+                        .with_fix(remove_entry(&info.step.depends_on, entry, src))
                         .with_pointer(pointer()),
                     );
                     continue;

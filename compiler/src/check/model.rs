@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::ast::{Block, Document, Step, StepKind};
 use crate::diagnostics::codes::E0020;
-use crate::diagnostics::{Diagnostic, Diagnostics};
+use crate::diagnostics::{Diagnostic, Diagnostics, Fix, PatchOp};
 
 /// Index of a step in [`Model::steps`].
 pub type StepIdx = usize;
@@ -91,7 +91,7 @@ impl<'a> Model<'a> {
             blocks: Vec::new(),
             by_id: HashMap::default(),
         };
-        model.add_block(&doc.workflow.steps, None, BlockRole::Root, &[], sink);
+        model.add_block(&doc.workflow.steps, None, BlockRole::Root, &[]);
         let hooks = [
             (&doc.workflow.on_complete, BlockRole::OnComplete),
             (&doc.workflow.on_error, BlockRole::OnError),
@@ -105,10 +105,55 @@ impl<'a> Model<'a> {
                     role,
                     steps: Vec::new(),
                 });
-                model.add_step(step, block, 0, None, &[], sink);
+                model.add_step(step, block, 0, None, &[]);
             }
         }
+        model.report_duplicates(sink);
         model
+    }
+
+    /// E0020 for every step whose id an earlier step has, with a rename
+    /// to an id no step has as the fix.
+    fn report_duplicates(&self, sink: &mut Diagnostics) {
+        let taken: std::collections::HashSet<&str> = self
+            .steps
+            .iter()
+            .map(|s| s.step.id.value.as_str())
+            .collect();
+        let mut given: std::collections::HashSet<String> = std::collections::HashSet::new();
+        for (idx, info) in self.steps.iter().enumerate() {
+            let id = info.step.id.value.as_str();
+            let Some(&first) = self.by_id.get(id) else {
+                continue;
+            };
+            if id.is_empty() || first == idx {
+                continue;
+            }
+            // Among as many candidates as there are steps, one is free.
+            let fresh = (2..self.steps.len() + 3)
+                .map(|n| format!("{id}-{n}"))
+                .find(|c| !taken.contains(c.as_str()) && !given.contains(c))
+                .unwrap_or_default();
+            given.insert(fresh.clone());
+            let step = info.step;
+            sink.push(
+                Diagnostic::error(E0020, step.id.span, format!("duplicate step id `{id}`"))
+                    .with_secondary(self.steps[first].step.id.span, "first used here")
+                    .with_help(
+                        "step ids must be unique in the whole workflow, nested steps included",
+                    )
+                    .with_fix(Fix::replace(
+                        format!("rename it `{fresh}`"),
+                        step.id.span,
+                        format!("\"{fresh}\""),
+                        Some(PatchOp::Replace {
+                            path: format!("{}/id", step.pointer),
+                            value: fresh.clone().into(),
+                        }),
+                    ))
+                    .with_pointer(format!("{}/id", step.pointer)),
+            );
+        }
     }
 
     fn add_block(
@@ -117,7 +162,6 @@ impl<'a> Model<'a> {
         owner: Option<StepIdx>,
         role: BlockRole,
         loops: &[StepIdx],
-        sink: &mut Diagnostics,
     ) -> BlockIdx {
         let idx = self.blocks.len();
         self.blocks.push(BlockInfo {
@@ -127,7 +171,7 @@ impl<'a> Model<'a> {
             steps: Vec::with_capacity(block.steps.len()),
         });
         for (position, step) in block.steps.iter().enumerate() {
-            self.add_step(step, idx, position, owner, loops, sink);
+            self.add_step(step, idx, position, owner, loops);
         }
         idx
     }
@@ -139,7 +183,6 @@ impl<'a> Model<'a> {
         position: usize,
         parent: Option<StepIdx>,
         loops: &[StepIdx],
-        sink: &mut Diagnostics,
     ) {
         let idx = self.steps.len();
         self.steps.push(StepInfo {
@@ -153,19 +196,9 @@ impl<'a> Model<'a> {
         self.blocks[block].steps.push(idx);
         let id = step.id.value.as_str();
         if !id.is_empty() {
-            if let Some(&first) = self.by_id.get(id) {
-                let first_span = self.steps[first].step.id.span;
-                sink.push(
-                    Diagnostic::error(E0020, step.id.span, format!("duplicate step id `{id}`"))
-                        .with_secondary(first_span, "first used here")
-                        .with_help(
-                            "step ids must be unique in the whole workflow, nested steps included",
-                        )
-                        .with_pointer(format!("{}/id", step.pointer)),
-                );
-            } else {
-                self.by_id.insert(id, idx);
-            }
+            // The first step with an id owns it; later ones are reported
+            // once every id is known (`report_duplicates`).
+            self.by_id.entry(id).or_insert(idx);
         }
         let mut inner_loops = loops.to_vec();
         if matches!(step.kind, StepKind::Loop(_)) {
@@ -188,7 +221,7 @@ impl<'a> Model<'a> {
             StepKind::Action(_) | StepKind::Wait(_) | StepKind::Reasoning(_) => Vec::new(),
         };
         for (role, child) in roles {
-            let child_idx = self.add_block(child, Some(idx), role, &inner_loops, sink);
+            let child_idx = self.add_block(child, Some(idx), role, &inner_loops);
             self.steps[idx].children.push(child_idx);
         }
     }

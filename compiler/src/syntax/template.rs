@@ -67,6 +67,8 @@ pub struct TemplateError {
     pub span: Range<usize>,
     /// How to fix it, when there is something to say.
     pub help: Option<String>,
+    /// Text whose insertion at an offset of the string is the fix.
+    pub insert: Option<(usize, &'static str)>,
 }
 
 fn error(message: impl Into<String>, span: Range<usize>) -> TemplateError {
@@ -74,6 +76,7 @@ fn error(message: impl Into<String>, span: Range<usize>) -> TemplateError {
         message: message.into(),
         span,
         help: None,
+        insert: None,
     }
 }
 
@@ -114,8 +117,15 @@ pub fn parse_template(s: &str) -> Result<Vec<Piece>, TemplateError> {
         text.push_str(&s[i..start]);
         let inner_start = start + 3;
         let Some(close) = find_from(s, inner_start, b"}}") else {
+            // The reference ends where its characters do: `}}` goes there.
+            let inner = &s[inner_start..];
+            let spaces = inner.len() - inner.trim_start().len();
+            let length = inner[spaces..]
+                .find(|c: char| !(c.is_ascii_alphanumeric() || "_-.[]'\"".contains(c)))
+                .unwrap_or(inner.len() - spaces);
             return Err(TemplateError {
                 help: Some("close the token with `}}`".into()),
+                insert: Some((inner_start + spaces + length, "}}")),
                 ..error("unclosed `${{`", start..s.len())
             });
         };

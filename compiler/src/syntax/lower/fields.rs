@@ -98,18 +98,28 @@ impl Lowerer<'_> {
 
     /// Reports that member `key` has the wrong type.
     pub(crate) fn wrong_type(&mut self, member: &Member<'_>, pointer: &str, expected: &str) {
-        self.report(
-            Diagnostic::error(
-                E0010,
+        let mut d = Diagnostic::error(
+            E0010,
+            member.value.span,
+            format!(
+                "`{}` must be {expected}, found {}",
+                member.key,
+                member.value.kind_name()
+            ),
+        )
+        .with_pointer(pointer);
+        if let Some(meant) = retyped(&member.value.to_value(), expected) {
+            d = d.with_fix(Fix::replace(
+                format!("write `{meant}`"),
                 member.value.span,
-                format!(
-                    "`{}` must be {expected}, found {}",
-                    member.key,
-                    member.value.kind_name()
-                ),
-            )
-            .with_pointer(pointer),
-        );
+                meant.to_string(),
+                Some(PatchOp::Replace {
+                    path: pointer.to_owned(),
+                    value: meant,
+                }),
+            ));
+        }
+        self.report(d);
     }
 
     /// An optional string field.
@@ -195,11 +205,15 @@ impl Lowerer<'_> {
         match parse_millis(text) {
             Ok(ms) => Some(Spanned::new(ms, member.value.span)),
             Err(why) => {
-                self.report(
+                let pointer = fields.pointer_of(key);
+                let mut d =
                     Diagnostic::error(E0015, member.value.span, format!("invalid duration: {why}"))
                         .with_help("durations look like `500ms`, `30s`, `5m`, `1h30m`")
-                        .with_pointer(fields.pointer_of(key)),
-                );
+                        .with_pointer(pointer.clone());
+                if let Some(fix) = crate::duration::fix(text, member.value.span, &pointer) {
+                    d = d.with_fix(fix);
+                }
+                self.report(d);
                 None
             }
         }
@@ -246,5 +260,25 @@ impl Lowerer<'_> {
         }
         self.report(diagnostic);
         None
+    }
+}
+
+/// `value` as the kind `expected` names, when one reading is likely: a
+/// count or a boolean in quotes unquoted, a number of seconds as a
+/// duration, a number or boolean where text is wanted quoted.
+fn retyped(value: &serde_json::Value, expected: &str) -> Option<serde_json::Value> {
+    use serde_json::Value;
+    match value {
+        Value::String(s) if expected.contains("integer") => {
+            s.trim().parse::<u64>().ok().map(Value::from)
+        }
+        Value::String(s) if expected == "true or false" => {
+            s.trim().parse::<bool>().ok().map(Value::Bool)
+        }
+        Value::Number(n) if expected.contains("duration") => Some(Value::String(format!("{n}s"))),
+        Value::Number(_) | Value::Bool(_) if expected == "a string" => {
+            Some(Value::String(value.to_string()))
+        }
+        _ => None,
     }
 }

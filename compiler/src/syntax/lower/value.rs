@@ -5,8 +5,8 @@
 use super::Lowerer;
 use super::fields::Fields;
 use crate::ast::{Expr, Reference, Spanned, Template, TemplateKind, TextOrigin, TextPart};
-use crate::diagnostics::Diagnostic;
 use crate::diagnostics::codes::{E0032, E0037, W0008};
+use crate::diagnostics::{Diagnostic, Fix};
 use crate::syntax::node::{Node, NodeKind};
 use crate::syntax::template::{self, Piece, RawReference};
 
@@ -75,6 +75,15 @@ impl Lowerer<'_> {
                         .with_pointer(pointer);
                 if let Some(help) = e.help {
                     diagnostic = diagnostic.with_help(help);
+                }
+                if let Some((at, text)) = e.insert {
+                    let span = origin.file_span(self.src, at..at);
+                    diagnostic = diagnostic.with_fix(Fix::replace(
+                        format!("insert `{text}`"),
+                        span,
+                        text,
+                        None,
+                    ));
                 }
                 self.report(diagnostic);
                 return TemplateKind::Text(Vec::new());
