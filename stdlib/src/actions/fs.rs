@@ -27,10 +27,10 @@ pub fn specs() -> Vec<ActionSpec> {
         ("is_dir", Ty::Bool),
     ]);
     vec![
-        action("fs.read", "Reads a file. With encoding `auto` (the default), binary content (a NUL byte in the first 8 KB) is returned base64-encoded.")
+        action("fs.read", "Reads a file. With encoding `auto` (the default), binary content (a NUL byte in the first 8 KB) is returned base64-encoded. At most its first 50 MiB are read: `truncated` says when the file is longer, `file_size` is its whole size and `size` what was read.")
             .req("path", Ty::String, "file to read")
             .opt("encoding", Ty::one_of_strings(&["text", "base64", "auto"]), "text, base64 or auto (default)")
-            .output(Ty::object([("path", Ty::String), ("content", Ty::String), ("encoding", Ty::String), ("size", Ty::Int)])),
+            .output(Ty::object([("path", Ty::String), ("content", Ty::String), ("encoding", Ty::String), ("size", Ty::Int), ("file_size", Ty::Int), ("truncated", Ty::Bool)])),
         action("fs.write", "Writes a file, replacing it. Non-string content is written as JSON.")
             .req("path", Ty::String, "file to write")
             .req("content", Ty::Any, "what to write")

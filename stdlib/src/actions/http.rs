@@ -26,13 +26,15 @@ pub fn output() -> Ty {
         ("body", Ty::Any),
         ("content_type", Ty::String),
         ("duration_ms", Ty::Int),
+        ("truncated", Ty::Bool),
+        ("dropped_bytes", Ty::Int),
     ])
 }
 
 /// Signatures.
 pub fn specs() -> Vec<ActionSpec> {
     vec![
-        with_common(action("http.request", "Sends an HTTP request. The body is parsed as JSON when the response says application/json. Non-2xx responses are data, not failures, unless `fail_on_error_status` is set."))
+        with_common(action("http.request", "Sends an HTTP request. The body is parsed as JSON when the response says application/json. Non-2xx responses are data, not failures, unless `fail_on_error_status` is set. A body over 10 MiB is cut there: `truncated` says so and `dropped_bytes` how much was left out."))
             .opt("method", Ty::String, "HTTP method (default GET)")
             .output(output()),
         with_common(action("http.get", "Sends a GET request; see http.request.")).output(output()),
@@ -166,11 +168,11 @@ pub async fn run(
         .unwrap_or_default()
         .to_owned();
     let mut bytes = Vec::new();
+    let mut dropped: u64 = 0;
     while let Some(chunk) = response.chunk().await.map_err(|e| {
         ActionError::execution(format!("reading the response of {url_text} failed: {e}"))
     })? {
-        let room = MAX_BODY.saturating_sub(bytes.len());
-        bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        dropped += keep(&mut bytes, &chunk, MAX_BODY);
     }
     let body = if bytes.is_empty() {
         Value::Null
@@ -187,6 +189,8 @@ pub async fn run(
         "body": body,
         "content_type": content_type,
         "duration_ms": started.elapsed().as_millis() as u64,
+        "truncated": dropped > 0,
+        "dropped_bytes": dropped,
     });
     if call.flag("fail_on_error_status", false) && status.as_u16() >= 400 {
         let message = format!("{url_text} answered {status}");
@@ -198,6 +202,15 @@ pub async fn run(
         return Err(error.with_details(output));
     }
     Ok(output)
+}
+
+/// Appends what fits of `chunk` to `bytes` (at most `cap` in all), and
+/// answers how many bytes were left out.
+#[cfg(feature = "runtime")]
+fn keep(bytes: &mut Vec<u8>, chunk: &[u8], cap: usize) -> u64 {
+    let kept = chunk.len().min(cap.saturating_sub(bytes.len()));
+    bytes.extend_from_slice(&chunk[..kept]);
+    (chunk.len() - kept) as u64
 }
 
 /// A JSON value as header or form text: strings raw, others as JSON.
@@ -221,4 +234,19 @@ fn canonical_header(name: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("-")
+}
+
+#[cfg(all(test, feature = "runtime"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_over_the_cap_is_cut_and_counted() {
+        let mut bytes = Vec::new();
+        let dropped: u64 = [&b"abc"[..], b"def", b"gh"]
+            .iter()
+            .map(|chunk| keep(&mut bytes, chunk, 4))
+            .sum();
+        assert_eq!((bytes.as_slice(), dropped), (&b"abcd"[..], 4));
+    }
 }

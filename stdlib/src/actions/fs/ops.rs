@@ -68,11 +68,10 @@ fn read(call: &Call, path: &Path, rules: &PathRules) -> Result<Value, ActionErro
     let fd = entry
         .open(OFlag::O_RDONLY, Mode::empty())
         .map_err(|e| errno("cannot read", path, e))?;
-    let mut bytes = Vec::new();
-    File::from(fd)
-        .take(MAX_READ)
-        .read_to_end(&mut bytes)
-        .map_err(|e| io("cannot read", path, e))?;
+    let mut file = File::from(fd);
+    let file_size = file.metadata().map(|m| m.len()).unwrap_or_default();
+    let (bytes, truncated) =
+        read_at_most(&mut file, MAX_READ).map_err(|e| io("cannot read", path, e))?;
     let encoding = match call.str("encoding").unwrap_or("auto") {
         "auto" if bytes.iter().take(8192).any(|b| *b == 0) => "base64",
         "auto" | "text" => "text",
@@ -84,8 +83,18 @@ fn read(call: &Call, path: &Path, rules: &PathRules) -> Result<Value, ActionErro
         base64::engine::general_purpose::STANDARD.encode(&bytes)
     };
     Ok(
-        json!({"path": path.display().to_string(), "content": content, "encoding": encoding, "size": bytes.len()}),
+        json!({"path": path.display().to_string(), "content": content, "encoding": encoding,
+               "size": bytes.len(), "file_size": file_size.max(bytes.len() as u64), "truncated": truncated}),
     )
+}
+
+/// The first `cap` bytes of `reader`, and whether more were left (one more
+/// byte is there: a size read before may be stale).
+fn read_at_most(reader: &mut impl Read, cap: u64) -> std::io::Result<(Vec<u8>, bool)> {
+    let mut bytes = Vec::new();
+    reader.take(cap).read_to_end(&mut bytes)?;
+    let more = bytes.len() as u64 == cap && reader.read(&mut [0u8])? > 0;
+    Ok((bytes, more))
 }
 
 /// What `fs.write` and `fs.append` write: text as is, anything else as JSON.
@@ -328,4 +337,17 @@ fn modified(meta: &Metadata) -> String {
     meta.modified()
         .map(|t| humantime::format_rfc3339_seconds(t).to_string())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_over_the_cap_says_it_was_cut() {
+        let (bytes, cut) = read_at_most(&mut &b"abcdef"[..], 4).unwrap();
+        assert_eq!((bytes.as_slice(), cut), (&b"abcd"[..], true));
+        let (bytes, cut) = read_at_most(&mut &b"abcd"[..], 4).unwrap();
+        assert_eq!((bytes.as_slice(), cut), (&b"abcd"[..], false));
+    }
 }
