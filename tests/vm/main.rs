@@ -175,7 +175,7 @@ fn race_cancels_the_losers() {
             .iter()
             .any(|e| matches!(e, Effect::CancelDispatch { effect } if *effect == x.effect))
     );
-    assert_eq!(sim.step("x").status, StepStatus::Skipped);
+    assert_eq!(sim.step("x").status, StepStatus::Cancelled);
     assert_eq!(
         sim.step("p").output,
         json!({"mode": "race", "winner": 1, "output": {"v": 2}})
@@ -444,7 +444,7 @@ fn run_timeout_cancel_and_explicit_cancel() {
     );
     sim.advance(1000);
     assert_eq!(sim.status(), RunStatus::Cancelled);
-    assert_eq!(sim.step("w").status, StepStatus::Skipped);
+    assert_eq!(sim.step("w").status, StepStatus::Cancelled);
     assert!(sim.timers.is_empty());
 
     let mut sim = Sim::start(

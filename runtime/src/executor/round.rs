@@ -205,10 +205,7 @@ impl Round {
             .drain()
             .filter_map(|(inst, started)| {
                 let view = vm.step(&inst)?;
-                let ended = matches!(
-                    view.status,
-                    StepStatus::Completed | StepStatus::Failed | StepStatus::Skipped
-                );
+                let ended = view.status.is_finished();
                 Some(StepRow {
                     step_id: view.name,
                     status: view.status,

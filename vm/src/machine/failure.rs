@@ -202,7 +202,8 @@ impl Vm {
         self.set_wait(key, Wait::Nothing);
     }
 
-    /// Stops an unfinished instance and marks it skipped.
+    /// Stops an unfinished instance and marks it cancelled (the log's
+    /// `step_skipped` says why: `cancelled`, `race_lost`).
     pub(super) fn cancel_instance(&mut self, key: &InstRef, reason: &str) {
         let Some(inst) = self.inst(key) else { return };
         if inst.status.is_finished() {
@@ -212,7 +213,7 @@ impl Vm {
             self.cancel_timer(d);
         }
         self.stop_waiting(key);
-        self.set_finished(key, StepStatus::Skipped, Value::Null);
+        self.set_finished(key, StepStatus::Cancelled, Value::Null);
         self.record(Record::StepSkipped {
             inst: key.clone(),
             reason: reason.to_owned(),

@@ -67,8 +67,11 @@ pub enum StepStatus {
     Completed,
     /// Finished with an error (possibly handled by `on_error`).
     Failed,
-    /// Not run: guard false, cancelled, or lost a race.
+    /// Not run: its guard was false, or its decision was cancelled.
     Skipped,
+    /// Stopped before it finished: the run failed or was cancelled, or
+    /// its branch lost a race.
+    Cancelled,
 }
 
 impl StepStatus {
@@ -76,7 +79,10 @@ impl StepStatus {
     pub fn is_finished(self) -> bool {
         matches!(
             self,
-            StepStatus::Completed | StepStatus::Failed | StepStatus::Skipped
+            StepStatus::Completed
+                | StepStatus::Failed
+                | StepStatus::Skipped
+                | StepStatus::Cancelled
         )
     }
 
@@ -90,6 +96,7 @@ impl StepStatus {
             StepStatus::Completed => "completed",
             StepStatus::Failed => "failed",
             StepStatus::Skipped => "skipped",
+            StepStatus::Cancelled => "cancelled",
         }
     }
 
@@ -103,6 +110,7 @@ impl StepStatus {
             StepStatus::Completed,
             StepStatus::Failed,
             StepStatus::Skipped,
+            StepStatus::Cancelled,
         ]
         .into_iter()
         .find(|s| s.as_str() == text)
