@@ -97,6 +97,15 @@ fn check_step(
                 );
             }
             actions::check(step, action, catalog, resolver, src, sink);
+            // `expr.eval`'s CEL reads steps and inputs as a guard does.
+            if action.action.value == "expr.eval"
+                && let Some(expr) = actions::expr_eval_expression(action)
+            {
+                let pointer = format!("{}/params/expression", step.pointer);
+                if let Ok(refs) = cel::analyze(&expr, src, &pointer) {
+                    resolver.cel(&refs, site, &pointer, sink);
+                }
+            }
         }
         StepKind::Condition(c) => {
             cel_check(&c.expression, site, "config/expression", resolver, sink);

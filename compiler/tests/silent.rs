@@ -124,3 +124,11 @@ fn other_languages_logic_words_get_cels_operators() {
         r#"{"steps": [{"id": "go", "action": "workflow.log", "condition": "inputs.ready and not inputs.paused or inputs.force", "params": {"message": "x"}}]}"#
     ));
 }
+
+#[test]
+fn expr_eval_reads_steps_as_a_guard_does() {
+    insta::assert_snapshot!(reviewed(
+        r#"{"steps": [{"id": "fetch", "action": "http.get", "params": {"url": "https://example.com"}},
+ {"id": "calc", "action": "expr.eval", "params": {"expression": "steps.fetch.statuscode == 200"}}]}"#
+    ));
+}

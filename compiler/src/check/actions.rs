@@ -385,6 +385,20 @@ fn coerce_literal(ty: &Ty, value: &serde_json::Value) -> Option<serde_json::Valu
     candidates.into_iter().flatten().find(|v| ty.accepts(v))
 }
 
+/// The CEL expression of an `expr.eval` step, when it is written as a
+/// literal string.
+pub fn expr_eval_expression(action: &ActionStep) -> Option<Expr> {
+    let params = params_of(action.params.as_ref());
+    let given = params.iter().find(|p| p.key == "expression")?;
+    let source = given.literal()?.as_str()?;
+    let span = given.value.span;
+    Some(Expr {
+        source: source.to_owned(),
+        span,
+        origin: TextOrigin::json_string(span, source),
+    })
+}
+
 fn check_expr_eval(params: &[Param<'_>], src: &str, pointer: &str, sink: &mut Diagnostics) {
     let Some(given) = params.iter().find(|p| p.key == "expression") else {
         return;
@@ -399,15 +413,10 @@ fn check_expr_eval(params: &[Param<'_>], src: &str, pointer: &str, sink: &mut Di
         origin: TextOrigin::json_string(span, source),
     };
     let expression_pointer = child_pointer(pointer, "expression");
-    let mut d = match cel::analyze(&expr, src, &expression_pointer) {
-        Ok(refs) => {
-            if let Some(span) = refs.secrets {
-                sink.push(cel::secrets_refused(span, &expression_pointer));
-            }
-            sink.extend(cel::unknown_functions(&refs, &expression_pointer));
-            return;
-        }
-        Err(d) => d,
+    // When it parses, its references, functions and secrets are checked
+    // with the step's others (`check::check_step`).
+    let Err(mut d) = cel::analyze(&expr, src, &expression_pointer) else {
+        return;
     };
     if let Some(rewritten) = expr_to_cel(source) {
         d = Diagnostic::error(
