@@ -213,7 +213,7 @@ impl Vm {
             self.cancel_timer(d);
         }
         self.stop_waiting(key);
-        self.set_finished(key, StepStatus::Cancelled, Value::Null);
+        self.set_finished(key, StepStatus::of_skip(reason), Value::Null);
         self.record(Record::StepSkipped {
             inst: key.clone(),
             reason: reason.to_owned(),

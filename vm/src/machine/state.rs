@@ -100,6 +100,16 @@ impl StepStatus {
         }
     }
 
+    /// What a `step_skipped` record's `reason` left the step as: stopped
+    /// (`cancelled`, `race_lost`) is cancelled; not run (`guard`,
+    /// `decision_cancelled`) is skipped.
+    pub fn of_skip(reason: &str) -> StepStatus {
+        match reason {
+            "cancelled" | "race_lost" => StepStatus::Cancelled,
+            _ => StepStatus::Skipped,
+        }
+    }
+
     /// The status spelled `text` (as [`StepStatus::as_str`] spells it).
     pub fn parse(text: &str) -> Option<StepStatus> {
         [

@@ -294,7 +294,7 @@ impl Vm {
 
     /// The step was skipped.
     pub(super) fn skip(&mut self, key: &InstRef, reason: &str, host: &dyn Host) {
-        self.set_finished(key, StepStatus::Skipped, Value::Null);
+        self.set_finished(key, StepStatus::of_skip(reason), Value::Null);
         self.record(Record::StepSkipped {
             inst: key.clone(),
             reason: reason.to_owned(),

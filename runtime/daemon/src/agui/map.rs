@@ -125,7 +125,10 @@ impl Mapper {
             "step_completed" => ("completed", true),
             "step_failed" => ("failed", true),
             "step_ignored" => ("ignored", true),
-            "step_skipped" => ("skipped", true),
+            "step_skipped" => {
+                let reason = payload["reason"].as_str().unwrap_or_default();
+                (opcode_vm::StepStatus::of_skip(reason).as_str(), true)
+            }
             "step_suspended" => ("suspended", true),
             _ => return Vec::new(),
         };
@@ -313,6 +316,22 @@ mod tests {
         };
         events.extend(mapper.finish(&Stop::Suspended(vec![decision])));
         insta::assert_json_snapshot!(events);
+    }
+
+    #[test]
+    fn a_stopped_step_reads_as_cancelled_and_an_unguarded_one_as_skipped() {
+        let row = WorkflowRow::default();
+        let (mut mapper, _) = Mapper::start("wf", "r", &row, &[]);
+        let status = |events: Vec<Value>| events[1]["delta"][0]["value"]["status"].clone();
+        let stopped = record(
+            1,
+            "step_skipped",
+            Some("x"),
+            &json!({"reason": "cancelled"}),
+        );
+        assert_eq!(status(mapper.entry(&stopped)), "cancelled");
+        let guarded = record(2, "step_skipped", Some("y"), &json!({"reason": "guard"}));
+        assert_eq!(status(mapper.entry(&guarded)), "skipped");
     }
 
     #[test]

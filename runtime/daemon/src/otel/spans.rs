@@ -111,7 +111,10 @@ impl Tracker {
                     continue;
                 }
                 "step_completed" => ("completed", None),
-                "step_skipped" => ("skipped", None),
+                "step_skipped" => {
+                    let reason = payload["reason"].as_str().unwrap_or_default();
+                    (opcode_vm::StepStatus::of_skip(reason).as_str(), None)
+                }
                 "step_failed" | "step_ignored" | "step_retrying" => ("failed", error()),
                 _ => continue,
             };
