@@ -69,8 +69,97 @@ pub async fn summary(
 }
 
 /// The summary of `state`, its steps in the DAG order of its stored
-/// program when the view shows steps and gives no order.
+/// program when the view shows steps and gives no order, and the
+/// decisions its child runs wait for when they hold it.
 pub async fn ordered_summary(
+    store: &dyn EventStore,
+    state: &WorkflowState,
+    view: &View,
+) -> Result<Value, StoreError> {
+    let mut out = in_order(store, state, view).await?;
+    add_held(store, state, view, &mut out).await?;
+    Ok(out)
+}
+
+/// Runs below `id` (children, their children…) that are suspended on
+/// decisions, each with its pending decisions.
+pub async fn waiting_below(
+    store: &dyn EventStore,
+    id: &str,
+) -> Result<Vec<(String, Vec<DecisionRow>)>, StoreError> {
+    let mut out = Vec::new();
+    let mut parents = vec![id.to_owned()];
+    while let Some(parent) = parents.pop() {
+        let filter = crate::store::WorkflowFilter {
+            parent_id: Some(parent),
+            ..Default::default()
+        };
+        for child in store.workflows(filter).await? {
+            if child.status.is_ended() {
+                continue;
+            }
+            if child.status == crate::store::WorkflowStatus::Suspended {
+                let pending = store
+                    .decisions(Some(&child.id), Some(crate::store::DecisionStatus::Pending))
+                    .await?;
+                if !pending.is_empty() {
+                    out.push((child.id.clone(), pending));
+                }
+            }
+            parents.push(child.id);
+        }
+    }
+    Ok(out)
+}
+
+/// An active run whose running steps all wait on child runs that wait
+/// for decisions is held by them: it reads as `suspended`, and their
+/// decisions are its `pending_decisions`, each with its run's
+/// `workflow_id` (spec/mcp.md, "Decisions of child runs").
+async fn add_held(
+    store: &dyn EventStore,
+    state: &WorkflowState,
+    view: &View,
+    out: &mut Value,
+) -> Result<(), StoreError> {
+    let id = &state.workflow.id;
+    let running: Vec<&StepRow> = state
+        .steps
+        .iter()
+        .filter(|s| s.status == opcode_vm::StepStatus::Running)
+        .collect();
+    if state.workflow.status != crate::store::WorkflowStatus::Active || running.is_empty() {
+        return Ok(());
+    }
+    let waiting = waiting_below(store, id).await?;
+    if waiting.is_empty() {
+        return Ok(());
+    }
+    let holds = |step: &StepRow| {
+        let prefix = format!("{id}.{}.", step.step_id.replace('/', "."));
+        waiting.iter().any(|(child, _)| child.starts_with(&prefix))
+    };
+    if running.iter().all(|s| holds(s)) {
+        out["status"] = json!("suspended");
+    }
+    let mut pending: Vec<Value> = out["pending_decisions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for (child, decisions) in &waiting {
+        for d in decisions {
+            let mut shown = decision(child, d, view.inline_limit);
+            shown["workflow_id"] = json!(child);
+            pending.push(shown);
+        }
+    }
+    out["pending_decisions"] = Value::Array(pending);
+    Ok(())
+}
+
+/// The summary of `state`, its steps in the DAG order of its stored program
+/// when the view shows steps and gives no order.
+async fn in_order(
     store: &dyn EventStore,
     state: &WorkflowState,
     view: &View,

@@ -6,6 +6,7 @@
 mod args;
 mod define;
 mod diagram;
+mod held;
 mod outputs;
 mod query;
 mod resources;

@@ -455,3 +455,56 @@ async fn run_takes_the_latest_version_another_process_defined() {
     .await;
     assert_eq!(old["output"]["a"]["result"], 1, "{old}");
 }
+
+/// A run whose step waits on a child run that waits for a decision reads
+/// as suspended with the child's decision (and its run's id), at once; the
+/// decision answered through the parent completes both. Two levels deep.
+#[tokio::test]
+async fn a_decision_of_a_child_run_holds_its_parent_and_is_answered_through_it() {
+    let api = api();
+    ok(&api, "opcode.define", json!({"name": "kid", "definition": {"steps": [
+        {"id": "ask", "type": "reasoning", "config": {"prompt_context": "ok?", "options": [{"id": "y"}, {"id": "n"}]}}],
+        "output": {"said": "${{steps.ask.choice}}"}}})).await;
+    ok(
+        &api,
+        "opcode.define",
+        json!({"name": "mom", "definition": {"steps": [
+        {"id": "c", "action": "workflow.run", "params": {"template_name": "kid"}}],
+        "output": {"kid": "${{steps.c.output.output}}"}}}),
+    )
+    .await;
+    ok(
+        &api,
+        "opcode.define",
+        json!({"name": "gran", "definition": {"steps": [
+        {"id": "m", "action": "workflow.run", "params": {"template_name": "mom"}}],
+        "output": {"mom": "${{steps.m.output.output}}"}}}),
+    )
+    .await;
+    let run = ok(&api, "opcode.run", json!({"template_name": "gran"})).await;
+    assert_eq!(run["status"], "suspended", "{run}");
+    let asked = &run["pending_decisions"][0];
+    assert_eq!(asked["step_id"], "ask", "{run}");
+    let child = asked["workflow_id"].as_str().unwrap();
+    assert!(
+        child.starts_with(run["workflow_id"].as_str().unwrap()),
+        "{child}"
+    );
+    let wrong = err(
+        &api,
+        "opcode.signal",
+        json!({"workflow_id": run["workflow_id"], "signal_type": "decision",
+        "step_id": "nope", "payload": {"choice": "y"}}),
+    )
+    .await;
+    assert_eq!(wrong.code.id, "R0114");
+    let done = ok(
+        &api,
+        "opcode.signal",
+        json!({"workflow_id": run["workflow_id"], "signal_type": "decision",
+        "step_id": "ask", "payload": {"choice": "n"}}),
+    )
+    .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["output"], json!({"mom": {"kid": {"said": "n"}}}));
+}

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::args::Args;
 use super::view::{Asked, render};
 use super::{Api, ToolError, ToolResult};
-use opcode_runtime::executor::{ExecError, Executor, StartRequest, Until};
+use opcode_runtime::executor::{ExecError, Executor, StartRequest};
 use opcode_runtime::store::{StoreError, TemplateRow, WorkflowStatus};
 
 /// Handles `opcode.run`.
@@ -23,8 +23,10 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
     let given = args
         .opt_object("params")?
         .map_or_else(|| json!({}), |p| Value::Object(p.clone()));
-    // Taken before the start, so that the run's end is not missed.
+    // Taken before the start, so that the run's end is not missed, nor a
+    // child suspending on a decision.
     let changes = api.exec.changes();
+    let children = api.exec.changes();
     let mut tries = 0;
     let id = loop {
         let template = kept_template(api, name, version).await?;
@@ -48,12 +50,10 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
         return Ok(json!({ "workflow_id": id, "status": status }));
     }
     // A run stopped by a refused write carries on later: name it.
-    let settled = api
-        .exec
-        .wait_from(&id, Until::Settled, changes)
+    let state = super::held::settled_or_held(api, &id, Some(changes), children)
         .await
         .map_err(|e| ToolError::from(e).with_details(json!({ "workflow_id": id })))?;
-    render(api, &id, settled.state, &asked).await
+    render(api, &id, state, &asked).await
 }
 
 /// Starts a run of `template` with `given` params (validated, defaults

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use super::args::Args;
 use super::view::{Asked, render};
 use super::{Api, ToolError, ToolResult};
-use opcode_runtime::executor::{Delivery, Until};
+use opcode_runtime::executor::Delivery;
 
 /// Handles `opcode.signal`.
 pub async fn signal(api: &Api, args: &Args) -> ToolResult {
@@ -27,9 +27,16 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
         ));
     }
     api.seen(agent_id).await?;
+    // A decision a child run waits for is answered there.
+    let target = match kind {
+        "decision" | "cancel" if step_id.is_some() => {
+            decision_owner(api, id, step_id, agent_id).await?
+        }
+        _ => id.to_owned(),
+    };
     let event = match kind {
         "decision" => {
-            let decision = pending_decision(api, id, step_id, agent_id).await?;
+            let decision = pending_decision(api, &target, step_id, agent_id).await?;
             let choice = match payload.get("choice") {
                 Some(Value::String(c)) if !c.is_empty() => c.clone(),
                 _ => {
@@ -51,7 +58,7 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
         }
         "cancel" => match step_id {
             Some(_) => Event::DecisionCancelled {
-                decision: pending_decision(api, id, step_id, agent_id).await?,
+                decision: pending_decision(api, &target, step_id, agent_id).await?,
             },
             None => Event::Cancel {
                 reason: payload
@@ -62,8 +69,9 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
             },
         },
         "resume" => {
+            let children = api.exec.changes();
             api.exec.resume(id).await?;
-            return settled(api, id, kind, false, wait.then_some(&asked)).await;
+            return settled(api, id, kind, false, wait.then_some(&asked), children).await;
         }
         "signal" | "data" => {
             let name = payload
@@ -94,10 +102,12 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
             ));
         }
     };
-    match api.exec.deliver(id, event).await? {
+    // Taken before the delivery, so that a child suspending is not missed.
+    let children = api.exec.changes();
+    match api.exec.deliver(&target, event).await? {
         Delivery::Applied => {
             let resumed = kind == "decision";
-            settled(api, id, kind, resumed, wait.then_some(&asked)).await
+            settled(api, id, kind, resumed, wait.then_some(&asked), children).await
         }
         Delivery::Queued { owner } => Ok(json!({
             "ok": true,
@@ -117,6 +127,7 @@ async fn settled(
     kind: &str,
     resumed: bool,
     asked: Option<&Asked>,
+    children: tokio::sync::broadcast::Receiver<opcode_runtime::executor::Change>,
 ) -> ToolResult {
     let mut out = json!({
         "ok": true,
@@ -127,12 +138,36 @@ async fn settled(
         out["workflow_id"] = json!(id);
         return Ok(out);
     };
-    api.exec.wait(id, Until::Settled).await?;
-    let view = render(api, id, None, asked).await?;
+    let state = super::held::settled_or_held(api, id, None, children).await?;
+    let view = render(api, id, state, asked).await?;
     if let (Some(out), Value::Object(view)) = (out.as_object_mut(), view) {
         out.extend(view);
     }
     Ok(out)
+}
+
+/// The run whose pending decision `step_id` names: `id` itself, or else
+/// the child run below it that waits for it (the first found).
+async fn decision_owner(
+    api: &Api,
+    id: &str,
+    step_id: Option<&str>,
+    agent_id: Option<&str>,
+) -> Result<String, ToolError> {
+    let own = pending_decision(api, id, step_id, agent_id).await;
+    if own.is_ok() {
+        return Ok(id.to_owned());
+    }
+    let step = step_id.unwrap_or_default();
+    let below = opcode_runtime::summary::waiting_below(api.store().as_ref(), id).await?;
+    let owner = below
+        .iter()
+        .find(|(_, pending)| pending.iter().any(|d| d.id == step || d.step_id == step));
+    match (own, owner) {
+        (_, Some((child, _))) => Ok(child.clone()),
+        (Err(e), None) => Err(e),
+        (Ok(_), None) => Ok(id.to_owned()),
+    }
 }
 
 /// The id of the pending decision `step_id` names (its id or its step),
