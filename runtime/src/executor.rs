@@ -20,6 +20,7 @@ mod background;
 mod caller;
 mod ceiling;
 mod fences;
+mod held;
 mod observer;
 mod programs;
 mod quarantine;

@@ -6,7 +6,6 @@
 mod args;
 mod define;
 mod diagram;
-mod held;
 mod outputs;
 mod query;
 mod resources;

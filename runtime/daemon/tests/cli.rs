@@ -386,3 +386,52 @@ fn a_database_url_is_never_opened_as_a_file() {
         .collect();
     assert!(left.is_empty(), "a URL was opened as a file: {left:?}");
 }
+
+/// `opcode run` of a parent whose child waits for a decision returns
+/// suspended (exit 3) with the child's decision; `opcode signal` on the
+/// parent answers it and carries both on to the end.
+#[test]
+fn a_parent_held_by_its_childs_decision_rests_and_is_answered_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db");
+    write(
+        dir.path(),
+        "kid.json",
+        &json!({"steps": [
+        {"id": "ask", "type": "reasoning", "config": {"prompt_context": "ok?", "options": [{"id": "y"}]}}]}),
+    );
+    let mom = write(
+        dir.path(),
+        "mom.json",
+        &json!({"steps": [
+        {"id": "c", "action": "workflow.run", "params": {"template_name": "kid"}}],
+        "output": {"said": "${{steps.c.output.output.ask.choice}}"}}),
+    );
+    let ran = opcode(&db, &["run", &mom, "--format", "json"]);
+    assert_eq!(
+        ran.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let view = json_out(&ran);
+    assert_eq!(view["status"], "suspended", "{view}");
+    assert_eq!(view["pending_decisions"][0]["step_id"], "ask", "{view}");
+    let id = view["workflow_id"].as_str().unwrap();
+    let answered = opcode(
+        &db,
+        &["signal", id, "--decide", "ask=y", "--format", "json"],
+    );
+    assert_eq!(
+        answered.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&answered.stderr)
+    );
+    let done = json_out(&answered);
+    assert_eq!(
+        (&done["status"], &done["output"]["said"]),
+        (&json!("completed"), &json!("y")),
+        "{done}"
+    );
+}

@@ -50,7 +50,9 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
         return Ok(json!({ "workflow_id": id, "status": status }));
     }
     // A run stopped by a refused write carries on later: name it.
-    let state = super::held::settled_or_held(api, &id, Some(changes), children)
+    let state = api
+        .exec
+        .settled_or_held(&id, Some(changes), children)
         .await
         .map_err(|e| ToolError::from(e).with_details(json!({ "workflow_id": id })))?;
     render(api, &id, state, &asked).await

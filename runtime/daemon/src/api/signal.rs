@@ -138,7 +138,7 @@ async fn settled(
         out["workflow_id"] = json!(id);
         return Ok(out);
     };
-    let state = super::held::settled_or_held(api, id, None, children).await?;
+    let state = api.exec.settled_or_held(id, None, children).await?;
     let view = render(api, id, state, asked).await?;
     if let (Some(out), Value::Object(view)) = (out.as_object_mut(), view) {
         out.extend(view);

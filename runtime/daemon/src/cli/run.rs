@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use opcode_compiler::diagnostics::render::human;
 use opcode_daemon::settings::Settings;
+use opcode_runtime::StartRequest;
 use opcode_runtime::executor::CeilingCheck;
 use opcode_runtime::workspace::Workspaces;
-use opcode_runtime::{StartRequest, Until};
 use opcode_stdlib::inputs::{parse_inputs, prepare};
 use opcode_stdlib::isolation::Block;
 use opcode_vm::Program;
@@ -89,11 +89,14 @@ pub async fn run(args: Args) -> Exit {
         base_dir: Some(folder),
         ..StartRequest::default()
     };
+    // Taken before the start: a child suspending on a decision holds the
+    // run, which then rests as suspended too.
+    let children = executor.changes();
     let id = match executor.start(request).await {
         Ok(id) => id,
         Err(e) => return fail(e),
     };
-    if let Err(e) = executor.wait(&id, Until::Settled).await {
+    if let Err(e) = executor.settled_or_held(&id, None, children).await {
         return fail(e);
     }
     report(store.as_ref(), &id, args.format).await

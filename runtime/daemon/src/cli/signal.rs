@@ -3,7 +3,7 @@
 //! here until it ends or waits again (unless another live process runs it:
 //! then the event waits in its inbox).
 
-use opcode_runtime::{Delivery, EventStore, Executor, Until};
+use opcode_runtime::{Delivery, EventStore, ExecError, Executor};
 use opcode_vm::event::{Event, Resolution};
 
 use super::common::{DbArgs, Exit, Format, fail, json_arg, report};
@@ -57,9 +57,13 @@ pub async fn signal(args: SignalArgs) -> Exit {
         Ok(store) => store,
         Err(exit) => return exit,
     };
+    let mut target = args.id.clone();
     let event = if let Some(decide) = &args.decide {
         match decision(store.as_ref(), &args, decide).await {
-            Ok(event) => event,
+            Ok((owner, event)) => {
+                target = owner;
+                event
+            }
             Err(exit) => return exit,
         }
     } else {
@@ -76,26 +80,54 @@ pub async fn signal(args: SignalArgs) -> Exit {
         Ok(executor) => executor,
         Err(exit) => return exit,
     };
-    deliver(&executor, store.as_ref(), &args.id, event, args.format).await
+    deliver(
+        &executor,
+        store.as_ref(),
+        &target,
+        &args.id,
+        event,
+        args.format,
+    )
+    .await
 }
 
-/// The resolution of the pending decision `STEP=CHOICE` names.
-async fn decision(store: &dyn EventStore, args: &SignalArgs, decide: &str) -> Result<Event, Exit> {
+/// The run that waits for the decision `STEP=CHOICE` names (the workflow
+/// itself, or a child run below it), and its resolution.
+async fn decision(
+    store: &dyn EventStore,
+    args: &SignalArgs,
+    decide: &str,
+) -> Result<(String, Event), Exit> {
     let Some((step, choice)) = decide.split_once('=') else {
         return Err(fail(format!("--decide takes STEP=CHOICE, got `{decide}`")));
     };
-    let pending = store
+    let own = store
         .decisions(
             Some(&args.id),
             Some(opcode_runtime::store::DecisionStatus::Pending),
         )
         .await
         .map_err(fail)?;
-    let found = pending
-        .iter()
-        .find(|d| d.id == step)
-        .or_else(|| pending.iter().find(|d| d.step_id == step));
-    let Some(found) = found else {
+    let below = opcode_runtime::summary::waiting_below(store, &args.id)
+        .await
+        .map_err(fail)?;
+    let runs = std::iter::once((args.id.clone(), own)).chain(below);
+    let mut pending = Vec::new();
+    let mut found = None;
+    for (run, decisions) in runs {
+        let hit = decisions
+            .iter()
+            .find(|d| d.id == step)
+            .or_else(|| decisions.iter().find(|d| d.step_id == step))
+            .cloned();
+        if found.is_none()
+            && let Some(hit) = hit
+        {
+            found = Some((run, hit));
+        }
+        pending.extend(decisions);
+    }
+    let Some((owner, found)) = found else {
         let known: Vec<&str> = pending.iter().map(|d| d.id.as_str()).collect();
         return Err(fail(if known.is_empty() {
             format!("workflow `{}` has no pending decision", args.id)
@@ -106,7 +138,7 @@ async fn decision(store: &dyn EventStore, args: &SignalArgs, decide: &str) -> Re
             )
         }));
     };
-    Ok(Event::DecisionResolved {
+    let event = Event::DecisionResolved {
         decision: found.id.clone(),
         resolution: Resolution {
             choice: choice.to_owned(),
@@ -114,7 +146,8 @@ async fn decision(store: &dyn EventStore, args: &SignalArgs, decide: &str) -> Re
             data: json_arg(args.data.as_deref(), "--data")?,
             resolved_by: Some(args.agent.clone()),
         },
-    })
+    };
+    Ok((owner, event))
 }
 
 /// Runs `cancel`.
@@ -130,20 +163,44 @@ pub async fn cancel(args: CancelArgs) -> Exit {
     let event = Event::Cancel {
         reason: args.reason.clone(),
     };
-    deliver(&executor, store.as_ref(), &args.id, event, args.format).await
+    deliver(
+        &executor,
+        store.as_ref(),
+        &args.id,
+        &args.id,
+        event,
+        args.format,
+    )
+    .await
 }
 
+/// Delivers `event` to run `target`, then waits for run `id` (the same, or
+/// the parent the decision was answered through) to settle or be held.
 async fn deliver(
     executor: &Executor,
     store: &dyn EventStore,
+    target: &str,
     id: &str,
     event: Event,
     format: Format,
 ) -> Exit {
     let _background = executor.background();
-    match executor.deliver(id, event).await {
+    let children = executor.changes();
+    match executor.deliver(target, event).await {
         Ok(Delivery::Applied) => {
-            if let Err(e) = executor.wait(id, Until::Settled).await {
+            // A parent held by the child it was answered through was left
+            // by the process that ran it: carry it on here.
+            if target != id {
+                match executor.resume(id).await {
+                    Ok(()) => {}
+                    // Another process runs it, or it has ended: as it is.
+                    Err(ExecError::Held { .. } | ExecError::Ended { .. }) => {
+                        return report(store, id, format).await;
+                    }
+                    Err(e) => return fail(e),
+                }
+            }
+            if let Err(e) = executor.settled_or_held(id, None, children).await {
                 return fail(e);
             }
             report(store, id, format).await
