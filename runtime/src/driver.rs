@@ -201,12 +201,19 @@ async fn rest_or_unstick(
         .filter(|(_, due)| parse_ms(due).is_some_and(|due| due <= horizon))
         .map(|(workflow, _)| workflow.as_str())
         .collect();
+    // A child that waits for a decision (no timeout due soon) holds its
+    // parent: the run rests as suspended, the child's question in its view
+    // (spec/mcp.md, "Decisions of child runs").
+    let held = crate::summary::waiting_below(executor.store().as_ref(), id).await?;
+    if held.iter().any(|(child, _)| !near.contains(child.as_str())) {
+        return Ok(Some(WorkflowStatus::Suspended));
+    }
     for run in waiting.iter().filter(|w| !near.contains(w.id.as_str())) {
         if run.id == id {
             return Ok(Some(run.status));
         }
         let reason = format!(
-            "child `{}` ({}) was cancelled: it waits for a decision or a signal that nobody answers here",
+            "child `{}` ({}) was cancelled: it waits for a signal that nobody sends here",
             run.name, run.id
         );
         match executor

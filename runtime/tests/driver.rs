@@ -134,12 +134,13 @@ fn a_decision_timeout_within_max_wait_is_waited_for() {
 }
 
 #[test]
-fn a_child_that_waits_for_nobody_is_cancelled_and_its_parent_fails_saying_why() {
+fn a_child_that_waits_for_a_signal_nobody_sends_is_cancelled_and_its_parent_fails_saying_why() {
     let store = Arc::new(MemoryStore::new());
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("asks.json"), review().to_string()).unwrap();
+    let waits = json!({"steps": [{"id": "w", "type": "wait", "config": {"signal": "go"}}]});
+    std::fs::write(dir.path().join("waits.json"), waits.to_string()).unwrap();
     let parent = json!({"steps": [
-        {"id": "call", "action": "workflow.run", "params": {"template_name": "asks"}}
+        {"id": "call", "action": "workflow.run", "params": {"template_name": "waits"}}
     ]});
     runtime().block_on(async {
         let exec = executor(&store, config(dir.path()));
@@ -154,10 +155,39 @@ fn a_child_that_waits_for_nobody_is_cancelled_and_its_parent_fails_saying_why() 
             .unwrap();
         assert_eq!(child.status.as_str(), "cancelled");
         assert_eq!(rest.notes.len(), 1, "{rest:?}");
-        assert!(rest.notes[0].contains("nobody answers"), "{rest:?}");
+        assert!(rest.notes[0].contains("nobody sends"), "{rest:?}");
         let row = store.workflow(&id).await.unwrap().unwrap();
         let error = row.error.unwrap();
-        assert!(error.contains("child `asks` ended cancelled"), "{error}");
+        assert!(error.contains("child `waits` ended cancelled"), "{error}");
+    });
+}
+
+#[test]
+fn a_child_that_waits_for_a_decision_holds_its_parent_which_rests_suspended() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("asks.json"), review().to_string()).unwrap();
+    let parent = json!({"steps": [
+        {"id": "call", "action": "workflow.run", "params": {"template_name": "asks"}}
+    ]});
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let _background = exec.background();
+        let id = exec.start(request(&parent, &json!({}))).await.unwrap();
+        let rest = attend(&exec, &id, &answers(&[])).await.unwrap();
+        assert_eq!(rest.status.as_str(), "suspended", "{rest:?}");
+        let child = store
+            .workflow(&format!("{id}.call.1"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(child.status.as_str(), "suspended");
+        let view = opcode_runtime::summary::summary(store.as_ref(), &id, &Default::default())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(view["status"], "suspended", "{view}");
+        assert_eq!(view["pending_decisions"][0]["step_id"], "review", "{view}");
     });
 }
 

@@ -3,11 +3,13 @@
 //!
 //! Relative paths (files, `shell.exec` working directory, scripts) resolve
 //! against the workflow file's folder. Reasoning steps are answered with
-//! `--decide STEP=CHOICE` (or `STEP[i]=CHOICE` for one loop instance); named signals are sent with `--signal NAME=JSON`;
-//! secrets come from `OPCODE_SECRET_<NAME>` environment variables;
-//! `workflow.run` runs `<template>.json` or `<template>/workflow.json` found
+//! `--decide STEP=CHOICE` (or `STEP[i]=CHOICE` for one loop instance);
+//! named signals are sent with `--signal NAME=JSON`; secrets come from
+//! `OPCODE_SECRET_<NAME>` environment variables; `workflow.run` runs `<template>.json` or `<template>/workflow.json` found
 //! next to the workflow (or in a sibling folder); a child that waits for a
-//! decision or a signal nobody answers is cancelled, and its parent fails.
+//! decision nobody answered holds its parent, which rests as suspended
+//! (exit 3) with the child's question, and a child that waits for a signal
+//! nobody sends is cancelled, and its parent fails.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
