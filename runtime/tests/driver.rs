@@ -182,10 +182,14 @@ fn a_child_that_waits_for_a_decision_holds_its_parent_which_rests_suspended() {
             .unwrap()
             .unwrap();
         assert_eq!(child.status.as_str(), "suspended");
-        let view = opcode_runtime::summary::summary(store.as_ref(), &id, &Default::default())
-            .await
-            .unwrap()
-            .unwrap();
+        let view = opcode_runtime::summary::summary(
+            store.as_ref(),
+            &id,
+            &opcode_runtime::summary::View::default(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
         assert_eq!(view["status"], "suspended", "{view}");
         assert_eq!(view["pending_decisions"][0]["step_id"], "review", "{view}");
     });
