@@ -201,9 +201,10 @@ async fn rest_or_unstick(
         .filter(|(_, due)| parse_ms(due).is_some_and(|due| due <= horizon))
         .map(|(workflow, _)| workflow.as_str())
         .collect();
-    // A child that waits for a decision (no timeout due soon) holds its
-    // parent: the run rests as suspended, the child's question in its view
-    // (spec/mcp.md, "Decisions of child runs").
+    // A suspended child (a decision or a signal, no timeout due soon)
+    // holds its parent: the run rests as suspended, the child named and
+    // its question shown in the view (spec/mcp.md, "Decisions of child
+    // runs").
     let held = crate::summary::waiting_below(executor.store().as_ref(), id).await?;
     if held.iter().any(|(child, _)| !near.contains(child.as_str())) {
         return Ok(Some(WorkflowStatus::Suspended));

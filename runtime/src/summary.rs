@@ -81,8 +81,8 @@ pub async fn ordered_summary(
     Ok(out)
 }
 
-/// Runs below `id` (children, their children…) that are suspended on
-/// decisions, each with its pending decisions.
+/// Runs below `id` (children, their children…) that are suspended, each
+/// with its pending decisions (none when it waits for a signal).
 pub async fn waiting_below(
     store: &dyn EventStore,
     id: &str,
@@ -102,9 +102,7 @@ pub async fn waiting_below(
                 let pending = store
                     .decisions(Some(&child.id), Some(crate::store::DecisionStatus::Pending))
                     .await?;
-                if !pending.is_empty() {
-                    out.push((child.id.clone(), pending));
-                }
+                out.push((child.id.clone(), pending));
             }
             parents.push(child.id);
         }
@@ -112,10 +110,11 @@ pub async fn waiting_below(
     Ok(out)
 }
 
-/// An active run whose running steps all wait on child runs that wait
-/// for decisions is held by them: it reads as `suspended`, and their
-/// decisions are its `pending_decisions`, each with its run's
-/// `workflow_id` (spec/mcp.md, "Decisions of child runs").
+/// An active run whose running steps all wait on suspended child runs
+/// (waiting for decisions or signals) is held by them: it reads as
+/// `suspended`, `waiting_runs` names them, and their decisions are its
+/// `pending_decisions`, each with its run's `workflow_id` (spec/mcp.md,
+/// "Decisions of child runs").
 async fn add_held(
     store: &dyn EventStore,
     state: &WorkflowState,
@@ -142,6 +141,8 @@ async fn add_held(
     if running.iter().all(|s| holds(s)) {
         out["status"] = json!("suspended");
     }
+    let runs: Vec<&String> = waiting.iter().map(|(child, _)| child).collect();
+    out["waiting_runs"] = json!(runs);
     let mut pending: Vec<Value> = out["pending_decisions"]
         .as_array()
         .cloned()
@@ -153,7 +154,9 @@ async fn add_held(
             pending.push(shown);
         }
     }
-    out["pending_decisions"] = Value::Array(pending);
+    if !pending.is_empty() {
+        out["pending_decisions"] = Value::Array(pending);
+    }
     Ok(())
 }
 

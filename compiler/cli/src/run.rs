@@ -7,9 +7,9 @@
 //! named signals are sent with `--signal NAME=JSON`; secrets come from
 //! `OPCODE_SECRET_<NAME>` environment variables; `workflow.run` runs `<template>.json` or `<template>/workflow.json` found
 //! next to the workflow (or in a sibling folder); a child that waits for a
-//! decision nobody answered holds its parent, which rests as suspended
-//! (exit 3) with the child's question, and a child that waits for a signal
-//! nobody sends is cancelled, and its parent fails.
+//! decision nobody answered, or a signal nobody sent, holds its parent,
+//! which rests as suspended (exit 3), the child named and its question
+//! shown.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -20,7 +20,8 @@ pub fn run_view() -> Value {
             "step_counts": {"type": "object", "additionalProperties": {"type": "integer"}, "description": "Step instances by status."},
             "output": sized("The workflow's output"),
             "error": sized("Why it failed: {code, kind, message, step, details}"),
-            "pending_decisions": {"type": "array", "items": pending_decision(), "description": "Decisions it waits for: answer with opcode.signal (decision)."},
+            "pending_decisions": {"type": "array", "items": pending_decision(), "description": "Decisions it waits for (a child run's carry its workflow_id): answer with opcode.signal (decision)."},
+            "waiting_runs": {"type": "array", "items": {"type": "string"}, "description": "Suspended child runs that hold this run (their decisions are in pending_decisions; a signal goes to the child's id)."},
             "started_at": {"type": "string", "format": "date-time"},
             "completed_at": {"type": "string", "format": "date-time"},
             "inputs": sized("The run's inputs (include inputs)"),
@@ -42,7 +43,8 @@ fn pending_decision() -> Value {
             "options": {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "string"}, "description": {"type": "string"}}}},
             "timeout_at": {"type": "string", "format": "date-time"},
             "fallback": {"type": "string"},
-            "target_agent": {"type": "string"}
+            "target_agent": {"type": "string"},
+            "workflow_id": {"type": "string", "description": "The child run that asks, when it is not this run."}
         },
         "required": ["id", "step_id", "status", "context"]
     })
