@@ -44,10 +44,17 @@ class Session:
             body = response.read().decode()
         if not body:
             return None, 0
-        # An SSE body: the JSON-RPC message is the `data:` of the event.
-        payload = "".join(line[5:].strip() for line in body.splitlines() if line.startswith("data:")
-                          and line[5:].strip()) if not body.lstrip().startswith("{") else body
-        return json.loads(payload), len(payload.encode())
+        if body.lstrip().startswith("{"):
+            return json.loads(body), len(body.encode())
+        # An SSE body: each event's `data:` is a JSON-RPC message; the
+        # answer is the one with the request's id (notifications may come first).
+        events = [line[5:].strip() for line in body.splitlines()
+                  if line.startswith("data:") and line[5:].strip()]
+        for payload in events:
+            reply = json.loads(payload)
+            if "id" in reply and reply.get("id") == message.get("id"):
+                return reply, len(payload.encode())
+        raise AssertionError(f"no answer to {message.get('method')} in {body[:300]}")
 
     def request(self, method, params):
         """The whole JSON-RPC reply (`result` or `error`) and its size."""

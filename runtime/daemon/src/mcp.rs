@@ -363,7 +363,12 @@ impl ServerHandler for OpcodeServer {
         Ok(match outcome {
             Ok(started) if as_task => {
                 let task = tasks::created(&self.api, &started).await?;
-                self.tasks.add(&self.api, &context.peer, &task.task.task_id);
+                // Status notifications go to sessions; a stateless
+                // (2026-07-28) request has none, and its stream carries only
+                // its answer.
+                if !terse {
+                    self.tasks.add(&self.api, &context.peer, &task.task.task_id);
+                }
                 CallToolResponse::Task(task)
             }
             Ok(value) => image_result(&value)
