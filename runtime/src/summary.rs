@@ -110,6 +110,36 @@ pub async fn waiting_below(
     Ok(out)
 }
 
+/// The pending decision `step` names (its id, else its step id), asked by
+/// run `id` or by a suspended run below it: the run that asks and the
+/// decision; when none does, a message naming those pending there.
+pub async fn find_pending(
+    store: &dyn EventStore,
+    id: &str,
+    step: &str,
+) -> Result<Result<(String, DecisionRow), String>, StoreError> {
+    let own = store
+        .decisions(Some(id), Some(crate::store::DecisionStatus::Pending))
+        .await?;
+    let runs = std::iter::once((id.to_owned(), own)).chain(waiting_below(store, id).await?);
+    let mut seen = Vec::new();
+    for (run, pending) in runs {
+        let found = pending
+            .iter()
+            .find(|d| d.id == step)
+            .or_else(|| pending.iter().find(|d| d.step_id == step));
+        if let Some(found) = found {
+            return Ok(Ok((run, found.clone())));
+        }
+        seen.extend(pending.into_iter().map(|d| d.id));
+    }
+    Ok(Err(if seen.is_empty() {
+        format!("workflow `{id}` has no pending decision")
+    } else {
+        format!("no pending decision `{step}`; pending: {}", seen.join(", "))
+    }))
+}
+
 /// An active run whose running steps all wait on suspended child runs
 /// (waiting for decisions or signals) is held by them: it reads as
 /// `suspended`, `waiting_runs` names them, and their decisions are its

@@ -10,7 +10,6 @@ use std::time::Duration;
 use common::{config, executor, request, runtime};
 use opcode_runtime::driver::{Answers, attend};
 use opcode_runtime::executor::{Answer, StandIn};
-use opcode_runtime::store::RunLog;
 use opcode_runtime::store::memory::MemoryStore;
 use opcode_vm::effect::Dispatch;
 use serde_json::{Value, json};
@@ -133,21 +132,20 @@ fn a_decision_timeout_within_max_wait_is_waited_for() {
     });
 }
 
-#[test]
-fn a_child_that_waits_for_a_signal_holds_its_parent_and_is_named() {
+/// A parent calling `child` (as the template `kid`), attended without
+/// answers: its id, how it rested, and its view.
+fn parent_of(child: &Value) -> (String, opcode_runtime::driver::Rest, Value) {
     let store = Arc::new(MemoryStore::new());
     let dir = tempfile::tempdir().unwrap();
-    let waits = json!({"steps": [{"id": "w", "type": "wait", "config": {"signal": "go"}}]});
-    std::fs::write(dir.path().join("waits.json"), waits.to_string()).unwrap();
+    std::fs::write(dir.path().join("kid.json"), child.to_string()).unwrap();
     let parent = json!({"steps": [
-        {"id": "call", "action": "workflow.run", "params": {"template_name": "waits"}}
+        {"id": "call", "action": "workflow.run", "params": {"template_name": "kid"}}
     ]});
     runtime().block_on(async {
         let exec = executor(&store, config(dir.path()));
         let _background = exec.background();
         let id = exec.start(request(&parent, &json!({}))).await.unwrap();
         let rest = attend(&exec, &id, &answers(&[])).await.unwrap();
-        assert_eq!(rest.status.as_str(), "suspended", "{rest:?}");
         let view = opcode_runtime::summary::summary(
             store.as_ref(),
             &id,
@@ -156,47 +154,39 @@ fn a_child_that_waits_for_a_signal_holds_its_parent_and_is_named() {
         .await
         .unwrap()
         .unwrap();
-        assert_eq!(view["status"], "suspended", "{view}");
-        assert_eq!(
-            view["waiting_runs"],
-            json!([format!("{id}.call.1")]),
-            "{view}"
-        );
-        assert!(view.get("pending_decisions").is_none(), "{view}");
-    });
+        (id, rest, view)
+    })
+}
+
+#[test]
+fn a_child_that_waits_for_a_signal_holds_its_parent_and_is_named() {
+    let waits = json!({"steps": [{"id": "w", "type": "wait", "config": {"signal": "go"}}]});
+    let (id, rest, view) = parent_of(&waits);
+    assert_eq!(rest.status.as_str(), "suspended", "{rest:?}");
+    assert_eq!(view["status"], "suspended", "{view}");
+    assert_eq!(
+        view["waiting_runs"],
+        json!([format!("{id}.call.1")]),
+        "{view}"
+    );
+    assert!(view.get("pending_decisions").is_none(), "{view}");
 }
 
 #[test]
 fn a_child_that_waits_for_a_decision_holds_its_parent_which_rests_suspended() {
-    let store = Arc::new(MemoryStore::new());
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("asks.json"), review().to_string()).unwrap();
-    let parent = json!({"steps": [
-        {"id": "call", "action": "workflow.run", "params": {"template_name": "asks"}}
-    ]});
-    runtime().block_on(async {
-        let exec = executor(&store, config(dir.path()));
-        let _background = exec.background();
-        let id = exec.start(request(&parent, &json!({}))).await.unwrap();
-        let rest = attend(&exec, &id, &answers(&[])).await.unwrap();
-        assert_eq!(rest.status.as_str(), "suspended", "{rest:?}");
-        let child = store
-            .workflow(&format!("{id}.call.1"))
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(child.status.as_str(), "suspended");
-        let view = opcode_runtime::summary::summary(
-            store.as_ref(),
-            &id,
-            &opcode_runtime::summary::View::default(),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-        assert_eq!(view["status"], "suspended", "{view}");
-        assert_eq!(view["pending_decisions"][0]["step_id"], "review", "{view}");
-    });
+    let (id, rest, view) = parent_of(&review());
+    assert_eq!(rest.status.as_str(), "suspended", "{rest:?}");
+    assert_eq!(view["status"], "suspended", "{view}");
+    assert_eq!(
+        view["waiting_runs"],
+        json!([format!("{id}.call.1")]),
+        "{view}"
+    );
+    assert_eq!(view["pending_decisions"][0]["step_id"], "review", "{view}");
+    assert_eq!(
+        view["pending_decisions"][0]["workflow_id"],
+        format!("{id}.call.1")
+    );
 }
 
 /// Answers `expr.eval` calls with 41 + attempt, holds `workflow.log`.

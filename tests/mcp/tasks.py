@@ -47,7 +47,9 @@ def run_task(client, name="opcode.run", arguments=None):
     created, _ = client.call("tools/call", {"name": name, "arguments": arguments})
     check(created.get("resultType") == "task" and created["status"] == "working",
           f"{name} did not create a task: {created}")
-    check(created["taskId"].startswith("wf_") or len(created["taskId"]) >= 8, f"task id {created}")
+    # The task is the run: its id is a workflow id.
+    run, _ = client.call("tools/call", {"name": "opcode.status", "arguments": {"workflow_id": created["taskId"]}})
+    check(run["structuredContent"]["workflow_id"] == created["taskId"], f"task id {created}: {run}")
     return created["taskId"]
 
 

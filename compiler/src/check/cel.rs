@@ -365,49 +365,53 @@ fn parse_error(expr: &Expr, src: &str, span: Span, message: &str, pointer: &str)
     if !template::is_plain(&expr.source) {
         d = d.with_help("CEL fields take an expression, not `${{…}}`: write `steps['fetch'].status_code`, `inputs.name`");
         if let Some(rewritten) = rewrite_interpolation(&expr.source) {
-            let quoted = serde_json::to_string(&rewritten).unwrap_or_default();
-            d = d.with_fix(Fix::replace(
+            d = d.with_fix(rewrite(
+                expr,
+                pointer,
                 format!("rewrite as `{rewritten}`"),
-                expr.span,
-                quoted,
-                Some(PatchOp::Replace {
-                    path: pointer.to_owned(),
-                    value: rewritten.into(),
-                }),
+                rewritten,
             ));
         }
     } else if let Some(rewritten) = word_operators(&expr.source) {
-        d = d.with_help("CEL writes `&&`, `||` and `!` for and, or and not");
-        let quoted = serde_json::to_string(&rewritten).unwrap_or_default();
-        d = d.with_fix(Fix::replace(
-            format!("rewrite as `{rewritten}`"),
-            expr.span,
-            quoted,
-            Some(PatchOp::Replace {
-                path: pointer.to_owned(),
-                value: rewritten.into(),
-            }),
-        ));
+        d = d
+            .with_help("CEL writes `&&`, `||` and `!` for and, or and not")
+            .with_fix(rewrite(
+                expr,
+                pointer,
+                format!("rewrite as `{rewritten}`"),
+                rewritten,
+            ));
     } else if expr.source.contains("??") {
         d = d.with_help(
             "CEL has no `??`: write `has(x.f) ? x.f : fallback`, or `x.?f.orValue(fallback)`",
         );
     } else if mentions_loop(&expr.source) {
-        d = d.with_help("`loop` is a reserved word in CEL: write `iter.item` and `iter.index`");
         let rewritten = expr.source.replace("loop.", "iter.");
-        let quoted = serde_json::to_string(&rewritten).unwrap_or_default();
-        d = d.with_fix(Fix::replace(
-            "replace `loop.` with `iter.`",
-            expr.span,
-            quoted,
-            Some(PatchOp::Replace {
-                path: pointer.to_owned(),
-                value: rewritten.into(),
-            }),
-        ));
+        d = d
+            .with_help("`loop` is a reserved word in CEL: write `iter.item` and `iter.index`")
+            .with_fix(rewrite(
+                expr,
+                pointer,
+                "replace `loop.` with `iter.`".into(),
+                rewritten,
+            ));
     }
     let _ = src;
     d
+}
+
+/// A fix writing the whole expression (a JSON string at `pointer`) as
+/// `rewritten`.
+fn rewrite(expr: &Expr, pointer: &str, message: String, rewritten: String) -> Fix {
+    Fix::replace(
+        message,
+        expr.span,
+        serde_json::to_string(&rewritten).unwrap_or_default(),
+        Some(PatchOp::Replace {
+            path: pointer.to_owned(),
+            value: rewritten.into(),
+        }),
+    )
 }
 
 /// Shortens the parser's messages: `mismatched input 'x' expecting {…}` → "unexpected `x`".

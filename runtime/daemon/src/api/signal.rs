@@ -28,15 +28,11 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
     }
     api.seen(agent_id).await?;
     // A decision a child run waits for is answered there.
-    let target = match kind {
-        "decision" | "cancel" if step_id.is_some() => {
-            decision_owner(api, id, step_id, agent_id).await?
-        }
-        _ => id.to_owned(),
-    };
+    let mut target = id.to_owned();
     let event = match kind {
         "decision" => {
-            let decision = pending_decision(api, &target, step_id, agent_id).await?;
+            let (run, decision) = pending_decision(api, id, step_id, agent_id).await?;
+            target = run;
             let choice = match payload.get("choice") {
                 Some(Value::String(c)) if !c.is_empty() => c.clone(),
                 _ => {
@@ -57,9 +53,11 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
             }
         }
         "cancel" => match step_id {
-            Some(_) => Event::DecisionCancelled {
-                decision: pending_decision(api, &target, step_id, agent_id).await?,
-            },
+            Some(_) => {
+                let (run, decision) = pending_decision(api, id, step_id, agent_id).await?;
+                target = run;
+                Event::DecisionCancelled { decision }
+            }
             None => Event::Cancel {
                 reason: payload
                     .get("reason")
@@ -146,66 +144,23 @@ async fn settled(
     Ok(out)
 }
 
-/// The run whose pending decision `step_id` names: `id` itself, or else
-/// the child run below it that waits for it (the first found).
-async fn decision_owner(
-    api: &Api,
-    id: &str,
-    step_id: Option<&str>,
-    agent_id: Option<&str>,
-) -> Result<String, ToolError> {
-    let own = pending_decision(api, id, step_id, agent_id).await;
-    if own.is_ok() {
-        return Ok(id.to_owned());
-    }
-    let step = step_id.unwrap_or_default();
-    let below = opcode_runtime::summary::waiting_below(api.store().as_ref(), id).await?;
-    let owner = below
-        .iter()
-        .find(|(_, pending)| pending.iter().any(|d| d.id == step || d.step_id == step));
-    match (own, owner) {
-        (_, Some((child, _))) => Ok(child.clone()),
-        (Err(e), None) => Err(e),
-        (Ok(_), None) => Ok(id.to_owned()),
-    }
-}
-
-/// The id of the pending decision `step_id` names (its id or its step),
-/// checked against its target agent.
+/// The pending decision `step_id` names (its id or its step), of run `id`
+/// or of a suspended run below it, checked against its target agent: the
+/// run that asks, and the decision's id.
 async fn pending_decision(
     api: &Api,
     id: &str,
     step_id: Option<&str>,
     agent_id: Option<&str>,
-) -> Result<String, ToolError> {
+) -> Result<(String, String), ToolError> {
     let step = step_id.ok_or_else(|| {
         ToolError::new(codes::R0122, "`step_id` is required: the decision's step")
     })?;
-    let pending = api
-        .store()
-        .decisions(
-            Some(id),
-            Some(opcode_runtime::store::DecisionStatus::Pending),
-        )
-        .await?;
-    let found = pending
-        .iter()
-        .find(|d| d.id == step)
-        .or_else(|| pending.iter().find(|d| d.step_id == step));
-    let Some(found) = found else {
-        let known: Vec<&str> = pending.iter().map(|d| d.id.as_str()).collect();
-        return Err(ToolError::new(
-            codes::R0114,
-            if known.is_empty() {
-                format!("workflow `{id}` has no pending decision")
-            } else {
-                format!(
-                    "no pending decision `{step}`; pending: {}",
-                    known.join(", ")
-                )
-            },
-        ));
-    };
+    let (run, found) =
+        match opcode_runtime::summary::find_pending(api.store().as_ref(), id, step).await? {
+            Ok(found) => found,
+            Err(message) => return Err(ToolError::new(codes::R0114, message)),
+        };
     if let (Some(target), Some(agent)) = (&found.target_agent, agent_id)
         && target != agent
     {
@@ -214,5 +169,5 @@ async fn pending_decision(
             format!("decision `{}` is for agent `{target}`", found.id),
         ));
     }
-    Ok(found.id.clone())
+    Ok((run, found.id))
 }

@@ -101,43 +101,10 @@ async fn decision(
     let Some((step, choice)) = decide.split_once('=') else {
         return Err(fail(format!("--decide takes STEP=CHOICE, got `{decide}`")));
     };
-    let own = store
-        .decisions(
-            Some(&args.id),
-            Some(opcode_runtime::store::DecisionStatus::Pending),
-        )
+    let found = opcode_runtime::summary::find_pending(store, &args.id, step)
         .await
         .map_err(fail)?;
-    let below = opcode_runtime::summary::waiting_below(store, &args.id)
-        .await
-        .map_err(fail)?;
-    let runs = std::iter::once((args.id.clone(), own)).chain(below);
-    let mut pending = Vec::new();
-    let mut found = None;
-    for (run, decisions) in runs {
-        let hit = decisions
-            .iter()
-            .find(|d| d.id == step)
-            .or_else(|| decisions.iter().find(|d| d.step_id == step))
-            .cloned();
-        if found.is_none()
-            && let Some(hit) = hit
-        {
-            found = Some((run, hit));
-        }
-        pending.extend(decisions);
-    }
-    let Some((owner, found)) = found else {
-        let known: Vec<&str> = pending.iter().map(|d| d.id.as_str()).collect();
-        return Err(fail(if known.is_empty() {
-            format!("workflow `{}` has no pending decision", args.id)
-        } else {
-            format!(
-                "no pending decision `{step}`; pending: {}",
-                known.join(", ")
-            )
-        }));
-    };
+    let (owner, found) = found.map_err(fail)?;
     let event = Event::DecisionResolved {
         decision: found.id.clone(),
         resolution: Resolution {
