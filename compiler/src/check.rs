@@ -9,6 +9,7 @@
 pub mod actions;
 pub mod cel;
 pub mod cel_functions;
+pub mod expr_lang;
 pub mod graph;
 pub mod isolation;
 pub mod jq;
@@ -97,13 +98,23 @@ fn check_step(
                 );
             }
             actions::check(step, action, catalog, resolver, src, sink);
-            // `expr.eval`'s CEL reads steps and inputs as a guard does.
+            // `expr.eval`'s expression reads steps and inputs as a guard does.
             if action.action.value == "expr.eval"
-                && let Some(expr) = actions::expr_eval_expression(action)
+                && let Some((expr, dialect)) = actions::expr_eval_expression(action)
             {
                 let pointer = format!("{}/params/expression", step.pointer);
-                if let Ok(refs) = cel::analyze(&expr, src, &pointer) {
-                    resolver.cel(&refs, site, &pointer, sink);
+                match dialect {
+                    expr_lang::Dialect::Cel => {
+                        if let Ok(refs) = cel::analyze(&expr, src, &pointer) {
+                            resolver.cel(&refs, site, &pointer, sink);
+                        }
+                    }
+                    expr_lang::Dialect::Expr => {
+                        if let Ok(analysis) = expr_lang::analyze(&expr, src, &pointer) {
+                            sink.extend(analysis.diagnostics);
+                            resolver.cel(&analysis.refs, site, &pointer, sink);
+                        }
+                    }
                 }
             }
         }

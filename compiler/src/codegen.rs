@@ -22,6 +22,7 @@ use self::values::Values;
 use crate::ast::{Document, Expr as AstExpr, Step, StepKind};
 use crate::check::Checked;
 use crate::check::cel;
+use crate::check::expr_lang::{self, Dialect};
 use crate::check::model::{BlockRole, Model, StepIdx};
 use crate::check::references::resolve_step;
 use crate::source::{LineIndex, Span};
@@ -164,8 +165,15 @@ impl Gen<'_, '_> {
     }
 
     fn expr(&mut self, e: &AstExpr) -> ExprId {
-        let (steps, all_steps, reads) = match cel::analyze(e, self.src, "") {
-            Ok(refs) => {
+        let refs = cel::analyze(e, self.src, "");
+        self.expr_of(e.source.clone(), e.span, refs.ok())
+    }
+
+    /// The expression `source` at `span`, reading what `refs` says (all
+    /// of it when they are unknown).
+    fn expr_of(&mut self, source: String, span: Span, refs: Option<cel::CelRefs>) -> ExprId {
+        let (steps, all_steps, reads) = match refs {
+            Some(refs) => {
                 let mut reads: Vec<StepRead> = refs
                     .steps
                     .iter()
@@ -180,15 +188,15 @@ impl Gen<'_, '_> {
                 reads.dedup();
                 (reads, refs.dynamic_steps, refs.reads)
             }
-            Err(_) => (Vec::new(), true, Reads::ALL),
+            None => (Vec::new(), true, Reads::ALL),
         };
         self.exprs.push(Expr {
-            source: e.source.clone(),
+            source,
             steps,
             all_steps,
             reads,
         });
-        self.expr_spans.push(e.span);
+        self.expr_spans.push(span);
         (self.exprs.len() - 1) as ExprId
     }
 
@@ -233,12 +241,18 @@ impl Gen<'_, '_> {
     fn body(&mut self, s: StepIdx, step: &Step) -> (VmKind, Instr) {
         match &step.kind {
             StepKind::Action(a) => {
-                let params = match &a.params {
-                    Some(t) => self.values.template(t, self.model),
-                    None => self.values.empty_object(),
+                let language = (a.action.value == "expr.eval")
+                    .then(|| crate::check::actions::expr_eval_expression(a))
+                    .flatten();
+                let params = match (&a.params, &language) {
+                    (Some(t), Some((_, dialect))) => self
+                        .values
+                        .template(&with_language(t, *dialect), self.model),
+                    (Some(t), None) => self.values.template(t, self.model),
+                    (None, _) => self.values.empty_object(),
                 };
                 let scope = match a.action.value.as_str() {
-                    "expr.eval" => Some(self.expr_eval_scope(a)),
+                    "expr.eval" => Some(self.expr_eval_scope(a, language)),
                     // `workflow.context` reads the context from its scope.
                     "workflow.context" => Some(self.empty_scope(a.action.span)),
                     _ => None,
@@ -354,37 +368,22 @@ impl Gen<'_, '_> {
         }
     }
 
-    /// The CEL variables an `expr.eval` step needs: the steps its literal
+    /// The variables an `expr.eval` step needs: the steps its literal
     /// expression reads (all of them when the expression is interpolated).
-    fn expr_eval_scope(&mut self, a: &crate::ast::ActionStep) -> ExprId {
-        let literal = a.params.as_ref().and_then(|p| match &p.kind {
-            crate::ast::TemplateKind::Object(members) => members
-                .iter()
-                .find(|(k, _)| k.value == "expression")
-                .and_then(|(_, v)| match &v.kind {
-                    crate::ast::TemplateKind::Literal(Value::String(s)) => {
-                        Some((s.clone(), v.span))
-                    }
-                    _ => None,
-                }),
-            _ => None,
-        });
-        if let Some((source, span)) = literal {
-            let origin = crate::ast::TextOrigin::json_string(span, &source);
-            self.expr(&AstExpr {
-                source,
-                span,
-                origin,
-            })
-        } else {
-            self.exprs.push(Expr {
-                source: String::new(),
-                steps: Vec::new(),
-                all_steps: true,
-                reads: Reads::ALL,
-            });
-            self.expr_spans.push(a.action.span);
-            (self.exprs.len() - 1) as ExprId
+    /// An Expr expression's scope has no CEL source: it is evaluated by
+    /// the action, never by the host.
+    fn expr_eval_scope(
+        &mut self,
+        a: &crate::ast::ActionStep,
+        literal: Option<(AstExpr, Dialect)>,
+    ) -> ExprId {
+        match literal {
+            Some((expr, Dialect::Cel)) => self.expr(&expr),
+            Some((expr, Dialect::Expr)) => {
+                let refs = expr_lang::analyze(&expr, self.src, "").ok().map(|a| a.refs);
+                self.expr_of(String::new(), expr.span, refs)
+            }
+            None => self.expr_of(String::new(), a.action.span, None),
         }
     }
 
@@ -554,4 +553,31 @@ fn max_depth(model: &Model<'_>) -> u32 {
         .map(|s| model.path_of(s).len() as u32)
         .max()
         .unwrap_or(0)
+}
+
+/// `params` with `language` written in, when it is not given: the runtime
+/// then never has to tell the languages apart.
+fn with_language(params: &crate::ast::Template, dialect: Dialect) -> crate::ast::Template {
+    use crate::ast::{Spanned, Template, TemplateKind};
+    let language = Value::String(dialect.name().to_owned());
+    let mut params = params.clone();
+    match &mut params.kind {
+        TemplateKind::Literal(Value::Object(members)) => {
+            members.entry("language").or_insert(language);
+        }
+        TemplateKind::Object(members) if !members.iter().any(|(k, _)| k.value == "language") => {
+            members.push((
+                Spanned {
+                    value: "language".to_owned(),
+                    span: params.span,
+                },
+                Template {
+                    span: params.span,
+                    kind: TemplateKind::Literal(language),
+                },
+            ));
+        }
+        _ => {}
+    }
+    params
 }

@@ -132,3 +132,22 @@ fn expr_eval_reads_steps_as_a_guard_does() {
  {"id": "calc", "action": "expr.eval", "params": {"expression": "steps.fetch.statuscode == 200"}}]}"#
     ));
 }
+
+#[test]
+fn expr_is_checked_like_cel() {
+    insta::assert_snapshot!(reviewed(
+        r#"{"inputs": {"threshold": 0.5},
+ "steps": [{"id": "fetch", "action": "http.get", "params": {"url": "https://example.com"}},
+ {"id": "calc", "action": "expr.eval", "depends_on": ["fetch"], "params": {"expression": "filter(step.fetch.body, {.score > thresold}) | lenn()"}},
+ {"id": "code", "action": "expr.eval", "params": {"expression": "steps.fetch.statuscode ?? 0"}}]}"#
+    ));
+}
+
+#[test]
+fn expr_syntax_and_unavailable_functions_are_errors() {
+    insta::assert_snapshot!(reviewed(
+        r#"{"steps": [{"id": "a", "action": "expr.eval", "params": {"language": "expr", "expression": "filter(inputs.xs, {.a > })"}},
+ {"id": "b", "action": "expr.eval", "params": {"expression": "now() ?? toJSON(inputs) ?? inputs.s.upper()"}},
+ {"id": "c", "action": "expr.eval", "params": {"language": "cel", "expression": "all(inputs.xs, {.ok})"}}]}"#
+    ));
+}

@@ -189,6 +189,15 @@ fn namespace(name: &str, vars: &Vars<'_>) -> Cel {
     }
 }
 
+/// Does `source` parse as CEL? (How `expr.eval` without a `language`
+/// tells CEL from Expr: with the parser the compiler uses, so both read
+/// the text the same way. A text too large for CEL counts as CEL, to be
+/// refused as such.)
+pub fn parses(source: &str) -> bool {
+    opcode_vm::limits::check_cel(source).is_err()
+        || guarded(|| cel::parser::PrattParser::default().parse(source).is_ok()).unwrap_or(true)
+}
+
 /// Evaluates a CEL source once with JSON variables (for `expr.eval`),
 /// within `budget`.
 pub fn eval_source(

@@ -467,6 +467,9 @@ impl Actions {
                 .get("workflow_id")
                 .and_then(Value::as_str)
                 .is_none_or(|id| id.is_empty() || id == run_id),
+            Placement::InRoundForCel => {
+                params.get("language").and_then(Value::as_str) == Some("cel")
+            }
         }
     }
 
@@ -524,7 +527,7 @@ impl Actions {
             "shell" => shell::run(call, call.base(&self.base_dir), &self.isolation).await,
             "crypto" => crypto::run(name, call),
             "assert" => assert::run(name, call),
-            "expr" => expr::run(call, self.limits.cel),
+            "expr" => expr::run(call, self.evaluator.as_deref(), &self.limits).await,
             "json" => json::run(call, self.evaluator.as_deref(), &self.limits).await,
             "workflow" if matches!(name, "log" | "emit" | "notify") => {
                 workflow::run(name, &call.masked(), self.services.as_ref()).await
@@ -599,8 +602,13 @@ mod tests {
     fn immediate_actions_are_computations_in_process() {
         let actions = Actions::new(Arc::new(NoServices), PathBuf::from("."));
         let none = json!({});
+        let cel = json!({"expression": "1", "language": "cel"});
+        let expr = json!({"expression": "1..9", "language": "expr"});
+        assert!(actions.immediate("expr.eval", &cel, "r"));
+        // Expr, or a language only its text tells, runs in a process of its own.
+        assert!(!actions.immediate("expr.eval", &expr, "r"));
+        assert!(!actions.immediate("expr.eval", &none, "r"));
         for action in [
-            "expr.eval",
             "assert.equals",
             "crypto.hash",
             "workflow.emit",
@@ -635,6 +643,6 @@ mod tests {
         let plugged = Actions::new(Arc::new(NoServices), PathBuf::from("."))
             .with_external(Some(Arc::new(Plugin)));
         assert!(!plugged.immediate("crypto.hash", &none, "r"));
-        assert!(plugged.immediate("expr.eval", &none, "r"));
+        assert!(plugged.immediate("expr.eval", &cel, "r"));
     }
 }

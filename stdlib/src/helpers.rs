@@ -1,10 +1,10 @@
 //! The helper processes a runtime starts from its own binary: the sandbox
 //! stages of `shell.exec`, an unsandboxed command tied to the runtime, and
-//! one jq evaluation. A binary that embeds the
+//! one jq or Expr evaluation. A binary that embeds the
 //! runtime calls [`main_if_helper`] first thing in `main`.
 
+use crate::evaluator as process;
 use crate::isolation::{sandbox, tether};
-use crate::jq::process;
 
 /// Does the helper's job and exits if this process was started as one;
 /// returns otherwise. Call it before any thread starts.

@@ -1,10 +1,8 @@
 //! jq filters (the `json.jq` action), run with jaq. A filter may never
 //! end, recurse without bound or fill the memory, and jaq cannot be
 //! interrupted, so the daemon runs each evaluation in a process of its own
-//! ([`process`]): a timeout or a cancel kills it, and a filter that
+//! ([`crate::evaluator`]): a timeout or a cancel kills it, and a filter that
 //! overflows its stack or its memory ends that process, not the daemon.
-
-pub mod process;
 
 use jaq_core::load::{Arena, File, Loader};
 use jaq_core::{Compiler, Ctx, Vars, data::JustLut, unwrap_valr};

@@ -11,7 +11,11 @@ pub mod cel;
 #[cfg(feature = "runtime")]
 pub mod environment;
 #[cfg(feature = "runtime")]
+pub mod evaluator;
+#[cfg(feature = "runtime")]
 pub mod exec;
+#[cfg(feature = "runtime")]
+pub mod expr_lang;
 #[cfg(feature = "runtime")]
 pub mod helpers;
 #[cfg(feature = "runtime")]

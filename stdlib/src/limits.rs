@@ -21,6 +21,8 @@ pub struct Block {
     pub jq_memory: Option<Size>,
     /// Outputs of one jq evaluation.
     pub jq_outputs: Option<u64>,
+    /// Memory of one Expr evaluation.
+    pub expr_memory: Option<Size>,
     /// Iterations of one loop instance.
     pub loop_iterations: Option<u64>,
     /// Children of one `workflow.map`.
@@ -44,6 +46,8 @@ pub struct Limits {
     pub jq_memory: u64,
     /// Outputs one jq evaluation may give.
     pub jq_outputs: u64,
+    /// Bytes of memory one Expr evaluation may use.
+    pub expr_memory: u64,
     /// Iterations of one loop instance.
     pub loop_iterations: u64,
     /// Children of one `workflow.map`.
@@ -64,6 +68,7 @@ impl Default for Limits {
             cel: Budget::default(),
             jq_memory: 1 << 30,
             jq_outputs: 100_000,
+            expr_memory: 1 << 30,
             loop_iterations: opcode_vm::limits::LOOP_ITERATIONS,
             map_items: 10_000,
             output_bytes: 64 << 20,
@@ -94,6 +99,7 @@ impl Limits {
             },
             jq_memory: block.jq_memory.map_or(base.jq_memory, |s| s.0),
             jq_outputs: block.jq_outputs.unwrap_or(base.jq_outputs),
+            expr_memory: block.expr_memory.map_or(base.expr_memory, |s| s.0),
             loop_iterations: block.loop_iterations.unwrap_or(base.loop_iterations),
             map_items: block.map_items.unwrap_or(base.map_items),
             output_bytes: block.output_bytes.map_or(base.output_bytes, |s| s.0),

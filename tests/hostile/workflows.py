@@ -40,8 +40,8 @@ def step_error(result, step_id="s"):
 
 
 def jq_helpers():
-    """Pids of jq evaluations still running."""
-    found = subprocess.run(["pgrep", "-f", "__opcode_jq"], capture_output=True, text=True).stdout.split()
+    """Pids of jq and Expr evaluations still running."""
+    found = subprocess.run(["pgrep", "-f", "__opcode_eval"], capture_output=True, text=True).stdout.split()
     return [int(p) for p in found]
 
 
@@ -59,9 +59,11 @@ def compile_time(expect, d):
     refused_at_define(expect, d, "cel-10k-plus", [step("expr.eval", {"expression": "1" + "+1" * 10000})])
     refused_at_define(expect, d, "cel-100k-parens",
                       [step("expr.eval", {"expression": "(" * 100000 + "1" + ")" * 100000})])
+    refused_at_define(expect, d, "expr-parens", [step("expr.eval", {
+        "expression": "(" * 1000 + "1" + ")" * 1000, "language": "expr"})])
     refused_at_define(expect, d, "regex-deep",
                       [step("assert.matches", {"value": "a", "pattern": "(" * 5000 + "a" + ")" * 5000})])
-    expect.section("deep and large CEL, jq and regex are E0053 at define (the daemon lives)")
+    expect.section("deep and large CEL, Expr, jq and regex are E0053 at define (the daemon lives)")
 
     refused_at_define(expect, d, "cel-secret", [step("expr.eval", {"expression": "secrets.API_KEY + 'x'"})],
                       code="E0037")
@@ -131,6 +133,14 @@ def run_time(expect, d):
     define(d, "jq-memory", [step("json.jq", {"filter": "[repeat(.)]", "data": "x" * 1000}, timeout="60s")])
     result = run(d, "jq-memory")
     expect.that(step_error(result).get("code") == "R0130", f"jq repeat: {json.dumps(result)[:600]}")
+    define(d, "expr-range", [step("expr.eval", {"expression": "len(1..4000000000)"}, timeout="60s")])
+    result = run(d, "expr-range")
+    expect.that(step_error(result).get("code") == "R0130", f"Expr range of 4e9: {json.dumps(result)[:600]}")
+    define(d, "expr-1e10", [step("expr.eval", {
+        "expression": "len(map(1..100000, {len(map(1..100000, {# * 2}))}))"}, timeout="3s")])
+    result = run(d, "expr-1e10")
+    expect.that(step_error(result).get("code") in ("R0101", "R0130"), f"Expr over 10^10: {json.dumps(result)[:600]}")
+    expect.that(within(lambda: not jq_helpers(), 5), f"Expr evaluations still running: {jq_helpers()}")
     define(d, "cel-1e8", [step("expr.eval", {"expression": HUNDRED_MILLION})])
     result = run(d, "cel-1e8")
     expect.that(step_error(result).get("code") == "R0130", f"CEL over 10^8: {json.dumps(result)[:600]}")
@@ -154,7 +164,7 @@ def run_time(expect, d):
 def main(binary):
     expect = Expectations()
     with tempfile.TemporaryDirectory() as home:
-        settings = {"limits": {"jq_memory": "256MiB", "loop_iterations": 5000}}
+        settings = {"limits": {"jq_memory": "256MiB", "expr_memory": "256MiB", "loop_iterations": 5000}}
         d = daemon(binary, home, settings)
         watch = LivezWatch(d)
         try:

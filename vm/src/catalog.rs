@@ -203,6 +203,11 @@ pub enum Placement {
     /// `workflow_id` parameter absent, empty or the run's own id); another
     /// run's is read from the store, so that call is dispatched.
     InRoundForOwnRun,
+    /// Inside the round when its `language` parameter is `cel` (CEL is
+    /// bounded by a budget); an Expr evaluation, or one whose language is
+    /// only known from its text at run time, runs in a process of its own,
+    /// so that call is dispatched.
+    InRoundForCel,
 }
 
 /// The signature and documentation of one action.

@@ -19,6 +19,7 @@ pub mod codes;
 pub mod effect;
 pub mod error;
 pub mod event;
+pub mod expr_lang;
 pub mod host;
 pub mod instr;
 pub mod limits;

@@ -19,6 +19,11 @@ pub const CEL_NESTING: usize = 200;
 pub const JQ_BYTES: usize = 64 * 1024;
 /// Deepest jq nesting (jaq overflows a 2 MiB stack past about 200).
 pub const JQ_NESTING: usize = 100;
+/// Largest Expr expression (`expr.eval` with `language: expr`), in bytes.
+pub const EXPR_BYTES: usize = 16 * 1024;
+/// Deepest Expr nesting (expr-lang's parser overflows a 2 MiB stack past
+/// about 250 in a debug build; its evaluator runs on a stack of its own).
+pub const EXPR_NESTING: usize = 100;
 /// Largest regular expression, in bytes.
 pub const REGEX_BYTES: usize = 64 * 1024;
 /// Deepest regular expression nesting.
@@ -110,6 +115,11 @@ pub fn check_jq(source: &str) -> Result<(), TooComplex> {
     check(source, JQ_BYTES, JQ_NESTING, &JQ)
 }
 
+/// Checks an Expr expression against [`EXPR_BYTES`] and [`EXPR_NESTING`].
+pub fn check_expr(source: &str) -> Result<(), TooComplex> {
+    check(source, EXPR_BYTES, EXPR_NESTING, &EXPR)
+}
+
 /// How a language's text is scanned.
 struct Syntax {
     /// Comma separates arguments (CEL) or is an operator (jq).
@@ -119,6 +129,8 @@ struct Syntax {
     /// `\(` inside a string opens an interpolated filter; `if … end`
     /// encloses like brackets (jq).
     jq: bool,
+    /// The characters that open a string (a backquote's is raw: Expr).
+    quotes: &'static [u8],
     /// Words that chain like operators.
     operators: &'static [&'static str],
 }
@@ -127,13 +139,32 @@ const CEL: Syntax = Syntax {
     comma_is_operator: false,
     hash_comments: false,
     jq: false,
+    quotes: b"\"'",
     operators: &["in"],
+};
+
+const EXPR: Syntax = Syntax {
+    comma_is_operator: false,
+    hash_comments: false,
+    jq: false,
+    quotes: b"\"'`",
+    operators: &[
+        "in",
+        "not",
+        "and",
+        "or",
+        "contains",
+        "startsWith",
+        "endsWith",
+        "matches",
+    ],
 };
 
 const JQ: Syntax = Syntax {
     comma_is_operator: true,
     hash_comments: true,
     jq: true,
+    quotes: b"\"'",
     operators: &["reduce", "foreach", "def", "try", "label", "and", "or"],
 };
 
@@ -192,7 +223,7 @@ fn check(source: &str, bytes: usize, limit: usize, syntax: &Syntax) -> Result<()
                     in_string = None;
                     i += 1;
                 }
-                b'\\' => i += 1,
+                b'\\' if quote != b'`' => i += 1,
                 _ if c == quote => in_string = None,
                 _ => {}
             }
@@ -204,7 +235,7 @@ fn check(source: &str, bytes: usize, limit: usize, syntax: &Syntax) -> Result<()
             word(&source[at..i], syntax, &mut levels);
         } else {
             match c {
-                b'"' | b'\'' => in_string = Some(c),
+                _ if syntax.quotes.contains(&c) => in_string = Some(c),
                 b'#' if syntax.hash_comments => {
                     while i < text.len() && text[i] != b'\n' {
                         i += 1;
@@ -299,6 +330,12 @@ mod tests {
         ] {
             assert_eq!(check_jq(jq), Ok(()), "{jq}");
         }
+        for expr in [
+            "filter(steps['fetch-data'].body.items, {.score >= inputs.threshold})",
+            "let x = 1; x > 0 ? `raw (` : 'b'",
+        ] {
+            assert_eq!(check_expr(expr), Ok(()), "{expr}");
+        }
     }
 
     #[test]
@@ -314,6 +351,10 @@ mod tests {
             check_cel(&"1".repeat(CEL_BYTES + 1)),
             Err(TooComplex::Size { .. })
         ));
+        let ternaries = "true ? 1 : ".repeat(EXPR_NESTING) + "1";
+        assert!(check_expr(&ternaries).is_err());
+        let hidden = "`)))` + ".to_owned() + &"(".repeat(EXPR_NESTING + 1);
+        assert!(check_expr(&hidden).is_err());
         let pipes = chain(".", "|", JQ_NESTING + 2);
         assert!(matches!(check_jq(&pipes), Err(TooComplex::Nesting { .. })));
         let array = format!("[{}]", chain("1", ",", JQ_NESTING + 2));

@@ -1,12 +1,13 @@
 //! Action steps against the catalog: the action exists, required parameters
 //! are present, values have the right JSON type (literal values, and
 //! references whose type is known), unknown parameters are warned about,
-//! and the code some actions carry (`expr.eval`'s CEL, `json.jq`'s filter)
-//! parses.
+//! and the code some actions carry (`expr.eval`'s CEL or Expr, `json.jq`'s
+//! filter) parses.
 
 use opcode_vm::catalog::{ActionSpec, Catalog, Ty};
 
 use super::cel;
+use super::expr_lang::{self, Dialect};
 use super::jq;
 use super::references::Resolver;
 use crate::ast::{ActionStep, Expr, Step, Template, TemplateKind, TextOrigin};
@@ -105,7 +106,7 @@ pub fn check(
         }
     }
     match spec.name.as_str() {
-        "expr.eval" => check_expr_eval(&params, src, &params_pointer, sink),
+        "expr.eval" => check_expr_eval(action, src, &params_pointer, sink),
         "json.jq" => check_jq_filter(&params, src, &params_pointer, sink),
         "assert.equals" => check_never_equal(&params, resolver, &params_pointer, sink),
         "assert.matches" => check_pattern(&params, src, &params_pointer, sink),
@@ -385,46 +386,52 @@ fn coerce_literal(ty: &Ty, value: &serde_json::Value) -> Option<serde_json::Valu
     candidates.into_iter().flatten().find(|v| ty.accepts(v))
 }
 
-/// The CEL expression of an `expr.eval` step, when it is written as a
-/// literal string.
-pub fn expr_eval_expression(action: &ActionStep) -> Option<Expr> {
+/// The expression of an `expr.eval` step, when it is written as a literal
+/// string, and its language (`language`, else what its text parses as).
+pub fn expr_eval_expression(action: &ActionStep) -> Option<(Expr, Dialect)> {
     let params = params_of(action.params.as_ref());
     let given = params.iter().find(|p| p.key == "expression")?;
     let source = given.literal()?.as_str()?;
-    let span = given.value.span;
-    Some(Expr {
-        source: source.to_owned(),
-        span,
-        origin: TextOrigin::json_string(span, source),
-    })
-}
-
-fn check_expr_eval(params: &[Param<'_>], src: &str, pointer: &str, sink: &mut Diagnostics) {
-    let Some(given) = params.iter().find(|p| p.key == "expression") else {
-        return;
-    };
-    let Some(source) = given.literal().and_then(serde_json::Value::as_str) else {
-        return;
-    };
+    let language = params
+        .iter()
+        .find(|p| p.key == "language")
+        .and_then(|p| p.literal())
+        .and_then(serde_json::Value::as_str);
     let span = given.value.span;
     let expr = Expr {
         source: source.to_owned(),
         span,
         origin: TextOrigin::json_string(span, source),
     };
+    Some((expr, expr_lang::dialect(source, language)))
+}
+
+fn check_expr_eval(action: &ActionStep, src: &str, pointer: &str, sink: &mut Diagnostics) {
+    let Some((expr, dialect)) = expr_eval_expression(action) else {
+        return;
+    };
     let expression_pointer = child_pointer(pointer, "expression");
     // When it parses, its references, functions and secrets are checked
     // with the step's others (`check::check_step`).
+    if dialect == Dialect::Expr {
+        if let Err(d) = expr_lang::analyze(&expr, src, &expression_pointer) {
+            sink.push(d);
+        }
+        return;
+    }
     let Err(mut d) = cel::analyze(&expr, src, &expression_pointer) else {
         return;
     };
+    let (source, span) = (expr.source.as_str(), expr.span);
     if let Some(rewritten) = expr_to_cel(source) {
         d = Diagnostic::error(
             E0048,
             span,
-            "`expr.eval` takes a CEL expression; this is Expr-language syntax",
+            "`language` says CEL; this is Expr-language syntax",
         )
-        .with_help(format!("in CEL: {rewritten}"))
+        .with_help(format!(
+            "in CEL: {rewritten}; or say `\"language\": \"expr\"`"
+        ))
         .with_fix(Fix::replace(
             format!("rewrite as `{rewritten}`"),
             span,
@@ -434,6 +441,8 @@ fn check_expr_eval(params: &[Param<'_>], src: &str, pointer: &str, sink: &mut Di
                 value: rewritten.clone().into(),
             }),
         ));
+    } else {
+        d = d.with_help("`expr.eval` reads CEL, or Expr where the text parses only as Expr: this parses as neither (set `\"language\": \"expr\"` to be told what Expr makes of it)");
     }
     sink.push(d);
 }

@@ -688,7 +688,7 @@ fn walk(e: &IdedExpr, found: &mut Vec<Found>) {
 
 /// The bytes of the character of `s` at byte `at` (empty at the end; an
 /// offset inside a character moves back to its start).
-fn one_char(s: &str, at: usize) -> std::ops::Range<usize> {
+pub(crate) fn one_char(s: &str, at: usize) -> std::ops::Range<usize> {
     let mut at = at.min(s.len());
     while !s.is_char_boundary(at) {
         at -= 1;
@@ -702,7 +702,7 @@ fn char_to_byte(s: &str, chars: usize) -> usize {
 }
 
 /// Byte offset of a 1-based (line, column in characters) position in `s`.
-fn line_col_to_byte(s: &str, line: isize, column: isize) -> usize {
+pub(crate) fn line_col_to_byte(s: &str, line: isize, column: isize) -> usize {
     let line = usize::try_from(line.max(1)).unwrap_or(1);
     let column = usize::try_from(column.max(1)).unwrap_or(1);
     let mut start = 0;

@@ -78,7 +78,7 @@ code_registry! { ALL, "../../../spec/errors/";
     E0044 = "missing-fallback-step",
     /// A reasoning `fallback` is not one of its options.
     E0045 = "invalid-fallback-option",
-    /// `expr.eval` uses Expr-language syntax that CEL does not accept.
+    /// An `expr.eval` whose `language` is `cel` is written in Expr.
     E0048 = "expr-syntax",
     /// An equality assertion compares values that can never be equal.
     E0049 = "never-equal",
@@ -90,6 +90,8 @@ code_registry! { ALL, "../../../spec/errors/";
     E0052 = "isolation-widened",
     /// An expression, filter or pattern is too large or nested too deep.
     E0053 = "expression-too-complex",
+    /// An Expr expression does not parse, or calls or reads what Expr does not have.
+    E0054 = "invalid-expr",
     /// A field the language does not know is ignored.
     W0001 = "unknown-field",
     /// An action parameter the action does not know is ignored.

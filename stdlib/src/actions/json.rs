@@ -24,7 +24,9 @@ pub async fn run(
     let filter = call.required("filter")?;
     let null = serde_json::Value::Null;
     let data = call.params.get("data").unwrap_or(&null);
-    let results = crate::jq::process::evaluate(filter, data, helper, limits).await?;
+    let results =
+        crate::evaluator::evaluate(crate::evaluator::Language::Jq, filter, data, helper, limits)
+            .await?;
     let first = results.first().cloned().unwrap_or(serde_json::Value::Null);
     Ok(serde_json::json!({"result": first, "results": results}))
 }

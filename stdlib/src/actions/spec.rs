@@ -62,6 +62,12 @@ impl Builder {
         self
     }
 
+    /// Its calls may run inside the round when they evaluate CEL.
+    pub fn in_round_for_cel(mut self) -> Builder {
+        self.spec.placement = Placement::InRoundForCel;
+        self
+    }
+
     /// Sets the output shape and finishes.
     pub fn output(mut self, output: Ty) -> ActionSpec {
         self.spec.output = output;
