@@ -151,3 +151,13 @@ fn expr_syntax_and_unavailable_functions_are_errors() {
  {"id": "c", "action": "expr.eval", "params": {"language": "cel", "expression": "all(inputs.xs, {.ok})"}}]}"#
     ));
 }
+
+#[test]
+fn names_that_are_no_cel_variable_are_errors() {
+    insta::assert_snapshot!(reviewed(
+        r#"{"steps": [{"id": "a", "action": "workflow.log", "params": {"message": "x"}},
+ {"id": "b", "action": "workflow.log", "depends_on": ["a"],
+  "condition": "stepz.a.logged && inputs.xs.all(x, x > 0) && inptus.flag && [1].map(i, i + 1).size() > 0",
+  "params": {"message": "y"}}]}"#
+    ));
+}

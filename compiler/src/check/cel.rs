@@ -40,6 +40,8 @@ pub struct CelRefs {
     pub calls: Vec<(String, bool, Option<Span>)>,
     /// The namespaces besides `steps` it reads.
     pub reads: opcode_vm::program::Reads,
+    /// Names read at the top that are no variable, and where.
+    pub unknown: Vec<(String, Span)>,
 }
 
 /// Parses `expr`; reports errors; returns its references when it parses.
@@ -55,7 +57,7 @@ pub fn analyze(expr: &Expr, src: &str, pointer: &str) -> Result<CelRefs, Diagnos
     match cel::parser::PrattParser::default().parse(&expr.source) {
         Ok(ast) => {
             let mut found = Vec::new();
-            walk(&ast, &mut found);
+            walk(&ast, &mut found, &mut Vec::new());
             Ok(locate(expr, src, found))
         }
         Err(errors) => {
@@ -83,9 +85,14 @@ enum Found {
     Iter,
     Secrets,
     DynamicSteps,
-    /// Another name read at the top (`inputs`, `workflow`, `context`…).
+    /// Another variable read at the top (`inputs`, `workflow`, `context`…).
     Name(String),
+    /// A name read at the top that is no variable.
+    Unknown(String),
 }
+
+/// The variables a CEL expression has besides `steps`, `iter` and `secrets`.
+const VARIABLES: &[&str] = &["inputs", "workflow", "context", "data"];
 
 /// Gives each found reference the span of its occurrence in the source: the
 /// k-th reference to `steps['x']` gets the k-th place `steps['x']` or
@@ -157,6 +164,13 @@ fn locate(expr: &Expr, src: &str, found: Vec<Found>) -> CelRefs {
                 }
             }
             Found::DynamicSteps => refs.dynamic_steps = true,
+            Found::Unknown(name) => {
+                let range = occurrences(&expr.source, &name, None)
+                    .into_iter()
+                    .next()
+                    .unwrap_or_else(|| whole.clone());
+                refs.unknown.push((name, expr.origin.file_span(src, range)));
+            }
             Found::Call(name, member) => {
                 let nth = called.entry(name.clone()).or_insert(0);
                 let span = call_sites(&expr.source, &name)
@@ -238,6 +252,34 @@ pub fn unknown_functions(refs: &CelRefs, pointer: &str) -> Vec<Diagnostic> {
         out.push(d);
     }
     out
+}
+
+/// Diagnostics for the names `refs` reads that are no variable (E0030),
+/// with the closest variable as a fix.
+pub fn unknown_variables(refs: &CelRefs, pointer: &str) -> Vec<Diagnostic> {
+    let names = ["steps", "inputs", "workflow", "context", "iter", "data"];
+    refs.unknown
+        .iter()
+        .map(|(name, span)| {
+            let d = Diagnostic::error(E0030, *span, format!("CEL has no variable `{name}`"))
+                .with_pointer(pointer);
+            match did_you_mean(name, &names) {
+                Some(close) => {
+                    d.with_help(format!("did you mean `{close}`?"))
+                        .with_fix(Fix::replace(
+                            format!("replace with `{close}`"),
+                            *span,
+                            close,
+                            None,
+                        ))
+                }
+                None => d.with_help(format!(
+                    "CEL's variables here are {}; an input is `inputs.{name}`",
+                    names.join(", ")
+                )),
+            }
+        })
+        .collect()
 }
 
 /// How CEL writes what `ours` does.
@@ -591,13 +633,17 @@ fn step_of(e: &IdedExpr) -> Option<String> {
     }
 }
 
-fn walk(e: &IdedExpr, found: &mut Vec<Found>) {
+/// Finds the references of `e`; `bound` holds the variables of the
+/// comprehensions around it.
+fn walk(e: &IdedExpr, found: &mut Vec<Found>, bound: &mut Vec<String>) {
     match &e.expr {
         CelExpr::Ident(name) => match name.as_str() {
             "steps" => found.push(Found::DynamicSteps),
             "iter" => found.push(Found::Iter),
             "secrets" => found.push(Found::Secrets),
-            other => found.push(Found::Name(other.to_owned())),
+            other if bound.iter().any(|b| b == other) => {}
+            other if VARIABLES.contains(&other) => found.push(Found::Name(other.to_owned())),
+            other => found.push(Found::Unknown(other.to_owned())),
         },
         CelExpr::Select(select) => {
             if let Some(id) = step_of(&select.operand) {
@@ -611,7 +657,7 @@ fn walk(e: &IdedExpr, found: &mut Vec<Found>) {
                     _ => {}
                 }
             }
-            walk(&select.operand, found);
+            walk(&select.operand, found, bound);
         }
         CelExpr::Call(call) => {
             if call
@@ -645,40 +691,54 @@ fn walk(e: &IdedExpr, found: &mut Vec<Found>) {
                 }
             }
             if let Some(target) = &call.target {
-                walk(target, found);
+                walk(target, found, bound);
+            }
+            // A misspelled macro (`xs.exsts(x, x > 1)`) is reported as a
+            // function; its variable is still its variable.
+            let outer = bound.len();
+            if let [first, _, ..] = call.args.as_slice()
+                && let CelExpr::Ident(var) = &first.expr
+                && did_you_mean(&call.func_name, super::cel_functions::MACROS).is_some()
+            {
+                bound.push(var.clone());
             }
             for arg in &call.args {
-                walk(arg, found);
+                walk(arg, found, bound);
             }
+            bound.truncate(outer);
         }
         CelExpr::Comprehension(c) => {
-            for part in [
-                &c.iter_range,
-                &c.accu_init,
-                &c.loop_cond,
-                &c.loop_step,
-                &c.result,
-            ] {
-                walk(part, found);
+            walk(&c.iter_range, found, bound);
+            walk(&c.accu_init, found, bound);
+            let outer = bound.len();
+            bound.extend(
+                [Some(&c.iter_var), c.iter_var2.as_ref(), Some(&c.accu_var)]
+                    .into_iter()
+                    .flatten()
+                    .cloned(),
+            );
+            for part in [&c.loop_cond, &c.loop_step, &c.result] {
+                walk(part, found, bound);
             }
+            bound.truncate(outer);
         }
         CelExpr::List(list) => {
             for item in &list.elements {
-                walk(item, found);
+                walk(item, found, bound);
             }
         }
         CelExpr::Map(map) => {
             for entry in &map.entries {
                 if let cel::common::ast::EntryExpr::MapEntry(m) = &entry.expr {
-                    walk(&m.key, found);
-                    walk(&m.value, found);
+                    walk(&m.key, found, bound);
+                    walk(&m.value, found, bound);
                 }
             }
         }
         CelExpr::Struct(s) => {
             for entry in &s.entries {
                 if let cel::common::ast::EntryExpr::StructField(f) = &entry.expr {
-                    walk(&f.value, found);
+                    walk(&f.value, found, bound);
                 }
             }
         }

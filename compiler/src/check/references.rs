@@ -262,6 +262,7 @@ impl<'m, 'a> Resolver<'m, 'a> {
             }
         }
         sink.extend(super::cel::unknown_functions(refs, pointer));
+        sink.extend(super::cel::unknown_variables(refs, pointer));
         for (id, field, span) in &refs.step_fields {
             if let (Some(&target), Some(span)) = (self.model.by_id.get(id.as_str()), span) {
                 self.cel_field(target, field, *span, pointer, sink);
