@@ -110,6 +110,70 @@ pub async fn waiting_below(
     Ok(out)
 }
 
+/// The run that a signal named `name` sent to run `id` is for: `id` when
+/// one of its wait steps waits for it (or when none below does), else the
+/// first suspended run below `id` whose wait step does (spec/mcp.md,
+/// "Decisions of child runs").
+pub async fn signal_target(
+    store: &dyn EventStore,
+    id: &str,
+    name: &str,
+) -> Result<String, StoreError> {
+    let Some(own) = store.state(id).await? else {
+        return Ok(id.to_owned());
+    };
+    if awaits_signal(store, &own, name).await? {
+        return Ok(id.to_owned());
+    }
+    for (child, _) in waiting_below(store, id).await? {
+        if let Some(state) = store.state(&child).await?
+            && awaits_signal(store, &state, name).await?
+        {
+            return Ok(child);
+        }
+    }
+    Ok(id.to_owned())
+}
+
+/// Does a suspended wait step of `state` wait for the signal `name` (by
+/// its name, or by the step's own)?
+async fn awaits_signal(
+    store: &dyn EventStore,
+    state: &WorkflowState,
+    name: &str,
+) -> Result<bool, StoreError> {
+    let suspended: Vec<&StepRow> = state
+        .steps
+        .iter()
+        .filter(|s| s.status == opcode_vm::StepStatus::Suspended)
+        .collect();
+    if suspended.is_empty() {
+        return Ok(false);
+    }
+    if suspended.iter().any(|s| s.step_id == name) {
+        return Ok(true);
+    }
+    let program = store
+        .source(&state.workflow.source_hash)
+        .await?
+        .and_then(|source| Program::from_bytes(&source.program).ok());
+    let Some(program) = program else {
+        return Ok(false);
+    };
+    let wanted = |row: &StepRow| {
+        let id = base_id(row.step_id.rsplit('/').next().unwrap_or(&row.step_id));
+        let step = program.step_by_id(id)?;
+        let code = &program.steps.get(step as usize)?.code;
+        program.code[code.start as usize..code.end as usize]
+            .iter()
+            .find_map(|instr| match instr {
+                opcode_vm::instr::Instr::AwaitSignal { name, .. } => Some(name.clone()),
+                _ => None,
+            })
+    };
+    Ok(suspended.iter().any(|s| wanted(s).as_deref() == Some(name)))
+}
+
 /// The pending decision `step` names (its id, else its step id), asked by
 /// run `id` or by a suspended run below it: the run that asks and the
 /// decision; when none does, a message naming those pending there.

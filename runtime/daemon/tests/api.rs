@@ -508,3 +508,45 @@ async fn a_decision_of_a_child_run_holds_its_parent_and_is_answered_through_it()
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["output"], json!({"mom": {"kid": {"said": "n"}}}));
 }
+
+/// A named signal sent to a parent held by a child that waits for it goes
+/// to that child; the parent then completes with the child's output. A
+/// signal no run below waits for stays the parent's own.
+#[tokio::test]
+async fn a_signal_a_child_run_waits_for_is_delivered_through_its_parent() {
+    let api = api();
+    ok(
+        &api,
+        "opcode.define",
+        json!({"name": "kid", "definition": {"steps": [
+        {"id": "gate", "type": "wait", "config": {"signal": "go"}}],
+        "output": {"got": "${{steps.gate.output.payload}}"}}}),
+    )
+    .await;
+    ok(
+        &api,
+        "opcode.define",
+        json!({"name": "mom", "definition": {"steps": [
+        {"id": "c", "action": "workflow.run", "params": {"template_name": "kid"}}],
+        "output": {"kid": "${{steps.c.output.output}}"}}}),
+    )
+    .await;
+    let run = ok(&api, "opcode.run", json!({"template_name": "mom"})).await;
+    assert_eq!(run["status"], "suspended", "{run}");
+    let id = run["workflow_id"].clone();
+    let other = ok(
+        &api,
+        "opcode.signal",
+        json!({"workflow_id": id, "signal_type": "signal", "payload": {"name": "later", "data": 1}, "wait": false}),
+    )
+    .await;
+    assert_eq!(other["ok"], true, "{other}");
+    let done = ok(
+        &api,
+        "opcode.signal",
+        json!({"workflow_id": id, "signal_type": "signal", "payload": {"name": "go", "data": {"n": 7}}}),
+    )
+    .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["output"], json!({"kid": {"got": {"n": 7}}}));
+}

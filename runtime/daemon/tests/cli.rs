@@ -435,3 +435,54 @@ fn a_parent_held_by_its_childs_decision_rests_and_is_answered_through_it() {
         "{done}"
     );
 }
+
+/// `opcode signal --signal` on a parent held by a child that waits for
+/// that signal delivers it to the child and carries both on to the end.
+#[test]
+fn a_signal_for_a_waiting_child_is_sent_through_its_parent() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db");
+    write(
+        dir.path(),
+        "kid.json",
+        &json!({"steps": [{"id": "gate", "type": "wait", "config": {"signal": "go"}}]}),
+    );
+    let mom = write(
+        dir.path(),
+        "mom.json",
+        &json!({"steps": [
+        {"id": "c", "action": "workflow.run", "params": {"template_name": "kid"}}],
+        "output": {"got": "${{steps.c.output.output.gate.payload}}"}}),
+    );
+    let ran = opcode(&db, &["run", &mom, "--format", "json"]);
+    assert_eq!(
+        ran.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let id = json_out(&ran)["workflow_id"].as_str().unwrap().to_owned();
+    let sent = opcode(
+        &db,
+        &[
+            "signal",
+            &id,
+            "--signal",
+            "go={\"n\": 7}",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(
+        sent.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    let done = json_out(&sent);
+    assert_eq!(
+        (&done["status"], &done["output"]["got"]),
+        (&json!("completed"), &json!({"n": 7})),
+        "{done}"
+    );
+}

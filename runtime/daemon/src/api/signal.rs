@@ -86,6 +86,8 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
                 .get("data")
                 .cloned()
                 .unwrap_or_else(|| Value::Object(payload.clone()));
+            // A signal a child run waits for is delivered there.
+            target = opcode_runtime::summary::signal_target(api.store().as_ref(), id, name).await?;
             Event::Signal {
                 name: name.to_owned(),
                 payload: data,

@@ -57,7 +57,7 @@ pub async fn signal(args: SignalArgs) -> Exit {
         Ok(store) => store,
         Err(exit) => return exit,
     };
-    let mut target = args.id.clone();
+    let target;
     let event = if let Some(decide) = &args.decide {
         match decision(store.as_ref(), &args, decide).await {
             Ok((owner, event)) => {
@@ -70,6 +70,11 @@ pub async fn signal(args: SignalArgs) -> Exit {
         let text = args.signal.as_deref().unwrap_or_default();
         let Some((name, payload)) = text.split_once('=') else {
             return fail(format!("--signal takes NAME=JSON, got `{text}`"));
+        };
+        target = match opcode_runtime::summary::signal_target(store.as_ref(), &args.id, name).await
+        {
+            Ok(target) => target,
+            Err(e) => return fail(e),
         };
         Event::Signal {
             name: name.to_owned(),
