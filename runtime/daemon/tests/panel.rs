@@ -18,12 +18,19 @@ use tokio_util::sync::CancellationToken;
 
 /// Serves the routes (with the panel when `panel`) on a free port.
 async fn serve(token: Option<&str>, panel: bool) -> String {
+    serve_api(memory_api(), token, panel).await
+}
+
+fn memory_api() -> Api {
     let store: Arc<dyn EventStore> = Arc::new(MemoryStore::new());
-    let api = Api::new(Executor::new(
+    Api::new(Executor::new(
         store,
         Arc::new(EnvSecrets),
         Config::default(),
-    ));
+    ))
+}
+
+async fn serve_api(api: Api, token: Option<&str>, panel: bool) -> String {
     let guard: SharedGuard = Gate::new(Guard {
         token: token.map(str::to_owned),
         ..Guard::default()
@@ -312,4 +319,57 @@ async fn health_metrics_and_the_panel_switched_off() {
         .await
         .unwrap();
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+}
+
+/// A parent held by its child's decision shows the child's question (with
+/// the child run) on its own page, and names the run that holds it.
+#[tokio::test]
+async fn a_held_parents_page_shows_the_decision_of_the_run_below() {
+    let api = memory_api();
+    let define = |name: &str, steps: serde_json::Value| {
+        api.call(
+            "opcode.define",
+            serde_json::json!({"name": name, "definition": {"steps": steps}}),
+        )
+    };
+    define(
+        "kid",
+        serde_json::json!([{"id": "ask", "type": "reasoning", "config": {
+        "prompt_context": "Ship the release?", "options": [{"id": "y"}, {"id": "n"}]}}]),
+    )
+    .await
+    .unwrap();
+    define("mom", serde_json::json!([{"id": "c", "action": "workflow.run", "params": {"template_name": "kid"}}]))
+        .await
+        .unwrap();
+    let run = api
+        .call("opcode.run", serde_json::json!({"template_name": "mom"}))
+        .await
+        .unwrap();
+    let (parent, child) = (
+        run["workflow_id"].as_str().unwrap().to_owned(),
+        run["pending_decisions"][0]["workflow_id"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+    );
+    let base = serve_api(api, None, true).await;
+    let http = client();
+    let (cookie, _) = session(&http, &base).await;
+    let page = http
+        .get(format!("{base}/workflows/{parent}"))
+        .header(header::COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let below = page
+        .find("Decisions of runs below")
+        .expect("no decisions of runs below");
+    let rest = &page[below..];
+    assert!(rest.contains("Ship the release?"), "{rest}");
+    assert!(rest.contains(&format!("/workflows/{child}")), "{rest}");
+    assert!(page.contains("Held by"), "{page}");
 }

@@ -139,9 +139,15 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
                 ..WorkflowFilter::default()
             })
             .await?;
-        Ok::<_, opcode_runtime::store::StoreError>((steps, entries, decisions, children))
+        // The decisions of suspended runs below an active one hold it.
+        let waiting = if row.status == WorkflowStatus::Active {
+            opcode_runtime::summary::waiting_below(store.as_ref(), &id).await?
+        } else {
+            Vec::new()
+        };
+        Ok::<_, opcode_runtime::store::StoreError>((steps, entries, decisions, children, waiting))
     };
-    let (steps, entries, decisions, children) = match loaded.await {
+    let (steps, entries, decisions, children, waiting) = match loaded.await {
         Ok(data) => data,
         Err(e) => return failure(&e),
     };
@@ -185,6 +191,9 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
                 }
                 @if let Some(agent) = &row.agent_id { dt { "Agent" } dd { (agent) } }
                 @if let Some(parent) = &row.parent_id { dt { "Parent" } dd { (workflow_link(parent)) } }
+                @if !waiting.is_empty() {
+                    dt { "Held by" } dd { @for (run, _) in &waiting { (workflow_link(run)) " " } }
+                }
                 dt { "Created" } dd { (time(Some(&row.created_at))) }
                 dt { "Started" } dd { (time(row.started_at.as_deref())) }
                 dt { "Ended" } dd { (time(row.completed_at.as_deref())) }
@@ -230,6 +239,20 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
             }
         }
         section #decisions data-live {
+            @if waiting.iter().any(|(_, pending)| !pending.is_empty()) {
+                h2 { "Decisions of runs below" }
+                ul.list {
+                    @for (run, pending) in &waiting {
+                        @for d in pending {
+                            li {
+                                (status(d.status.as_str())) " " strong { (d.prompt) } " · step " code { (d.step_id) }
+                                " · run " (workflow_link(run))
+                                " " a href="/decisions" { "Answer →" }
+                            }
+                        }
+                    }
+                }
+            }
             @if !decisions.is_empty() {
                 h2 { "Decisions" }
                 ul.list {
