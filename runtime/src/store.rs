@@ -414,6 +414,9 @@ pub struct Commit {
     pub after_seq: u64,
     /// Entries to append.
     pub entries: Vec<NewEntry>,
+    /// Large values the commit's JSON refers to (`crate::blobs`), kept
+    /// once each by hash.
+    pub blobs: Vec<crate::blobs::Blob>,
     /// The workflow's derived state.
     pub update: Option<WorkflowUpdate>,
     /// Step instances that changed.
@@ -564,6 +567,9 @@ pub trait RunLog: Send + Sync {
 
     /// A source, by hash.
     fn source<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, StoreResult<Option<Source>>>;
+
+    /// A large value's JSON, by hash (`crate::blobs`).
+    fn blob<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, StoreResult<Option<String>>>;
 
     /// Workflows, newest first.
     fn workflows(&self, filter: WorkflowFilter) -> BoxFuture<'_, StoreResult<Vec<WorkflowRow>>>;

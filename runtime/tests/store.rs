@@ -922,3 +922,55 @@ fn sslmode_is_honoured() {
         "{refused}"
     );
 }
+
+/// A large value written as an action's result, a step's output and the
+/// run's output reads back whole everywhere; a store with a file keeps it
+/// once (spec/events.md, "Large values").
+#[test]
+fn a_large_value_reads_back_whole_and_is_kept_once() {
+    let big = "x".repeat(3 << 20);
+    let output = serde_json::json!({"content": big, "path": "/a"}).to_string();
+    let run_output = format!("{{\"r\":{output}}}");
+    for (name, store, dir) in stores() {
+        let mut commit = create("w");
+        commit.entries.push(NewEntry {
+            payload: output.clone(),
+            ..entry(2)
+        });
+        commit.steps.push(StepRow {
+            step_id: "r".into(),
+            status: StepStatus::Completed,
+            output: Some(output.clone()),
+            ..StepRow::default()
+        });
+        if let Some(update) = &mut commit.update {
+            update.output = Some(run_output.clone());
+        }
+        block_on(store.commit(commit)).unwrap();
+        let entries = block_on(store.entries("w", 0, false)).unwrap();
+        assert_eq!(entries[2].payload, output, "{name}");
+        let steps = block_on(store.steps("w")).unwrap();
+        assert_eq!(steps[0].output.as_deref(), Some(output.as_str()), "{name}");
+        let row = block_on(store.workflow("w")).unwrap().unwrap();
+        assert_eq!(row.output.as_deref(), Some(run_output.as_str()), "{name}");
+        let listed = block_on(store.workflows(WorkflowFilter::default())).unwrap();
+        assert_eq!(
+            listed[0].output.as_deref(),
+            Some(run_output.as_str()),
+            "{name}"
+        );
+        if let Some(dir) = dir {
+            drop(store);
+            let size: u64 = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|f| f.unwrap().metadata().unwrap().len())
+                .sum();
+            // Database and WAL together: at most 1.2 times the value, not three.
+            assert!(
+                size * 5 < big.len() as u64 * 6,
+                "{name}: {size} bytes for {}",
+                big.len()
+            );
+        }
+    }
+}

@@ -486,3 +486,67 @@ fn a_signal_for_a_waiting_child_is_sent_through_its_parent() {
         "{done}"
     );
 }
+
+/// The size of the database file `db`, and of its WAL, in bytes.
+fn stored_bytes(db: &Path) -> (u64, u64) {
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    (size(db), size(&db.with_extension("db-wal")))
+}
+
+/// A 60 MB file read whole (50 MiB of it, reported `truncated`) is one
+/// output, which is the action's result, the step's output and the run's:
+/// the database grows by at most 1.2 times the value. NUL-heavy output,
+/// whose `stdout` and `stdout_raw` are the same text, is kept once too.
+#[test]
+fn a_large_output_is_stored_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db");
+    let data: Vec<u8> = (0..60_000_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    std::fs::write(dir.path().join("big.txt"), &data).unwrap();
+    let read = write(
+        dir.path(),
+        "read.json",
+        &json!({"steps": [{"id": "r", "action": "fs.read", "params": {"path": "big.txt"}}]}),
+    );
+    let ran = opcode(&db, &["run", &read, "--format", "json"]);
+    assert_eq!(
+        ran.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let view = json_out(&ran);
+    let content = view["output"]["r"]["content"].as_str().unwrap();
+    assert_eq!(content.len(), 50 << 20);
+    assert_eq!(view["output"]["r"]["truncated"], true);
+    let (stored, wal) = stored_bytes(&db);
+    assert!(
+        stored * 5 < content.len() as u64 * 6,
+        "{stored} bytes stored for a {} byte output",
+        content.len()
+    );
+    // The WAL holds the last commit until it starts over, within its bound.
+    assert!(wal <= 64 << 20, "a WAL of {wal} bytes");
+    let nuls = write(
+        dir.path(),
+        "nuls.json",
+        &json!({"steps": [{"id": "z", "action": "shell.exec",
+            "params": {"command": "head -c 2000000 /dev/zero", "shell": true}}]}),
+    );
+    let (before, _) = stored_bytes(&db);
+    let ran = opcode(&db, &["run", &nuls, "--format", "json"]);
+    assert_eq!(
+        ran.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let escaped = json_out(&ran)["output"]["z"]["stdout_raw"]
+        .to_string()
+        .len() as u64;
+    let grown = stored_bytes(&db).0.saturating_sub(before);
+    assert!(
+        grown * 5 < escaped * 6,
+        "{grown} bytes stored for {escaped} bytes of JSON"
+    );
+}

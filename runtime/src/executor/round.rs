@@ -227,6 +227,7 @@ impl Round {
             create: None,
             after_seq,
             entries: std::mem::take(&mut self.entries),
+            blobs: Vec::new(),
             update,
             steps,
             timers: std::mem::take(&mut self.timers),

@@ -59,6 +59,8 @@ pub enum Write<'a> {
     /// Set the derived state of a workflow (no entries appended),
     /// refusing with [`StoreError::NotFound`].
     Update(&'a WorkflowUpdate),
+    /// Keep large values by hash; one already kept stays as it is.
+    PutBlobs(&'a [crate::blobs::Blob]),
     /// Append entries, numbered from `first_seq`.
     Append {
         /// The first entry's sequence number.
@@ -124,6 +126,9 @@ pub fn plan(commit: &Commit) -> StoreResult<Vec<Write<'_>>> {
         });
     } else if let Some(update) = &c.update {
         writes.push(Write::Update(update));
+    }
+    if !c.blobs.is_empty() {
+        writes.push(Write::PutBlobs(&c.blobs));
     }
     if !c.entries.is_empty() {
         writes.push(Write::Append {

@@ -194,7 +194,10 @@ fn flush(db: &Db, commits: &mut Vec<Commit>, replies: &mut Vec<oneshot::Sender<S
 impl RunLog for LibsqlStore {
     fn commit(&self, commit: Commit) -> BoxFuture<'_, StoreResult<()>> {
         let (reply, answer) = oneshot::channel();
-        let sent = self.send(Request::Commit(Box::new(commit), reply));
+        let sent = self.send(Request::Commit(
+            Box::new(crate::blobs::outlined(commit)),
+            reply,
+        ));
         Box::pin(async move {
             sent?;
             answer.await.map_err(|_| StoreError::Closed)?
@@ -223,6 +226,11 @@ impl RunLog for LibsqlStore {
     fn source<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, StoreResult<Option<Source>>> {
         let hash = hash.to_owned();
         self.ask(move |db| db.source(&hash))
+    }
+
+    fn blob<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, StoreResult<Option<String>>> {
+        let hash = hash.to_owned();
+        self.ask(move |db| db.blob(&hash))
     }
 
     fn workflows(&self, filter: WorkflowFilter) -> BoxFuture<'_, StoreResult<Vec<WorkflowRow>>> {

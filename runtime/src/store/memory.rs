@@ -17,6 +17,7 @@ use super::{
 struct State {
     workflows: HashMap<String, WorkflowRow>,
     sources: HashMap<String, Source>,
+    blobs: HashMap<String, String>,
     entries: HashMap<String, Vec<LogEntry>>,
     steps: HashMap<String, BTreeMap<String, StepRow>>,
     timers: HashMap<String, BTreeMap<u64, TimerRow>>,
@@ -251,6 +252,13 @@ impl State {
                     set_state(w, u);
                 }
             }
+            Write::PutBlobs(blobs) => {
+                for b in blobs {
+                    self.blobs
+                        .entry(b.hash.clone())
+                        .or_insert_with(|| b.text.clone());
+                }
+            }
             Write::Append { first_seq, entries } => {
                 let log = self.entries.entry(id.to_owned()).or_default();
                 log.extend(
@@ -362,6 +370,10 @@ impl RunLog for MemoryStore {
 
     fn source<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, StoreResult<Option<Source>>> {
         ready(Ok(self.lock().sources.get(hash).cloned()))
+    }
+
+    fn blob<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, StoreResult<Option<String>>> {
+        ready(Ok(self.lock().blobs.get(hash).cloned()))
     }
 
     fn workflows(&self, filter: WorkflowFilter) -> BoxFuture<'_, StoreResult<Vec<WorkflowRow>>> {

@@ -112,24 +112,62 @@ fn seconds(ttl: Duration) -> f64 {
     ttl.as_secs_f64()
 }
 
+impl PostgresStore {
+    /// `text` with its large values put back (`crate::blobs`).
+    async fn resolved(&self, text: String) -> StoreResult<String> {
+        crate::blobs::resolve_text(text, |hash| async move { self.blob(&hash).await }).await
+    }
+
+    async fn resolved_opt(&self, text: Option<String>) -> StoreResult<Option<String>> {
+        match text {
+            Some(text) => Ok(Some(self.resolved(text).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// A workflow row with its large values put back.
+    async fn resolved_row(&self, mut row: WorkflowRow) -> StoreResult<WorkflowRow> {
+        row.output = self.resolved_opt(row.output.take()).await?;
+        row.error = self.resolved_opt(row.error.take()).await?;
+        row.context = self.resolved_opt(row.context.take()).await?;
+        Ok(row)
+    }
+}
+
 impl RunLog for PostgresStore {
     fn commit(&self, commit: Commit) -> BoxFuture<'_, StoreResult<()>> {
         Box::pin(async move {
             let mut client = self.client().await?;
             // A task of its own: a caller that gives up cannot leave the
             // connection in the pool halfway through the transaction.
-            tokio::spawn(async move { commit::write(&mut client, &commit).await })
-                .await
-                .unwrap_or_else(|e| {
-                    Err(StoreError::Backend(format!("the commit task failed: {e}")))
-                })
+            tokio::spawn(async move {
+                let commit = crate::blobs::outlined(commit);
+                commit::write(&mut client, &commit).await
+            })
+            .await
+            .unwrap_or_else(|e| Err(StoreError::Backend(format!("the commit task failed: {e}"))))
         })
     }
 
     fn workflow<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<WorkflowRow>>> {
         Box::pin(async move {
             let sql = format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE id = $1");
-            Ok(self.query(&sql, &[&id], workflow_row).await?.pop())
+            match self.query(&sql, &[&id], workflow_row).await?.pop() {
+                Some(row) => Ok(Some(self.resolved_row(row).await?)),
+                None => Ok(None),
+            }
+        })
+    }
+
+    fn blob<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, StoreResult<Option<String>>> {
+        Box::pin(async move {
+            let sql = "SELECT value FROM blobs WHERE hash = $1";
+            let mut found = self
+                .query(sql, &[&hash], |row| {
+                    row.try_get::<_, String>(0).map_err(backend)
+                })
+                .await?;
+            Ok(found.pop())
         })
     }
 
@@ -157,7 +195,12 @@ impl RunLog for PostgresStore {
                 (!statuses.is_empty()).then_some(&statuses as &(dyn ToSql + Sync)),
             );
             page(&mut sql, filter.limit, filter.offset);
-            self.query(&sql, &params, workflow_row).await
+            let rows = self.query(&sql, &params, workflow_row).await?;
+            let mut out = Vec::with_capacity(rows.len());
+            for row in rows {
+                out.push(self.resolved_row(row).await?);
+            }
+            Ok(out)
         })
     }
 
@@ -178,8 +221,13 @@ impl RunLog for PostgresStore {
                  WHERE workflow_id = $1 AND seq > $2{filter} ORDER BY seq"
             );
             let after = after_seq as i64;
-            self.query(&sql, &[&id, &after], |row| log_entry(row, 0))
-                .await
+            let mut entries = self
+                .query(&sql, &[&id, &after], |row| log_entry(row, 0))
+                .await?;
+            for e in &mut entries {
+                e.payload = self.resolved(std::mem::take(&mut e.payload)).await?;
+            }
+            Ok(entries)
         })
     }
 
@@ -188,7 +236,12 @@ impl RunLog for PostgresStore {
             let sql = "SELECT step_id, status, attempt, output, error, started_at, completed_at, \
                        duration_ms FROM step_state WHERE workflow_id = $1 \
                        ORDER BY started_at NULLS FIRST, step_id";
-            self.query(sql, &[&id], step_row).await
+            let mut steps = self.query(sql, &[&id], step_row).await?;
+            for s in &mut steps {
+                s.output = self.resolved_opt(s.output.take()).await?;
+                s.error = self.resolved_opt(s.error.take()).await?;
+            }
+            Ok(steps)
         })
     }
 

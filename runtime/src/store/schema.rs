@@ -11,10 +11,18 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (4, "leaner writes", V4),
     (5, "quarantined runs", V5),
     (6, "lease epochs", V6),
+    (7, "large values once", V7),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 6;
+pub const LATEST: i64 = 7;
+
+const V7: &str = "
+CREATE TABLE blobs (
+    hash TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+";
 
 const V1: &str = "
 CREATE TABLE agents (

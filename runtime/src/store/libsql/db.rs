@@ -22,6 +22,7 @@ use self::columns::{
     workflow_row,
 };
 use self::migrate::migrate;
+use crate::blobs;
 
 use super::super::commit::{self, Write};
 use super::super::{
@@ -38,6 +39,7 @@ struct Writes {
     release: Statement,
     rollback_to: Statement,
     add_source: Statement,
+    add_blob: Statement,
     create: Statement,
     rollback: Statement,
     advance: Statement,
@@ -370,6 +372,15 @@ impl Db {
                     return Err(StoreError::NotFound(id.to_owned()));
                 }
             }
+            Write::PutBlobs(blobs) => {
+                for b in blobs {
+                    run(
+                        &w.add_blob,
+                        vec![b.hash.as_str().into(), b.text.as_str().into()],
+                    )
+                    .await?;
+                }
+            }
             Write::Append { first_seq, entries } => {
                 for (chunk, entries) in entries.chunks(ROWS_PER_INSERT).enumerate() {
                     let first = first_seq + (chunk * ROWS_PER_INSERT) as u64;
@@ -534,7 +545,43 @@ impl Db {
     /// A workflow.
     pub fn workflow(&self, id: &str) -> StoreResult<Option<WorkflowRow>> {
         let sql = format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE id = ?1");
-        self.block(async { self.query_one(&sql, vec![id.into()], workflow_row).await })
+        let row =
+            self.block(async { self.query_one(&sql, vec![id.into()], workflow_row).await })?;
+        row.map(|row| self.resolved_row(row)).transpose()
+    }
+
+    /// A large value's JSON, by hash.
+    pub fn blob(&self, hash: &str) -> StoreResult<Option<String>> {
+        self.block(self.blob_of(hash.to_owned()))
+    }
+
+    async fn blob_of(&self, hash: String) -> StoreResult<Option<String>> {
+        self.query_one(
+            "SELECT value FROM blobs WHERE hash = ?1",
+            vec![hash.into()],
+            |row| get(row, 0),
+        )
+        .await
+    }
+
+    /// `text` with its large values put back (`crate::blobs`).
+    fn resolved(&self, text: String) -> StoreResult<String> {
+        if !blobs::has_references(&text) {
+            return Ok(text);
+        }
+        self.block(blobs::resolve_text(text, |hash| self.blob_of(hash)))
+    }
+
+    fn resolved_opt(&self, text: Option<String>) -> StoreResult<Option<String>> {
+        text.map(|t| self.resolved(t)).transpose()
+    }
+
+    /// A workflow row with its large values put back.
+    fn resolved_row(&self, mut row: WorkflowRow) -> StoreResult<WorkflowRow> {
+        row.output = self.resolved_opt(row.output.take())?;
+        row.error = self.resolved_opt(row.error.take())?;
+        row.context = self.resolved_opt(row.context.take())?;
+        Ok(row)
     }
 
     /// A source.
@@ -559,7 +606,8 @@ impl Db {
     pub fn workflows(&self, filter: &WorkflowFilter) -> StoreResult<Vec<WorkflowRow>> {
         let (mut sql, params) = workflows_query(filter);
         push_page(&mut sql, filter.limit, filter.offset);
-        self.block(self.query_all(&sql, params, workflow_row))
+        let rows = self.block(self.query_all(&sql, params, workflow_row))?;
+        rows.into_iter().map(|row| self.resolved_row(row)).collect()
     }
 
     /// How many rows the query `sql` (unpaged) gives.
@@ -585,18 +633,25 @@ impl Db {
             "SELECT seq, at, kind, event_type, step_id, version, payload FROM events \
              WHERE workflow_id = ?1 AND seq > ?2{filter} ORDER BY seq"
         );
-        self.block(
+        let entries = self.block(
             self.query_all(&sql, vec![id.into(), seq(after_seq)], |row| {
                 log_entry(row, 0)
             }),
-        )
+        )?;
+        entries
+            .into_iter()
+            .map(|mut e| {
+                e.payload = self.resolved(std::mem::take(&mut e.payload))?;
+                Ok(e)
+            })
+            .collect()
     }
 
     /// Step instances of a workflow.
     pub fn steps(&self, id: &str) -> StoreResult<Vec<StepRow>> {
         let sql = "SELECT step_id, status, attempt, output, error, started_at, completed_at, \
                    duration_ms FROM step_state WHERE workflow_id = ?1 ORDER BY started_at, step_id";
-        self.block(self.query_all(sql, vec![id.into()], |row| {
+        let steps = self.block(self.query_all(sql, vec![id.into()], |row| {
             Ok(StepRow {
                 step_id: get(row, 0)?,
                 status: get(row, 1)?,
@@ -607,7 +662,15 @@ impl Db {
                 completed_at: get(row, 6)?,
                 duration_ms: get(row, 7)?,
             })
-        }))
+        }))?;
+        steps
+            .into_iter()
+            .map(|mut s| {
+                s.output = self.resolved_opt(s.output.take())?;
+                s.error = self.resolved_opt(s.error.take())?;
+                Ok(s)
+            })
+            .collect()
     }
 
     /// Decisions.
@@ -703,6 +766,7 @@ async fn prepare(conn: &Connection) -> StoreResult<Writes> {
             "INSERT OR IGNORE INTO sources (hash, definition, program) VALUES (?1, ?2, ?3)",
         )
         .await?,
+        add_blob: p("INSERT OR IGNORE INTO blobs (hash, value) VALUES (?1, ?2)").await?,
         create: p(
             "INSERT INTO workflows (id, name, source_hash, status, input_params, \
              agent_id, parent_workflow_id, template_name, template_version, base_dir, \

@@ -287,6 +287,14 @@ pub(super) async fn see_agent(client: &Object, agent: &str, at: &str) -> StoreRe
 /// One change: the refusals are behind, so none of these refuses.
 async fn change(client: &Object, id: &str, write: &Write<'_>) -> StoreResult<()> {
     let (sql, params): (&str, Vec<Box<dyn ToSql + Sync + Send + '_>>) = match *write {
+        Write::PutBlobs(blobs) => (
+            "INSERT INTO blobs (hash, value) SELECT * FROM UNNEST($1::text[], $2::text[]) \
+             ON CONFLICT (hash) DO NOTHING",
+            vec![
+                Box::new(blobs.iter().map(|b| b.hash.as_str()).collect::<Vec<_>>()),
+                Box::new(blobs.iter().map(|b| b.text.as_str()).collect::<Vec<_>>()),
+            ],
+        ),
         Write::Append { first_seq, entries } => (
             "INSERT INTO events (workflow_id, seq, at, kind, event_type, step_id, version, \
              payload) SELECT $1, * FROM UNNEST($2::bigint[], $3::text[], $4::text[], \

@@ -1,14 +1,21 @@
 //! The PostgreSQL schema, as numbered migrations (spec/store.md). The
-//! tables are the libSQL store's at its schema 6; times are RFC 3339 text
+//! tables are the libSQL store's at its schema 7; times are RFC 3339 text
 //! as there, except a lease's expiry, which is `timestamptz` so that it is
 //! judged by the database's clock.
 
 /// `(version, name, SQL)`, in order. Never edit a released migration: add
 /// the next one.
-pub const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "initial", V1)];
+pub const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "initial", V1), (2, "large values once", V2)];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 1;
+pub const LATEST: i64 = 2;
+
+const V2: &str = "
+CREATE TABLE blobs (
+    hash TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+";
 
 /// The advisory lock migrations hold, so daemons starting at once apply
 /// each migration once (any constant: this one spells "opcode").
