@@ -1,8 +1,9 @@
 """Commands die with the daemon, and a crash loop ends in quarantine
 (spec/limits.md, "the process is never the casualty").
 
-A `shell.exec` step appends `start` to a ledger, sleeps, then appends
-`done`. The daemon is killed (SIGKILL, then SIGTERM) while the command is in
+A `shell.exec` step appends `start` to a ledger, sleeps in a process of
+its own (a grandchild, whose command line names the ledger too), then
+appends `done`. The daemon is killed (SIGKILL, then SIGTERM) while the command is in
 flight: the command must die with it, so that after the restart the
 re-dispatched command never overlaps its predecessor and the ledger reads
 `start, start, done`. Both with the sandbox and without it (the tethering
@@ -26,7 +27,7 @@ SLEEP = 6
 
 
 def ledger_step(ledger, isolation):
-    script = f"echo start >> {ledger}; sleep {SLEEP}; echo done >> {ledger}"
+    script = f"echo start >> {ledger}; sh -c 'sleep {SLEEP}; : {ledger}'; echo done >> {ledger}"
     return {"steps": [{"id": "s", "action": "shell.exec", "isolation": isolation,
                        "params": {"command": "sh", "args": ["-c", script]}, "timeout": "60s"}]}
 

@@ -194,6 +194,9 @@ pub async fn run(
         }
     })?;
     let pid = child.id();
+    // What an unsandboxed command leaves behind ends with its step, or
+    // with its call when that is dropped (a cancel).
+    let _group = Group((!isolated).then_some(pid).flatten());
     let stdin_data = match call.params.get("stdin") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone().into_bytes()),
@@ -285,4 +288,20 @@ pub async fn run(
         .with_details(output));
     }
     Ok(output)
+}
+
+/// A process group killed when dropped.
+#[cfg(feature = "runtime")]
+struct Group(Option<u32>);
+
+#[cfg(feature = "runtime")]
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
 }

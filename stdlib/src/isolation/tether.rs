@@ -1,11 +1,13 @@
 //! Processes tied to the one that started them: each asks the kernel for
-//! SIGKILL when its parent dies, so no command outlives a daemon that
+//! a signal when its parent dies, so no command outlives a daemon that
 //! crashed or was killed, and a re-dispatch after the restart never runs
 //! beside its predecessor. A command outside a sandbox is started through
-//! the helper [`main`], which ties itself to the daemon, then becomes the
-//! command.
+//! the helper [`main`]: it leads the command's process group, starts the
+//! command in it and waits; when the daemon dies the kernel tells the
+//! helper (SIGTERM), and it kills the whole group, the command's own
+//! children and theirs included, then itself. (A sandboxed command dies
+//! with its PID namespace instead.)
 
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 
 /// The first argument that makes a binary start a command tied to it.
@@ -17,7 +19,13 @@ pub const PREFIX: &str = "opcode-exec: ";
 /// change of credentials: call it after the last one), then checks the
 /// parent is still `parent`: it may have died before.
 pub(crate) fn die_with(parent: u32) -> Result<(), String> {
-    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+    signal_with(parent, nix::sys::signal::Signal::SIGKILL)
+}
+
+/// Asks for `signal` when the parent dies, then checks the parent is
+/// still `parent`.
+fn signal_with(parent: u32, signal: nix::sys::signal::Signal) -> Result<(), String> {
+    nix::sys::prctl::set_pdeathsig(signal)
         .map_err(|e| format!("cannot tie the process to its parent: {e}"))?;
     if std::os::unix::process::parent_id() == parent {
         Ok(())
@@ -44,8 +52,10 @@ pub fn command(helper: Option<&Path>, program: &str, args: &[String]) -> tokio::
     command
 }
 
-/// The helper's side: `ARG PARENT PROGRAM ARGS...`. Returns only if the
-/// program cannot start (the exit code a shell would give).
+/// The helper's side: `ARG PARENT PROGRAM ARGS...`, run as the leader of
+/// the command's process group. Returns the command's exit code (128 + N
+/// for a command ended by signal N), or the code a shell would give when
+/// the program cannot start.
 pub fn main() -> i32 {
     let mut args = std::env::args_os().skip(2);
     let parent = args
@@ -55,20 +65,64 @@ pub fn main() -> i32 {
         eprintln!("{PREFIX}usage: {ARG} PARENT_PID PROGRAM [ARGS...]");
         return 2;
     };
-    if let Err(e) = die_with(parent) {
+    if let Err(e) = kill_group_on(nix::sys::signal::Signal::SIGTERM) {
         eprintln!("{PREFIX}{e}");
         return 126;
     }
-    let error = std::process::Command::new(&program).args(args).exec();
-    let cwd = std::env::current_dir().unwrap_or_default();
-    eprintln!(
-        "{PREFIX}cannot start `{}` in {}: {error}",
-        program.to_string_lossy(),
-        cwd.display()
-    );
-    if error.kind() == std::io::ErrorKind::NotFound {
-        127
-    } else {
-        126
+    if let Err(e) = signal_with(parent, nix::sys::signal::Signal::SIGTERM) {
+        eprintln!("{PREFIX}{e}");
+        return 126;
     }
+    let started = std::process::Command::new(&program).args(args).spawn();
+    let mut command = match started {
+        Ok(command) => command,
+        Err(error) => {
+            let cwd = std::env::current_dir().unwrap_or_default();
+            eprintln!(
+                "{PREFIX}cannot start `{}` in {}: {error}",
+                program.to_string_lossy(),
+                cwd.display()
+            );
+            return if error.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+        }
+    };
+    match command.wait() {
+        Ok(status) => {
+            use std::os::unix::process::ExitStatusExt;
+            status
+                .code()
+                .or_else(|| status.signal().map(|n| 128 + n))
+                .unwrap_or(126)
+        }
+        Err(e) => {
+            eprintln!("{PREFIX}cannot wait for the command: {e}");
+            126
+        }
+    }
+}
+
+/// Kills this process's whole group, itself included, when `signal`
+/// arrives: the signal is blocked here (a command started later begins
+/// with the mask reset) and waited for on a thread of its own. Call it
+/// before any other thread starts.
+fn kill_group_on(signal: nix::sys::signal::Signal) -> Result<(), String> {
+    let set = nix::sys::signal::SigSet::from(signal);
+    set.thread_block()
+        .map_err(|e| format!("cannot watch for the daemon's end: {e}"))?;
+    std::thread::Builder::new()
+        .name("tether".into())
+        .spawn(move || {
+            if set.wait().is_ok() {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::getpgrp(),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| format!("cannot watch for the daemon's end: {e}"))
 }
