@@ -37,6 +37,8 @@ pub struct Answers {
     pub decider: String,
     /// The `reasoning` given with each answer.
     pub reasoning: String,
+    /// How often to look again without news (none: every half second).
+    pub recheck: Option<Duration>,
 }
 
 /// How an attended run came to rest.
@@ -134,7 +136,7 @@ pub async fn attend(executor: &Executor, id: &str, answers: &Answers) -> Result<
                 notes,
             });
         }
-        match tokio::time::timeout(RECHECK, changes.recv()).await {
+        match tokio::time::timeout(answers.recheck.unwrap_or(RECHECK), changes.recv()).await {
             Ok(Ok(_) | Err(RecvError::Lagged(_))) | Err(_) => {}
             Ok(Err(RecvError::Closed)) => return Err(ExecError::Stopped(id.to_owned())),
         }

@@ -2,13 +2,44 @@
 //! only ever sees the numbers. One text encoding everywhere: RFC 3339, UTC,
 //! milliseconds (`2026-11-29T10:30:00.000Z`), so text order is time order.
 
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Milliseconds since the Unix epoch, now.
+/// Where the virtual clock started: the wall clock then, and tokio's.
+static VIRTUAL: OnceLock<(u64, std::time::Instant)> = OnceLock::new();
+
+/// Milliseconds since the Unix epoch, now: the wall clock, or the virtual
+/// clock once [`use_virtual_clock`] was called.
 pub fn now_ms() -> u64 {
+    match VIRTUAL.get() {
+        Some((wall, start)) => {
+            let elapsed = tokio::time::Instant::now()
+                .into_std()
+                .saturating_duration_since(*start);
+            wall + elapsed.as_millis() as u64
+        }
+        None => wall_ms(),
+    }
+}
+
+fn wall_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Is [`now_ms`] the virtual clock?
+pub fn is_virtual() -> bool {
+    VIRTUAL.get().is_some()
+}
+
+/// From now on, in this process, [`now_ms`] follows tokio's clock: in a
+/// runtime whose time is paused (`opcodec test`), waits, timeouts and
+/// backoffs pass as soon as nothing else is left to do, in their order,
+/// and the times the engine stamps are the virtual ones. It starts at the
+/// wall clock's now.
+pub fn use_virtual_clock() {
+    VIRTUAL.get_or_init(|| (wall_ms(), std::time::Instant::now()));
 }
 
 /// `ms` since the epoch as RFC 3339 text.

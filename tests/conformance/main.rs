@@ -160,8 +160,33 @@ fn schema_rejects_trial(validator: std::sync::Arc<jsonschema::Validator>) -> Tri
     })
 }
 
+/// An example's workflow tests follow `spec/test-file.schema.json`
+/// (`opcodec test` runs them; tests/run).
+fn test_file_trial(path: PathBuf, validator: std::sync::Arc<jsonschema::Validator>) -> Trial {
+    let name = path.parent().map(name_of).unwrap_or_default();
+    Trial::test(format!("test-file::{name}"), move || {
+        let text = std::fs::read_to_string(&path).map_err(|e| e.to_string())?;
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        let errors: Vec<String> = validator
+            .iter_errors(&value)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(Failed::from(errors.join("\n")))
+        }
+    })
+}
+
 fn main() {
     let args = Arguments::from_args();
+    let test_schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("spec/test-file.schema.json")).expect("schema exists"),
+    )
+    .expect("schema is JSON");
+    let test_validator =
+        std::sync::Arc::new(jsonschema::draft202012::new(&test_schema).expect("schema compiles"));
     let schema_text =
         std::fs::read_to_string(root().join("spec/workflow.schema.json")).expect("schema exists");
     let schema: serde_json::Value = serde_json::from_str(&schema_text).expect("schema is JSON");
@@ -171,6 +196,10 @@ fn main() {
     for dir in example_dirs() {
         trials.push(check_trial(dir.clone()));
         trials.push(run_trial(dir.clone()));
+        let tests = dir.join("workflow.test.json");
+        if tests.is_file() {
+            trials.push(test_file_trial(tests, test_validator.clone()));
+        }
         trials.push(schema_trial(dir, validator.clone()));
     }
     libtest_mimic::run(&args, trials).exit();

@@ -94,6 +94,7 @@ pub fn answers(run: &Run) -> Answers {
         max_wait: Duration::from_secs(10),
         decider: "opcodec".into(),
         reasoning: "answered on the command line".into(),
+        recheck: None,
     }
 }
 

@@ -12,6 +12,7 @@ mod explain;
 mod lsp;
 mod output;
 mod run;
+mod test;
 
 use std::process::ExitCode;
 
@@ -47,6 +48,8 @@ enum Command {
     Disasm(compile::DisasmArgs),
     /// Run a workflow in memory (exit 0 completed, 1 failed, 2 compile errors, 3 suspended).
     Run(run::Args),
+    /// Run workflow tests (`*.test.json`): mocked actions, scripted answers, a virtual clock (exit 0 all passed, 1 a case failed, 2 nothing to test).
+    Test(test::Args),
     /// Convert a workflow between JSON and `.opc` (direction from the extensions).
     Convert(convert::ConvertArgs),
     /// Format `.opc` (and JSON) files in place; `--check` only reports.
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
         Command::Compile(args) => compile::run_compile(&args),
         Command::Disasm(args) => compile::run_disasm(&args),
         Command::Run(args) => run::run(&args),
+        Command::Test(args) => test::run(&args),
         Command::Convert(args) => convert::run_convert(&args),
         Command::Fmt(args) => convert::run_fmt(&args),
         Command::Lsp(args) => lsp::run(&args),

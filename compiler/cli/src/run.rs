@@ -111,6 +111,7 @@ pub fn run(args: &Args) -> u8 {
             max_wait: args.max_wait,
             decider: "opcodec".into(),
             reasoning: "answered on the command line".into(),
+            recheck: None,
         },
         json: args.format == Format::Json,
         color: args.color.enabled(),

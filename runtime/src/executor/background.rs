@@ -51,9 +51,18 @@ async fn serve(inner: Arc<Inner>) {
     let mut renewed = Instant::now();
     let mut failed: HashMap<String, Instant> = HashMap::new();
     let mut notices = inner.store.notices();
+    // The earliest timer due, so that a run waiting for it is loaded on
+    // time rather than at the next poll.
+    let mut next_due: Option<u64> = None;
     loop {
+        let nap = next_due.map_or(inner.config.poll, |due| {
+            inner
+                .config
+                .poll
+                .min(Duration::from_millis(due.saturating_sub(now_ms())))
+        });
         tokio::select! {
-            () = tokio::time::sleep(inner.config.poll) => {}
+            () = tokio::time::sleep(nap) => {}
             () = inner.wake.notified() => {}
             notice = next_notice(notices.as_mut()) => inner.heard(notice),
         }
@@ -88,9 +97,14 @@ async fn serve(inner: Arc<Inner>) {
             && let Ok(timers) = inner.store.next_timers(64).await
         {
             let now = now_ms();
+            next_due = None;
             for (id, due) in timers {
-                if parse_ms(&due).is_some_and(|due| due <= now) {
-                    wanted.insert(id);
+                match parse_ms(&due) {
+                    Some(due) if due <= now => {
+                        wanted.insert(id);
+                    }
+                    Some(due) => next_due = Some(next_due.map_or(due, |n| n.min(due))),
+                    None => {}
                 }
             }
         }

@@ -75,7 +75,7 @@ impl Caller {
         if self
             .stand_in
             .as_ref()
-            .is_some_and(|s| s.answer(run_id, dispatch) == Answer::Hold)
+            .is_some_and(|s| matches!(s.answer(run_id, dispatch), Answer::Hold | Answer::After(..)))
         {
             // Held in the round, it would hold the whole run.
             return false;
@@ -101,6 +101,10 @@ impl Caller {
             match stand_in.answer(who.run_id, dispatch) {
                 Answer::Call => {}
                 Answer::Give(result) => return Finished::alone(result),
+                Answer::After(delay, result) => {
+                    tokio::time::sleep(delay).await;
+                    return Finished::alone(result);
+                }
                 Answer::Hold => return std::future::pending().await,
             }
         }
@@ -179,7 +183,20 @@ impl Caller {
     /// Runs `call`, telling the observer how it ended and how long it took.
     async fn timed(&self, call: &Call) -> Result<Value, ActionError> {
         let started = std::time::Instant::now();
-        let result = self.actions.run(call).await;
+        let result = if crate::time::is_virtual() {
+            // On a virtual clock, time jumps ahead whenever the runtime is
+            // idle, as it is while a real call waits on a process or a
+            // socket; a blocking task holds the clock still meanwhile.
+            let (actions, call) = (self.actions.clone(), call.clone());
+            let handle = tokio::runtime::Handle::current();
+            tokio::task::spawn_blocking(move || {
+                handle.block_on(async move { actions.run(&call).await })
+            })
+            .await
+            .unwrap_or_else(|e| Err(ActionError::execution(format!("the call stopped: {e}"))))
+        } else {
+            self.actions.run(call).await
+        };
         if let Some(observer) = &self.observer {
             observer.action_ended(
                 &call.action,

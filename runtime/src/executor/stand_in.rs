@@ -13,6 +13,9 @@ pub enum Answer {
     Call,
     /// This is the call's result; the action is not called.
     Give(Result<Value, ActionError>),
+    /// This is the call's result, once this long has passed (a mocked
+    /// call that takes time; on a virtual clock it passes at once).
+    After(std::time::Duration, Result<Value, ActionError>),
     /// The call never finishes by itself: the run's timeouts or a cancel
     /// end it (a recorded call that had not finished).
     Hold,

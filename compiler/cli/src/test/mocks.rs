@@ -1,0 +1,122 @@
+//! A case's mocks as the executor's stand-in: a mocked call never reaches
+//! its action; an effectful action that is not mocked is refused (its
+//! step fails, and the case with it); everything else runs for real.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+
+use opcode_runtime::executor::{Answer, StandIn};
+use opcode_vm::effect::Dispatch;
+use opcode_vm::error::ActionError;
+
+use super::file::Mock;
+
+/// The mocks of one case, for the run under test and the runs it starts.
+pub struct Mocks {
+    /// The run under test (its steps are matched by id).
+    pub root: String,
+    /// Its step ids, by the program's index.
+    pub steps: Vec<String>,
+    /// By instance name, step id, or action name.
+    pub by_name: BTreeMap<String, Mock>,
+    /// What was refused, for the case's report.
+    pub refused: Mutex<Vec<String>>,
+}
+
+/// Actions that touch the world: never called in a test unless mocked
+/// with `call_through`.
+fn effectful(action: &str) -> bool {
+    let family = action.split('.').next().unwrap_or_default();
+    !matches!(family, "expr" | "json" | "crypto" | "assert" | "workflow")
+}
+
+impl Mocks {
+    /// The mock for `dispatch` of run `run_id`: its instance's, its
+    /// step's (for the run under test), else its action's.
+    fn find(&self, run_id: &str, dispatch: &Dispatch) -> Option<(&str, &Mock)> {
+        let mut names = Vec::new();
+        if run_id == self.root
+            && let Some(id) = self.steps.get(dispatch.inst.step as usize)
+        {
+            if !dispatch.inst.iters.is_empty() {
+                let indices: Vec<String> = dispatch.inst.iters.iter().map(u32::to_string).collect();
+                names.push(format!("{id}[{}]", indices.join(",")));
+            }
+            names.push(id.clone());
+        }
+        names.push(dispatch.action.clone());
+        names.into_iter().find_map(|name| {
+            self.by_name
+                .get_key_value(&name)
+                .map(|(k, m)| (k.as_str(), m))
+        })
+    }
+}
+
+impl StandIn for Mocks {
+    fn answer(&self, run_id: &str, dispatch: &Dispatch) -> Answer {
+        let Some((_, mock)) = self.find(run_id, dispatch) else {
+            if !effectful(&dispatch.action) {
+                return Answer::Call;
+            }
+            let step = self
+                .steps
+                .get(dispatch.inst.step as usize)
+                .filter(|_| run_id == self.root)
+                .map_or_else(
+                    || format!("a step of {run_id}"),
+                    |id| format!("step `{id}`"),
+                );
+            let message = format!(
+                "{step} calls `{}`, which this case does not mock: mock it (by step id or action), or mock it with `call_through: true`",
+                dispatch.action
+            );
+            let mut refused = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
+            if !refused.contains(&message) {
+                refused.push(message.clone());
+            }
+            return Answer::Give(Err(ActionError::new(
+                opcode_vm::codes::R0107,
+                "NOT_MOCKED",
+                message,
+                false,
+            )));
+        };
+        answer_of(mock, dispatch.attempt)
+    }
+}
+
+/// What `mock` gives at attempt `attempt` (from 1).
+fn answer_of(mock: &Mock, attempt: u32) -> Answer {
+    if mock.call_through {
+        return Answer::Call;
+    }
+    if let Some(sequence) = mock.sequence.as_ref().filter(|s| !s.is_empty()) {
+        let at = (attempt.max(1) as usize - 1).min(sequence.len() - 1);
+        return answer_of(&sequence[at], 1);
+    }
+    let result = match &mock.error {
+        Some(e) => {
+            let code = e
+                .code
+                .as_deref()
+                .and_then(opcode_vm::codes::lookup)
+                .unwrap_or(opcode_vm::codes::R0100);
+            Err(ActionError::new(
+                code,
+                "MOCKED",
+                e.message.clone(),
+                e.retryable.unwrap_or(true),
+            ))
+        }
+        None => Ok(mock.output.clone().unwrap_or(serde_json::Value::Null)),
+    };
+    match mock
+        .delay
+        .as_deref()
+        .and_then(|d| opcode_stdlib::exec::parse_duration(d).ok())
+    {
+        Some(delay) if !delay.is_zero() => Answer::After(delay, result),
+        _ => Answer::Give(result),
+    }
+}

@@ -1,0 +1,104 @@
+//! `opcodec test`, driven as a user would: a passing suite, a broken
+//! change caught with a diff that names the step, an unmocked effect
+//! refused, and the JSON and JUnit reports.
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test helpers may panic
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn opcodec(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_opcodec"))
+        .args(args)
+        .output()
+        .expect("opcodec runs")
+}
+
+/// A copy of `examples/multi-agent-review` in a fresh folder, its
+/// workflow changed by `edit`.
+fn example_copy(name: &str, edit: impl Fn(String) -> String) -> PathBuf {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/multi-agent-review");
+    let dir = std::env::temp_dir().join(format!("opcodec-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for file in ["workflow.json", "workflow.test.json"] {
+        let text = std::fs::read_to_string(from.join(file)).unwrap();
+        let text = if file == "workflow.json" {
+            edit(text)
+        } else {
+            text
+        };
+        std::fs::write(dir.join(file), text).unwrap();
+    }
+    dir
+}
+
+fn json_report(output: &Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+#[test]
+fn the_examples_suite_passes() {
+    let dir = example_copy("same", |t| t);
+    let ran = opcodec(&["test", dir.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&ran.stdout);
+    assert_eq!(ran.status.code(), Some(0), "{text}");
+    assert!(text.contains("3 cases: 3 passed, 0 failed"), "{text}");
+    assert!(text.contains("2h 0m 0s virtual"), "{text}");
+}
+
+#[test]
+fn an_inverted_condition_fails_with_a_diff_naming_the_step() {
+    let dir = example_copy("inverted", |t| {
+        t.replace("choice == 'approve'", "choice != 'approve'")
+    });
+    let junit = dir.join("junit.xml");
+    let ran = opcodec(&[
+        "test",
+        dir.to_str().unwrap(),
+        "--format",
+        "json",
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    assert_eq!(ran.status.code(), Some(1));
+    let report = json_report(&ran);
+    assert_eq!(
+        (report["passed"].as_u64(), report["failed"].as_u64()),
+        (Some(0), Some(3)),
+        "{report}"
+    );
+    let approved = &report["files"][0]["cases"][0];
+    let failures = approved["failures"].to_string();
+    assert!(failures.contains("/steps/publish"), "{failures}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("<testsuite") && xml.matches("<failure").count() == 3,
+        "{xml}"
+    );
+}
+
+#[test]
+fn an_effect_nobody_mocked_is_refused_by_name() {
+    let dir = example_copy("unmocked", |t| t.replace("http.post", "http.request"));
+    let ran = opcodec(&["test", dir.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&ran.stdout);
+    assert_eq!(ran.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("step `publish` calls `http.request`, which this case does not mock"),
+        "{text}"
+    );
+}
+
+#[test]
+fn nothing_to_test_is_a_usage_error() {
+    let dir = std::env::temp_dir().join(format!("opcodec-test-{}-empty", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    assert_eq!(
+        opcodec(&["test", dir.to_str().unwrap()]).status.code(),
+        Some(2)
+    );
+}
