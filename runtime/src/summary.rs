@@ -56,6 +56,29 @@ impl View {
     }
 }
 
+/// A summary without its clock readings: what two runs of the same
+/// workflow with the same inputs and answers must agree on, whenever they
+/// ran (a run recovered after a crash reads the clock again).
+pub fn untimed(summary: &Value) -> Value {
+    const TIMES: [&str; 5] = [
+        "created_at",
+        "started_at",
+        "completed_at",
+        "duration_ms",
+        "timeout_at",
+    ];
+    match summary {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| !TIMES.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), untimed(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(untimed).collect()),
+        other => other.clone(),
+    }
+}
+
 /// The summary of workflow `id`, or `None` if there is no such workflow.
 pub async fn summary(
     store: &dyn EventStore,

@@ -101,7 +101,7 @@ pub fn check_replay(dir: &Path, outcome: &Outcome) -> Result<(), Failed> {
     runtime()?.block_on(async {
         let recorded = Arc::new(recorded(&outcome.store, &outcome.calls).await?);
         let signals = inputs(outcome.store.as_ref(), &outcome.id).await?;
-        let reference = untimed(&outcome.summary);
+        let reference = opcode_runtime::summary::untimed(&outcome.summary);
         // The recoveries are independent: run them all at once (a run
         // that waits or backs off then takes its time once, not per commit).
         let snapshots = outcome.store.snapshots();
@@ -112,7 +112,7 @@ pub fn check_replay(dir: &Path, outcome: &Outcome) -> Result<(), Failed> {
         let ends = futures::future::join_all(recoveries).await;
         for (n, end) in ends.into_iter().enumerate() {
             let got = end.map_err(|e| format!("recovering after commit {} of {total}: {e}", n + 1))?;
-            if let Some(got) = got.map(|g| untimed(&g))
+            if let Some(got) = got.map(|g| opcode_runtime::summary::untimed(&g))
                 && got != reference
             {
                 return Err(Failed::from(format!(
@@ -166,26 +166,4 @@ async fn recover(
     let (summary, _refused) = settle(&executor, &store, id, &answers).await?;
     executor.shutdown(Duration::from_secs(1)).await;
     Ok(Some(summary))
-}
-
-/// A summary without its clock readings (a recovered run reads the clock
-/// again; everything else must match).
-fn untimed(summary: &Value) -> Value {
-    const TIMES: [&str; 5] = [
-        "created_at",
-        "started_at",
-        "completed_at",
-        "duration_ms",
-        "timeout_at",
-    ];
-    match summary {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(k, _)| !TIMES.contains(&k.as_str()))
-                .map(|(k, v)| (k.clone(), untimed(v)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(untimed).collect()),
-        other => other.clone(),
-    }
 }

@@ -41,6 +41,10 @@ pub struct Args {
     /// Also write a JUnit XML report to FILE (for CI).
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
+    /// Run each passing case again from every commit of its run, as after a
+    /// kill -9 there, and check it ends the same and no completed step runs twice.
+    #[arg(long)]
+    crash_points: bool,
 }
 
 /// The cases of one file, and how they went.
@@ -73,7 +77,7 @@ pub fn run(args: &Args) -> u8 {
         eprint_line("error: no test files (`*.test.json`) found");
         return 2;
     }
-    let reports = run_all(&paths);
+    let reports = run_all(&paths, args.crash_points);
     let (passed, failed) = counts(&reports);
     match args.format {
         Format::Human => print(&human(&reports, started.elapsed())),
@@ -114,7 +118,7 @@ fn find(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
 }
 
 /// Every case of every file, on as many threads as there are cores.
-fn run_all(paths: &[PathBuf]) -> Vec<FileReport> {
+fn run_all(paths: &[PathBuf], crash_points: bool) -> Vec<FileReport> {
     let files: Vec<(PathBuf, Result<TestFile, String>)> = paths
         .iter()
         .map(|p| (p.clone(), TestFile::read(p)))
@@ -137,7 +141,7 @@ fn run_all(paths: &[PathBuf]) -> Vec<FileReport> {
                     while let Some(&(f, c)) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
                         let (path, file) = &files[f];
                         if let Ok(file) = file {
-                            mine.push((f, c, run_case(path, file, &file.cases[c])));
+                            mine.push((f, c, run_case(path, file, &file.cases[c], crash_points)));
                         }
                     }
                     mine
@@ -176,7 +180,7 @@ fn counts(reports: &[FileReport]) -> (usize, usize) {
 
 fn human(reports: &[FileReport], took: Duration) -> String {
     let mut out = String::new();
-    let mut virtual_ms = 0;
+    let (mut virtual_ms, mut crash_points) = (0, 0);
     for report in reports {
         let _ = writeln!(out, "{}", report.path.display());
         if let Some(error) = &report.error {
@@ -184,14 +188,19 @@ fn human(reports: &[FileReport], took: Duration) -> String {
         }
         for o in &report.outcomes {
             virtual_ms += o.virtual_ms;
+            crash_points += o.crash_points;
             let mark = if o.failures.is_empty() {
                 "ok  "
             } else {
                 "FAIL"
             };
+            let crashes = match o.crash_points {
+                0 => String::new(),
+                n => format!(", {n} crash points"),
+            };
             let _ = writeln!(
                 out,
-                "  {mark}  {}  ({} ms, {} virtual)",
+                "  {mark}  {}  ({} ms, {} virtual{crashes})",
                 o.name,
                 o.wall.as_millis(),
                 virtual_time(o.virtual_ms)
@@ -202,9 +211,13 @@ fn human(reports: &[FileReport], took: Duration) -> String {
         }
     }
     let (passed, failed) = counts(reports);
+    let crashes = match crash_points {
+        0 => String::new(),
+        n => format!(", {n} crash points tried"),
+    };
     let _ = writeln!(
         out,
-        "{} files, {} cases: {passed} passed, {failed} failed ({:.2} s, {} of virtual time)",
+        "{} files, {} cases: {passed} passed, {failed} failed ({:.2} s, {} of virtual time{crashes})",
         reports.len(),
         passed + failed,
         took.as_secs_f64(),
@@ -237,7 +250,8 @@ fn as_json(reports: &[FileReport]) -> serde_json::Value {
                 .iter()
                 .map(|o| {
                     json!({"name": o.name, "passed": o.failures.is_empty(),
-                           "failures": o.failures, "virtual_ms": o.virtual_ms})
+                           "failures": o.failures, "virtual_ms": o.virtual_ms,
+                           "crash_points": o.crash_points})
                 })
                 .collect();
             json!({"path": r.path.display().to_string(), "error": r.error, "cases": cases})

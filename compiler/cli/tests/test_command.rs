@@ -48,6 +48,22 @@ fn the_examples_suite_passes() {
     assert_eq!(ran.status.code(), Some(0), "{text}");
     assert!(text.contains("3 cases: 3 passed, 0 failed"), "{text}");
     assert!(text.contains("2h 0m 0s virtual"), "{text}");
+    let crashed = opcodec(&[
+        "test",
+        dir.to_str().unwrap(),
+        "--crash-points",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(crashed.status.code(), Some(0));
+    let report = json_report(&crashed);
+    let tried: u64 = report["files"][0]["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["crash_points"].as_u64().unwrap())
+        .sum();
+    assert!(tried >= 9, "{report}");
 }
 
 #[test]

@@ -52,8 +52,8 @@ async fn serve(inner: Arc<Inner>) {
     let mut failed: HashMap<String, Instant> = HashMap::new();
     let mut notices = inner.store.notices();
     // The earliest timer due, so that a run waiting for it is loaded on
-    // time rather than at the next poll.
-    let mut next_due: Option<u64> = None;
+    // time rather than at the next poll (the first pass is at once).
+    let mut next_due: Option<u64> = Some(0);
     loop {
         let nap = next_due.map_or(inner.config.poll, |due| {
             inner

@@ -4,10 +4,11 @@
 //! and match what it did against what the case expects.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use opcode_runtime::driver::{self, Answers};
+use opcode_runtime::store::RunLog;
 use opcode_runtime::store::memory::MemoryStore;
 use opcode_runtime::summary::{View, summary};
 use opcode_runtime::{Config, EventStore, Executor, StartRequest};
@@ -29,6 +30,8 @@ pub struct Outcome {
     pub virtual_ms: u64,
     /// Wall-clock time the case took.
     pub wall: Duration,
+    /// Crash points tried (`--crash-points`).
+    pub crash_points: usize,
 }
 
 /// The id of the run under test (its children's ids start with it).
@@ -38,22 +41,44 @@ const ROOT: &str = "run";
 /// only cost turns).
 const DAY: Duration = Duration::from_hours(24);
 
-/// Runs `case` of `file` (read from `path`).
-pub fn run_case(path: &Path, file: &TestFile, case: &Case) -> Outcome {
+/// Runs `case` of `file` (read from `path`); with `crash_points`, again
+/// from every commit of the run as if the process had died right after it.
+pub fn run_case(path: &Path, file: &TestFile, case: &Case, crash_points: bool) -> Outcome {
     let started = Instant::now();
-    let (virtual_ms, failures) = match attempt(path, file, case) {
-        Ok(done) => done,
-        Err(failure) => (0, vec![failure]),
-    };
-    Outcome {
+    let mut outcome = Outcome {
         name: case.name.clone(),
-        failures,
-        virtual_ms,
-        wall: started.elapsed(),
+        failures: Vec::new(),
+        virtual_ms: 0,
+        wall: Duration::ZERO,
+        crash_points: 0,
+    };
+    if let Err(failure) = attempt(path, file, case, crash_points, &mut outcome) {
+        outcome.failures.push(failure);
+    }
+    outcome.wall = started.elapsed();
+    outcome
+}
+
+/// A case ready to run: its program's request, and its mocks.
+struct Prepared {
+    request: StartRequest,
+    steps: Vec<String>,
+    mocks: std::collections::BTreeMap<String, Mock>,
+}
+
+impl Prepared {
+    fn stand_in(&self) -> Arc<Mocks> {
+        Arc::new(Mocks::new(ROOT, self.steps.clone(), self.mocks.clone()))
     }
 }
 
-fn attempt(path: &Path, file: &TestFile, case: &Case) -> Result<(u64, Vec<String>), String> {
+fn attempt(
+    path: &Path,
+    file: &TestFile,
+    case: &Case,
+    crash_points: bool,
+    outcome: &mut Outcome,
+) -> Result<(), String> {
     let (name, text, base) = source(path, file, case)?;
     let (program, diagnostics) = crate::check::compiler().compile(&text, &name);
     let codes: Vec<&str> = diagnostics.iter().map(|d| d.code.id).collect();
@@ -62,14 +87,12 @@ fn attempt(path: &Path, file: &TestFile, case: &Case) -> Result<(u64, Vec<String
             .iter()
             .filter(|c| !codes.contains(&c.as_str()))
             .collect();
-        return Ok((
-            0,
-            if missing.is_empty() {
-                Vec::new()
-            } else {
-                vec![format!("expected diagnostics {missing:?}, got {codes:?}")]
-            },
-        ));
+        if !missing.is_empty() {
+            outcome
+                .failures
+                .push(format!("expected diagnostics {missing:?}, got {codes:?}"));
+        }
+        return Ok(());
     }
     let Some(program) = program else {
         let errors: Vec<String> = diagnostics
@@ -90,17 +113,7 @@ fn attempt(path: &Path, file: &TestFile, case: &Case) -> Result<(u64, Vec<String
                     errors.join("; ")
                 )
             })?;
-    let stand_in = Arc::new(Mocks {
-        root: ROOT.to_owned(),
-        steps: program.steps.iter().map(|s| s.id.clone()).collect(),
-        by_name: mocks,
-        refused: Mutex::new(Vec::new()),
-    });
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .map_err(|e| format!("cannot start a runtime: {e}"))?;
+    let steps = program.steps.iter().map(|s| s.id.clone()).collect();
     let request = StartRequest {
         id: Some(ROOT.to_owned()),
         definition: text,
@@ -111,9 +124,20 @@ fn attempt(path: &Path, file: &TestFile, case: &Case) -> Result<(u64, Vec<String
         workspace: Some(base),
         ..StartRequest::default()
     };
-    let (virtual_ms, view, mut failures) =
-        runtime.block_on(run(request, case, stand_in.clone()))?;
-    failures.extend(
+    let prepared = Prepared {
+        request,
+        steps,
+        mocks,
+    };
+    let stand_in = prepared.stand_in();
+    let store = Arc::new(MemoryStore::new());
+    if crash_points {
+        store.keep_snapshots();
+    }
+    let reference = paused(run(&prepared, case, store.clone(), stand_in.clone(), None))?;
+    outcome.virtual_ms = reference.virtual_ms;
+    outcome.failures.extend(reference.refused);
+    outcome.failures.extend(
         stand_in
             .refused
             .lock()
@@ -121,8 +145,86 @@ fn attempt(path: &Path, file: &TestFile, case: &Case) -> Result<(u64, Vec<String
             .iter()
             .cloned(),
     );
-    failures.extend(compare(case, &view));
-    Ok((virtual_ms, failures))
+    outcome.failures.extend(compare(case, &reference.view));
+    if crash_points && outcome.failures.is_empty() {
+        crash_at_every_commit(&prepared, case, &store, &reference.view, outcome)?;
+    }
+    Ok(())
+}
+
+/// Runs `work` on a runtime of its own whose clock is paused.
+fn paused<T>(work: impl Future<Output = Result<T, String>>) -> Result<T, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .map_err(|e| format!("cannot start a runtime: {e}"))?
+        .block_on(work)
+}
+
+/// Recovers the run from each commit of the reference run (a fresh
+/// executor over the store as it was right after that commit, as after a
+/// kill -9), takes it to rest, and checks that it ends as the reference
+/// did and that no step instance completed before the crash is called
+/// again.
+fn crash_at_every_commit(
+    prepared: &Prepared,
+    case: &Case,
+    store: &MemoryStore,
+    reference: &Value,
+    outcome: &mut Outcome,
+) -> Result<(), String> {
+    let want = opcode_runtime::summary::untimed(reference);
+    let snapshots = store.snapshots();
+    let total = snapshots.len();
+    for (n, snapshot) in snapshots.into_iter().enumerate() {
+        let (row, steps) = paused(async {
+            let row = snapshot.workflow(ROOT).await.map_err(|e| e.to_string())?;
+            let steps = snapshot.steps(ROOT).await.map_err(|e| e.to_string())?;
+            Ok((row, steps))
+        })?;
+        let Some(row) = row.filter(|r| !r.status.is_ended()) else {
+            continue;
+        };
+        outcome.crash_points += 1;
+        let done: Vec<String> = steps
+            .into_iter()
+            .filter(|s| s.status == opcode_vm::StepStatus::Completed)
+            .map(|s| s.step_id)
+            .collect();
+        snapshot.expire_leases();
+        let stand_in = prepared.stand_in();
+        let recovered = paused(run(
+            prepared,
+            case,
+            Arc::new(snapshot),
+            stand_in.clone(),
+            Some(row.last_seq),
+        ))?;
+        let got = opcode_runtime::summary::untimed(&recovered.view);
+        let at = format!("crashed after commit {} of {total}", n + 1);
+        if got != want {
+            let mut differences = Vec::new();
+            mismatches("", &want, Some(&got), &mut differences);
+            outcome.failures.push(format!(
+                "{at}, the run ends differently: {}",
+                differences.join("; ")
+            ));
+        }
+        let called = stand_in
+            .called
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(again) = done.iter().find(|d| called.contains(d)) {
+            outcome.failures.push(format!(
+                "{at}, step `{again}` ran again though it had completed"
+            ));
+        }
+        if !outcome.failures.is_empty() {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// The case's workflow: its name, its text, and the folder paths resolve in.
@@ -178,24 +280,38 @@ fn check_mocks(
     Ok(())
 }
 
-/// Starts the run, answers it until it rests, and reads its view.
+/// How a run came to rest.
+struct Ran {
+    view: Value,
+    virtual_ms: u64,
+    refused: Vec<String>,
+}
+
+/// Starts the run on `store` (or, with `recovered_after`, recovers it there:
+/// the signals it had not taken yet, those after that sequence, are sent
+/// again), answers it until it rests, and reads its view.
 async fn run(
-    request: StartRequest,
+    prepared: &Prepared,
     case: &Case,
+    store: Arc<MemoryStore>,
     stand_in: Arc<Mocks>,
-) -> Result<(u64, Value, Vec<String>), String> {
-    let base_dir = request.base_dir.clone().unwrap_or_default();
+    recovered_after: Option<u64>,
+) -> Result<Ran, String> {
+    let request = prepared.request.clone();
     let mut config = Config {
-        base_dir,
+        base_dir: request.base_dir.clone().unwrap_or_default(),
         poll: DAY,
         ..Config::default()
     };
     config.isolation.helper = std::env::current_exe().ok();
-    let store: Arc<dyn EventStore> = Arc::new(MemoryStore::new());
-    let executor = Executor::new(store.clone(), Arc::new(EnvSecrets), config);
+    let executor = Executor::new(
+        store.clone() as Arc<dyn EventStore>,
+        Arc::new(EnvSecrets),
+        config,
+    );
     executor.set_stand_in(stand_in);
     let _background = executor.background();
-    let answers = Answers {
+    let mut answers = Answers {
         decisions: case.decisions.clone().into_iter().collect(),
         signals: case
             .signals
@@ -209,7 +325,14 @@ async fn run(
         recheck: Some(DAY),
     };
     let began = opcode_runtime::time::now_ms();
-    let id = executor.start(request).await.map_err(|e| e.to_string())?;
+    let id = match recovered_after {
+        None => executor.start(request).await.map_err(|e| e.to_string())?,
+        Some(last_seq) => {
+            answers.signals = unsent_signals(&store, last_seq, &answers.signals).await?;
+            executor.recover().await.map_err(|e| e.to_string())?;
+            ROOT.to_owned()
+        }
+    };
     let rest = driver::attend(&executor, &id, &answers)
         .await
         .map_err(|e| e.to_string())?;
@@ -219,7 +342,36 @@ async fn run(
         .map_err(|e| e.to_string())?
         .unwrap_or(Value::Null);
     executor.shutdown(Duration::from_secs(1)).await;
-    Ok((virtual_ms, view, rest.refused))
+    // After a recovery, answers given before the crash are not asked again.
+    let refused = if recovered_after.is_some() {
+        Vec::new()
+    } else {
+        rest.refused
+    };
+    Ok(Ran {
+        view,
+        virtual_ms,
+        refused,
+    })
+}
+
+/// The case's signals the run's log (up to `last_seq`) has not taken yet.
+async fn unsent_signals(
+    store: &MemoryStore,
+    last_seq: u64,
+    signals: &[(String, Value)],
+) -> Result<Vec<(String, Value)>, String> {
+    let entries = store
+        .entries(ROOT, 0, true)
+        .await
+        .map_err(|e| e.to_string())?;
+    let taken = entries
+        .iter()
+        .filter(|e| e.seq <= last_seq)
+        .filter_map(|e| opcode_runtime::log::decode(e).ok())
+        .filter(|(_, event)| matches!(event, opcode_vm::event::Event::Signal { .. }))
+        .count();
+    Ok(signals.iter().skip(taken).cloned().collect())
 }
 
 /// The case's expectations against the run's view.

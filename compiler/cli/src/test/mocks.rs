@@ -21,6 +21,9 @@ pub struct Mocks {
     pub by_name: BTreeMap<String, Mock>,
     /// What was refused, for the case's report.
     pub refused: Mutex<Vec<String>>,
+    /// The instances of the run under test that were called (a call may
+    /// be noted twice).
+    pub called: Mutex<Vec<String>>,
 }
 
 /// Actions that touch the world: never called in a test unless mocked
@@ -31,18 +34,40 @@ fn effectful(action: &str) -> bool {
 }
 
 impl Mocks {
+    /// Mocks of `by_name` for the run `root` of a program with `steps`.
+    pub fn new(root: &str, steps: Vec<String>, by_name: BTreeMap<String, Mock>) -> Mocks {
+        Mocks {
+            root: root.to_owned(),
+            steps,
+            by_name,
+            refused: Mutex::new(Vec::new()),
+            called: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The instance name of `dispatch`, a call of the run under test.
+    fn instance(&self, run_id: &str, dispatch: &Dispatch) -> Option<String> {
+        let id = self
+            .steps
+            .get(dispatch.inst.step as usize)
+            .filter(|_| run_id == self.root)?;
+        if dispatch.inst.iters.is_empty() {
+            return Some(id.clone());
+        }
+        let indices: Vec<String> = dispatch.inst.iters.iter().map(u32::to_string).collect();
+        Some(format!("{id}[{}]", indices.join(",")))
+    }
+
     /// The mock for `dispatch` of run `run_id`: its instance's, its
     /// step's (for the run under test), else its action's.
     fn find(&self, run_id: &str, dispatch: &Dispatch) -> Option<(&str, &Mock)> {
         let mut names = Vec::new();
-        if run_id == self.root
-            && let Some(id) = self.steps.get(dispatch.inst.step as usize)
-        {
-            if !dispatch.inst.iters.is_empty() {
-                let indices: Vec<String> = dispatch.inst.iters.iter().map(u32::to_string).collect();
-                names.push(format!("{id}[{}]", indices.join(",")));
-            }
-            names.push(id.clone());
+        if let Some(instance) = self.instance(run_id, dispatch) {
+            let id = &self.steps[dispatch.inst.step as usize];
+            // The instance's own mock first, then its step's.
+            let step = (*id != instance).then(|| id.clone());
+            names.push(instance);
+            names.extend(step);
         }
         names.push(dispatch.action.clone());
         names.into_iter().find_map(|name| {
@@ -55,6 +80,12 @@ impl Mocks {
 
 impl StandIn for Mocks {
     fn answer(&self, run_id: &str, dispatch: &Dispatch) -> Answer {
+        if let Some(instance) = self.instance(run_id, dispatch) {
+            self.called
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(instance);
+        }
         let Some((_, mock)) = self.find(run_id, dispatch) else {
             if !effectful(&dispatch.action) {
                 return Answer::Call;
