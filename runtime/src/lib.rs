@@ -20,6 +20,7 @@ pub mod blobs;
 pub mod breaker;
 pub mod driver;
 pub mod executor;
+pub mod golden;
 pub mod log;
 pub mod owner;
 #[cfg(feature = "schedule")]

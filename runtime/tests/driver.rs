@@ -226,3 +226,50 @@ fn a_stand_in_answers_calls_or_holds_them_and_the_actions_never_run() {
         assert_eq!(add.output.as_deref(), Some(r#"{"result":42}"#));
     });
 }
+
+/// A finished run becomes a test case: each call in attempt order as a
+/// mock with its recorded params and result, its decisions, and its
+/// status, output and steps as expectations (spec/testing.md, "Golden runs").
+#[test]
+fn a_finished_run_is_a_golden_test_case() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    let workflow = json!({"steps": [
+        {"id": "hash", "action": "crypto.hash", "params": {"data": "${{inputs.word}}"}},
+        {"id": "ask", "type": "reasoning", "depends_on": ["hash"],
+         "config": {"prompt_context": "ok?", "options": [{"id": "y"}, {"id": "n"}]}},
+        {"id": "each", "type": "loop", "depends_on": ["ask"], "config": {"over": "[1, 2]", "body": [
+            {"id": "double", "action": "expr.eval", "params": {"expression": "iter.item * 2"}}]}}
+    ]});
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let _background = exec.background();
+        let id = exec
+            .start(request(&workflow, &json!({"word": "hi"})))
+            .await
+            .unwrap();
+        attend(&exec, &id, &answers(&[("ask", "y")])).await.unwrap();
+        let state = exec.store().state(&id).await.unwrap().unwrap();
+        let entries = exec.store().entries(&id, 0, false).await.unwrap();
+        let case = opcode_runtime::golden::case(&state, &entries, "golden").unwrap();
+        assert_eq!(case["inputs"], json!({"word": "hi"}));
+        assert_eq!(
+            case["mocks"]["hash"]["sequence"][0]["params"],
+            json!({"data": "hi"})
+        );
+        assert!(
+            case["mocks"]["hash"]["sequence"][0]["output"]["hash"].is_string(),
+            "{case}"
+        );
+        assert_eq!(
+            case["mocks"]["double[1]"]["sequence"][0]["output"],
+            json!({"result": 4})
+        );
+        assert_eq!(case["decisions"], json!({"ask": "y"}));
+        assert_eq!(case["expect"]["status"], "completed");
+        assert_eq!(
+            case["expect"]["steps"]["double[0]"],
+            json!({"status": "completed", "attempts": 1})
+        );
+    });
+}

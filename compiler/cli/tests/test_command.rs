@@ -118,3 +118,32 @@ fn nothing_to_test_is_a_usage_error() {
         Some(2)
     );
 }
+
+/// A golden case (as `opcode export` writes it) fails when the workflow
+/// now calls a step with other params, naming the step and the place.
+#[test]
+fn a_golden_case_names_the_step_called_with_other_params() {
+    let dir = std::env::temp_dir().join(format!("opcodec-test-{}-golden", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let workflow = |expression: &str| {
+        serde_json::json!({"steps": [{"id": "b", "action": "expr.eval", "params": {"expression": expression}}]})
+            .to_string()
+    };
+    let golden = serde_json::json!({"cases": [{"name": "golden", "mocks": {"b": {"sequence": [
+        {"output": {"result": 2}, "params": {"expression": "1+1", "language": "cel"}}]}},
+        "expect": {"status": "completed", "output": {"b": {"result": 2}}}}]});
+    std::fs::write(dir.join("workflow.test.json"), golden.to_string()).unwrap();
+    std::fs::write(dir.join("workflow.json"), workflow("1+1")).unwrap();
+    assert_eq!(
+        opcodec(&["test", dir.to_str().unwrap()]).status.code(),
+        Some(0)
+    );
+    std::fs::write(dir.join("workflow.json"), workflow("2+2")).unwrap();
+    let ran = opcodec(&["test", dir.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&ran.stdout);
+    assert_eq!(ran.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("step `b` (attempt 1) was called with other params: at /expression: expected \"1+1\", got \"2+2\""),
+        "{text}"
+    );
+}

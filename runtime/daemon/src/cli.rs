@@ -3,6 +3,7 @@
 mod common;
 mod database;
 mod doctor;
+mod export;
 mod inspect;
 mod install;
 mod resume;
@@ -41,6 +42,8 @@ enum Command {
     Status(inspect::StatusArgs),
     /// List a workflow's event log.
     Events(inspect::EventsArgs),
+    /// Write a finished run as a workflow test case (`opcodec test` replays it).
+    Export(export::ExportArgs),
     /// Resolve a pending decision or send a named signal, then carry on.
     Signal(signal::SignalArgs),
     /// Cancel a workflow.
@@ -81,6 +84,7 @@ pub fn main(cli: Cli) -> u8 {
             Command::Resume(args) => resume::run(args).await,
             Command::Status(args) => inspect::status(args).await,
             Command::Events(args) => inspect::events(args).await,
+            Command::Export(args) => export::export(args).await,
             Command::Signal(args) => signal::signal(args).await,
             Command::Cancel(args) => signal::cancel(args).await,
             Command::Schedule(args) => schedule::schedule(args).await,

@@ -63,6 +63,9 @@ pub struct Mock {
     /// Call the real action instead.
     #[serde(default)]
     pub call_through: bool,
+    /// The parameters the call must be made with (objects match
+    /// partially): a golden run's recorded ones.
+    pub params: Option<Value>,
 }
 
 /// A mocked failure.

@@ -102,10 +102,7 @@ impl StandIn for Mocks {
                 "{step} calls `{}`, which this case does not mock: mock it (by step id or action), or mock it with `call_through: true`",
                 dispatch.action
             );
-            let mut refused = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
-            if !refused.contains(&message) {
-                refused.push(message.clone());
-            }
+            self.note(message.clone());
             return Answer::Give(Err(ActionError::new(
                 opcode_vm::codes::R0107,
                 "NOT_MOCKED",
@@ -113,7 +110,37 @@ impl StandIn for Mocks {
                 false,
             )));
         };
+        let at = dispatch.attempt.max(1) as usize - 1;
+        let this = mock
+            .sequence
+            .as_ref()
+            .filter(|s| !s.is_empty())
+            .map_or(mock, |s| &s[at.min(s.len() - 1)]);
+        if let Some(want) = &this.params {
+            let mut differences = Vec::new();
+            super::expect::mismatches("", want, Some(&dispatch.params), &mut differences);
+            if !differences.is_empty() {
+                let who = self
+                    .instance(run_id, dispatch)
+                    .unwrap_or_else(|| dispatch.action.clone());
+                self.note(format!(
+                    "step `{who}` (attempt {}) was called with other params: {}",
+                    dispatch.attempt,
+                    differences.join("; ")
+                ));
+            }
+        }
         answer_of(mock, dispatch.attempt)
+    }
+}
+
+impl Mocks {
+    /// Keeps a problem for the case's report, once.
+    fn note(&self, message: String) {
+        let mut refused = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
+        if !refused.contains(&message) {
+            refused.push(message);
+        }
     }
 }
 
