@@ -110,6 +110,22 @@ fn an_effect_nobody_mocked_is_refused_by_name() {
 }
 
 #[test]
+fn a_test_file_named_bare_in_its_own_folder_runs() {
+    let dir = example_copy("bare", |t| t);
+    let ran = Command::new(env!("CARGO_BIN_EXE_opcodec"))
+        .args(["test", "workflow.test.json"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        ran.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ran.stdout)
+    );
+}
+
+#[test]
 fn nothing_to_test_is_a_usage_error() {
     let dir = std::env::temp_dir().join(format!("opcodec-test-{}-empty", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -233,8 +233,7 @@ fn source(
     file: &TestFile,
     case: &Case,
 ) -> Result<(String, String, std::path::PathBuf), String> {
-    let folder = std::path::absolute(path.parent().unwrap_or_else(|| Path::new(".")))
-        .map_err(|e| e.to_string())?;
+    let folder = std::path::absolute(folder_of(path)).map_err(|e| e.to_string())?;
     let workflow = match &case.workflow {
         Some(Value::String(p)) => folder.join(p),
         Some(inline @ Value::Object(_)) => {
@@ -255,6 +254,14 @@ fn source(
     let (name, text) = crate::check::read_source(&workflow)?;
     let base = workflow.parent().map_or(folder, Path::to_path_buf);
     Ok((name, text, base))
+}
+
+/// The folder of `path` (`.` for a bare file name).
+pub fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(folder) if !folder.as_os_str().is_empty() => folder,
+        _ => Path::new("."),
+    }
 }
 
 /// Mocks name a step of the workflow, an instance of one, or an action,

@@ -134,7 +134,7 @@ impl TestFile {
 
     /// The workflow file this test file is about.
     pub fn workflow_path(&self, path: &Path) -> Result<PathBuf, String> {
-        let folder = path.parent().unwrap_or_else(|| Path::new("."));
+        let folder = super::case::folder_of(path);
         if let Some(given) = &self.workflow {
             return Ok(folder.join(given));
         }
