@@ -99,18 +99,30 @@ fn check_trial(dir: PathBuf) -> Trial {
 
 fn schema_trial(dir: PathBuf, validator: std::sync::Arc<jsonschema::Validator>) -> Trial {
     Trial::test(format!("schema::{}", name_of(&dir)), move || {
-        let text = std::fs::read_to_string(dir.join("workflow.json")).map_err(|e| e.to_string())?;
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-        let errors: Vec<String> = validator
-            .iter_errors(&value)
-            .map(|e| format!("{} at {}", e, e.instance_path()))
-            .collect();
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(Failed::from(errors.join("\n")))
-        }
+        follows(&dir.join("workflow.json"), &validator)
     })
+}
+
+/// Does the JSON file at `path` follow the schema of `validator`?
+fn follows(path: &Path, validator: &jsonschema::Validator) -> Result<(), Failed> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    let errors: Vec<String> = validator
+        .iter_errors(&value)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Failed::from(errors.join("\n")))
+    }
+}
+
+/// The validator of the JSON Schema at `spec/NAME`.
+fn validator(name: &str) -> std::sync::Arc<jsonschema::Validator> {
+    let text = std::fs::read_to_string(root().join("spec").join(name)).expect("schema exists");
+    let schema: serde_json::Value = serde_json::from_str(&text).expect("schema is JSON");
+    std::sync::Arc::new(jsonschema::draft202012::new(&schema).expect("schema compiles"))
 }
 
 /// Is a program of this name on `PATH`?
@@ -165,42 +177,23 @@ fn schema_rejects_trial(validator: std::sync::Arc<jsonschema::Validator>) -> Tri
 fn test_file_trial(path: PathBuf, validator: std::sync::Arc<jsonschema::Validator>) -> Trial {
     let name = path.parent().map(name_of).unwrap_or_default();
     Trial::test(format!("test-file::{name}"), move || {
-        let text = std::fs::read_to_string(&path).map_err(|e| e.to_string())?;
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-        let errors: Vec<String> = validator
-            .iter_errors(&value)
-            .map(|e| format!("{} at {}", e, e.instance_path()))
-            .collect();
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(Failed::from(errors.join("\n")))
-        }
+        follows(&path, &validator)
     })
 }
 
 fn main() {
     let args = Arguments::from_args();
-    let test_schema: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(root().join("spec/test-file.schema.json")).expect("schema exists"),
-    )
-    .expect("schema is JSON");
-    let test_validator =
-        std::sync::Arc::new(jsonschema::draft202012::new(&test_schema).expect("schema compiles"));
-    let schema_text =
-        std::fs::read_to_string(root().join("spec/workflow.schema.json")).expect("schema exists");
-    let schema: serde_json::Value = serde_json::from_str(&schema_text).expect("schema is JSON");
-    let validator =
-        std::sync::Arc::new(jsonschema::draft202012::new(&schema).expect("schema compiles"));
-    let mut trials = vec![schema_rejects_trial(validator.clone())];
+    let workflows = validator("workflow.schema.json");
+    let test_files = validator("test-file.schema.json");
+    let mut trials = vec![schema_rejects_trial(workflows.clone())];
     for dir in example_dirs() {
         trials.push(check_trial(dir.clone()));
         trials.push(run_trial(dir.clone()));
         let tests = dir.join("workflow.test.json");
         if tests.is_file() {
-            trials.push(test_file_trial(tests, test_validator.clone()));
+            trials.push(test_file_trial(tests, test_files.clone()));
         }
-        trials.push(schema_trial(dir, validator.clone()));
+        trials.push(schema_trial(dir, workflows.clone()));
     }
     libtest_mimic::run(&args, trials).exit();
 }

@@ -29,8 +29,8 @@ pub struct Token {
     pub range: Range<usize>,
 }
 
-/// Words that are operators or keywords, never variables.
-pub const KEYWORDS: &[&str] = &[
+/// Words that are operators (they chain like `+`).
+pub const WORD_OPERATORS: &[&str] = &[
     "in",
     "not",
     "and",
@@ -39,13 +39,15 @@ pub const KEYWORDS: &[&str] = &[
     "startsWith",
     "endsWith",
     "matches",
-    "let",
-    "if",
-    "else",
-    "true",
-    "false",
-    "nil",
 ];
+
+/// Words that are keywords or literals.
+const KEYWORDS: &[&str] = &["let", "if", "else", "true", "false", "nil"];
+
+/// Is `word` an operator, a keyword or a literal, never a variable?
+pub fn is_reserved(word: &str) -> bool {
+    WORD_OPERATORS.contains(&word) || KEYWORDS.contains(&word)
+}
 
 const PUNCT_2: &[&str] = &["?.", "??", "..", "**", "==", "!=", "<=", ">=", "&&", "||"];
 
@@ -144,8 +146,8 @@ fn string(source: &str, at: usize) -> Option<(String, usize)> {
 fn ends_operand(tokens: &[Token], source: &str) -> bool {
     tokens.last().is_some_and(|t| match &t.kind {
         Kind::Ident => {
-            !KEYWORDS.contains(&&source[t.range.clone()])
-                || matches!(&source[t.range.clone()], "true" | "false" | "nil")
+            let word = &source[t.range.clone()];
+            !is_reserved(word) || matches!(word, "true" | "false" | "nil")
         }
         Kind::Str(_) | Kind::Number => true,
         Kind::Punct => matches!(&source[t.range.clone()], ")" | "]" | "}"),

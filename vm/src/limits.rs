@@ -148,16 +148,7 @@ const EXPR: Syntax = Syntax {
     hash_comments: false,
     jq: false,
     quotes: b"\"'`",
-    operators: &[
-        "in",
-        "not",
-        "and",
-        "or",
-        "contains",
-        "startsWith",
-        "endsWith",
-        "matches",
-    ],
+    operators: crate::expr_lang::WORD_OPERATORS,
 };
 
 const JQ: Syntax = Syntax {

@@ -159,13 +159,8 @@ async fn run_file(path: &Path, inputs: Value, options: &Options) -> Result<Value
         EXIT_COMPILE
     })?;
     let base = folder_of(path);
-    let mut config = Config {
-        base_dir: base.clone(),
-        ..Config::default()
-    };
-    config.isolation.helper = std::env::current_exe().ok();
     let store: Arc<dyn EventStore> = Arc::new(MemoryStore::new());
-    let executor = Executor::new(store.clone(), Arc::new(EnvSecrets), config);
+    let executor = engine(store.clone(), config_for(base.clone()));
     if !options.json {
         executor.set_observer(Arc::new(Stderr));
     }
@@ -203,6 +198,22 @@ async fn run_file(path: &Path, inputs: Value, options: &Options) -> Result<Value
     .map_err(|e| fail(e.into()))?;
     executor.shutdown(std::time::Duration::from_secs(1)).await;
     Ok(summary.unwrap_or(Value::Null))
+}
+
+/// The engine's settings for a run of a workflow in `base`: relative paths
+/// resolve there, and processes start through this binary's helpers.
+pub fn config_for(base: PathBuf) -> Config {
+    let mut config = Config {
+        base_dir: base,
+        ..Config::default()
+    };
+    config.isolation.helper = std::env::current_exe().ok();
+    config
+}
+
+/// An executor over `store` with `config`, secrets from the environment.
+pub fn engine(store: Arc<dyn EventStore>, config: Config) -> Executor {
+    Executor::new(store, Arc::new(EnvSecrets), config)
 }
 
 /// The workflow file's folder: relative paths resolve there.

@@ -210,7 +210,7 @@ impl Found<'_> {
                 _ => {}
             }
             if self.tokens[n].kind != Kind::Ident
-                || text::KEYWORDS.contains(&word)
+                || text::is_reserved(word)
                 || word.starts_with('#')
                 || bound.iter().any(|b| b == word)
             {

@@ -1,7 +1,7 @@
 //! The `opcode` binary, driven as a user would.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -387,25 +387,18 @@ fn a_database_url_is_never_opened_as_a_file() {
     assert!(left.is_empty(), "a URL was opened as a file: {left:?}");
 }
 
-/// `opcode run` of a parent whose child waits for a decision returns
-/// suspended (exit 3) with the child's decision; `opcode signal` on the
-/// parent answers it and carries both on to the end.
-#[test]
-fn a_parent_held_by_its_childs_decision_rests_and_is_answered_through_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("o.db");
-    write(
-        dir.path(),
-        "kid.json",
-        &json!({"steps": [
-        {"id": "ask", "type": "reasoning", "config": {"prompt_context": "ok?", "options": [{"id": "y"}]}}]}),
-    );
+/// Runs, in `dir`, a parent whose one step runs `kid` (its output is
+/// `output`), and checks that it rests suspended (exit 3), held by the
+/// child: the database and the parent's view.
+fn held_parent(dir: &Path, kid: &Value, output: &Value) -> (PathBuf, Value) {
+    let db = dir.join("o.db");
+    write(dir, "kid.json", kid);
     let mom = write(
-        dir.path(),
+        dir,
         "mom.json",
         &json!({"steps": [
         {"id": "c", "action": "workflow.run", "params": {"template_name": "kid"}}],
-        "output": {"said": "${{steps.c.output.output.ask.choice}}"}}),
+        "output": output}),
     );
     let ran = opcode(&db, &["run", &mom, "--format", "json"]);
     assert_eq!(
@@ -416,6 +409,21 @@ fn a_parent_held_by_its_childs_decision_rests_and_is_answered_through_it() {
     );
     let view = json_out(&ran);
     assert_eq!(view["status"], "suspended", "{view}");
+    (db, view)
+}
+
+/// `opcode run` of a parent whose child waits for a decision returns
+/// suspended (exit 3) with the child's decision; `opcode signal` on the
+/// parent answers it and carries both on to the end.
+#[test]
+fn a_parent_held_by_its_childs_decision_rests_and_is_answered_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, view) = held_parent(
+        dir.path(),
+        &json!({"steps": [
+        {"id": "ask", "type": "reasoning", "config": {"prompt_context": "ok?", "options": [{"id": "y"}]}}]}),
+        &json!({"said": "${{steps.c.output.output.ask.choice}}"}),
+    );
     assert_eq!(view["pending_decisions"][0]["step_id"], "ask", "{view}");
     let id = view["workflow_id"].as_str().unwrap();
     let answered = opcode(
@@ -441,27 +449,12 @@ fn a_parent_held_by_its_childs_decision_rests_and_is_answered_through_it() {
 #[test]
 fn a_signal_for_a_waiting_child_is_sent_through_its_parent() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("o.db");
-    write(
+    let (db, view) = held_parent(
         dir.path(),
-        "kid.json",
         &json!({"steps": [{"id": "gate", "type": "wait", "config": {"signal": "go"}}]}),
+        &json!({"got": "${{steps.c.output.output.gate.payload}}"}),
     );
-    let mom = write(
-        dir.path(),
-        "mom.json",
-        &json!({"steps": [
-        {"id": "c", "action": "workflow.run", "params": {"template_name": "kid"}}],
-        "output": {"got": "${{steps.c.output.output.gate.payload}}"}}),
-    );
-    let ran = opcode(&db, &["run", &mom, "--format", "json"]);
-    assert_eq!(
-        ran.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&ran.stderr)
-    );
-    let id = json_out(&ran)["workflow_id"].as_str().unwrap().to_owned();
+    let id = view["workflow_id"].as_str().unwrap().to_owned();
     let sent = opcode(
         &db,
         &[

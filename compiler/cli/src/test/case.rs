@@ -11,8 +11,7 @@ use opcode_runtime::driver::{self, Answers};
 use opcode_runtime::store::RunLog;
 use opcode_runtime::store::memory::MemoryStore;
 use opcode_runtime::summary::{View, summary};
-use opcode_runtime::{Config, EventStore, Executor, StartRequest};
-use opcode_stdlib::exec::EnvSecrets;
+use opcode_runtime::{Config, EventStore, StartRequest};
 use serde_json::Value;
 
 use super::expect::{mismatches, short};
@@ -305,17 +304,11 @@ async fn run(
     recovered_after: Option<u64>,
 ) -> Result<Ran, String> {
     let request = prepared.request.clone();
-    let mut config = Config {
-        base_dir: request.base_dir.clone().unwrap_or_default(),
+    let config = Config {
         poll: DAY,
-        ..Config::default()
+        ..crate::run::config_for(request.base_dir.clone().unwrap_or_default())
     };
-    config.isolation.helper = std::env::current_exe().ok();
-    let executor = Executor::new(
-        store.clone() as Arc<dyn EventStore>,
-        Arc::new(EnvSecrets),
-        config,
-    );
+    let executor = crate::run::engine(store.clone() as Arc<dyn EventStore>, config);
     executor.set_stand_in(stand_in);
     let _background = executor.background();
     let mut answers = Answers {
