@@ -69,15 +69,19 @@ fn tls_config() -> StoreResult<rustls::ClientConfig> {
 /// holds the migration lock and reads the version again under it.
 pub(super) async fn migrate(pool: &Pool) -> StoreResult<()> {
     let mut client = pool.get().await.map_err(super::pool_error)?;
-    client
-        .batch_execute(
-            "CREATE TABLE IF NOT EXISTS schema_version \
-             (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
-        )
+    // Under the migration lock too: two daemons creating the table at once
+    // race in PostgreSQL's catalog (`IF NOT EXISTS` does not stop it).
+    let tx = client.transaction().await.map_err(backend)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await
-        // Two daemons creating it at once: one of them wins, which is all.
-        .or_else(|e| if is_duplicate(&e) { Ok(()) } else { Err(e) })
         .map_err(backend)?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS schema_version \
+         (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
+    )
+    .await
+    .map_err(backend)?;
+    tx.commit().await.map_err(backend)?;
     for &(version, name, sql) in MIGRATIONS {
         let tx = client.transaction().await.map_err(backend)?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
@@ -110,11 +114,4 @@ pub(super) async fn migrate(pool: &Pool) -> StoreResult<()> {
         tx.commit().await.map_err(backend)?;
     }
     Ok(())
-}
-
-/// A unique or duplicate-object violation (a race on `IF NOT EXISTS`).
-fn is_duplicate(e: &tokio_postgres::Error) -> bool {
-    use tokio_postgres::error::SqlState;
-    e.code()
-        .is_some_and(|c| *c == SqlState::UNIQUE_VIOLATION || *c == SqlState::DUPLICATE_TABLE)
 }
