@@ -180,7 +180,7 @@ fn counts(reports: &[FileReport]) -> (usize, usize) {
 
 fn human(reports: &[FileReport], took: Duration) -> String {
     let mut out = String::new();
-    let (mut virtual_ms, mut crash_points) = (0, 0);
+    let (mut virtual_ms, mut crash_points, mut in_recovery) = (0, 0, 0);
     for report in reports {
         let _ = writeln!(out, "{}", report.path.display());
         if let Some(error) = &report.error {
@@ -189,6 +189,7 @@ fn human(reports: &[FileReport], took: Duration) -> String {
         for o in &report.outcomes {
             virtual_ms += o.virtual_ms;
             crash_points += o.crash_points;
+            in_recovery += o.crashes_in_recovery;
             let mark = if o.failures.is_empty() {
                 "ok  "
             } else {
@@ -213,7 +214,7 @@ fn human(reports: &[FileReport], took: Duration) -> String {
     let (passed, failed) = counts(reports);
     let crashes = match crash_points {
         0 => String::new(),
-        n => format!(", {n} crash points tried"),
+        n => format!(", {n} crash points tried, {in_recovery} of them during a recovery"),
     };
     let _ = writeln!(
         out,
@@ -251,7 +252,8 @@ fn as_json(reports: &[FileReport]) -> serde_json::Value {
                 .map(|o| {
                     json!({"name": o.name, "passed": o.failures.is_empty(),
                            "failures": o.failures, "virtual_ms": o.virtual_ms,
-                           "crash_points": o.crash_points})
+                           "crash_points": o.crash_points,
+                           "crashes_in_recovery": o.crashes_in_recovery})
                 })
                 .collect();
             json!({"path": r.path.display().to_string(), "error": r.error, "cases": cases})

@@ -163,3 +163,55 @@ fn a_golden_case_names_the_step_called_with_other_params() {
         "{text}"
     );
 }
+
+/// A value that changes on every call (an unmocked `crypto.uuid` after a
+/// dispatched step) reaches the output: recovering from the commit before
+/// it ran ends differently, and the crash point says which one.
+#[test]
+fn a_run_that_ends_differently_after_a_crash_fails_its_crash_point() {
+    let dir = std::env::temp_dir().join(format!("opcodec-test-{}-uuid", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let workflow = serde_json::json!({
+        "name": "fresh-id",
+        "steps": [
+            {"id": "ping", "action": "http.get", "params": {"url": "https://example.com"}},
+            {"id": "id", "action": "crypto.uuid", "depends_on": ["ping"]}
+        ],
+        "output": {"id": "${{steps.id.output.uuid}}"}
+    });
+    let cases = serde_json::json!({"cases": [{
+        "name": "a fresh id",
+        "mocks": {"ping": {"output": {"status_code": 200}}}
+    }]});
+    std::fs::write(dir.join("workflow.json"), workflow.to_string()).unwrap();
+    std::fs::write(dir.join("workflow.test.json"), cases.to_string()).unwrap();
+    let plain = opcodec(&["test", dir.to_str().unwrap()]);
+    assert_eq!(plain.status.code(), Some(0));
+    let crashed = opcodec(&["test", dir.to_str().unwrap(), "--crash-points"]);
+    let text = String::from_utf8_lossy(&crashed.stdout);
+    assert_eq!(crashed.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("crashed after commit 1 of") && text.contains("the run ends differently"),
+        "{text}"
+    );
+    assert!(text.contains("/output/id"), "{text}");
+}
+
+/// Crash points include second kills, during the recovery from the first.
+#[test]
+fn crash_points_kill_the_recovery_too() {
+    let dir = example_copy("twice", |t| t);
+    let ran = opcodec(&[
+        "test",
+        dir.to_str().unwrap(),
+        "--crash-points",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(ran.status.code(), Some(0));
+    let report = json_report(&ran);
+    let cases = report["files"][0]["cases"].as_array().unwrap();
+    let total = |key: &str| -> u64 { cases.iter().map(|c| c[key].as_u64().unwrap()).sum() };
+    let (all, in_recovery) = (total("crash_points"), total("crashes_in_recovery"));
+    assert!(in_recovery > 0 && in_recovery < all, "{report}");
+}

@@ -29,8 +29,10 @@ pub struct Outcome {
     pub virtual_ms: u64,
     /// Wall-clock time the case took.
     pub wall: Duration,
-    /// Crash points tried (`--crash-points`).
+    /// Crash points tried (`--crash-points`), all told.
     pub crash_points: usize,
+    /// Of those, the kills of a run while it recovered from an earlier one.
+    pub crashes_in_recovery: usize,
 }
 
 /// The id of the run under test (its children's ids start with it).
@@ -50,6 +52,7 @@ pub fn run_case(path: &Path, file: &TestFile, case: &Case, crash_points: bool) -
         virtual_ms: 0,
         wall: Duration::ZERO,
         crash_points: 0,
+        crashes_in_recovery: 0,
     };
     if let Err(failure) = attempt(path, file, case, crash_points, &mut outcome) {
         outcome.failures.push(failure);
@@ -146,7 +149,8 @@ fn attempt(
     );
     outcome.failures.extend(compare(case, &reference.view));
     if crash_points && outcome.failures.is_empty() {
-        crash_at_every_commit(&prepared, case, &store, &reference.view, outcome)?;
+        let want = opcode_runtime::summary::untimed(&reference.view);
+        crash_at_every_commit(&prepared, case, &store, &want, outcome, &[])?;
     }
     Ok(())
 }
@@ -161,19 +165,24 @@ fn paused<T>(work: impl Future<Output = Result<T, String>>) -> Result<T, String>
         .block_on(work)
 }
 
-/// Recovers the run from each commit of the reference run (a fresh
+/// How many kills in a row a crash-point run tries: one after each commit
+/// of the reference run, and a second after each commit the recovery from
+/// the first makes (a daemon killed again while it recovers).
+const CRASH_DEPTH: usize = 2;
+
+/// Recovers the run from each commit the run on `store` made (a fresh
 /// executor over the store as it was right after that commit, as after a
 /// kill -9), takes it to rest, and checks that it ends as the reference
 /// did and that no step instance completed before the crash is called
-/// again.
+/// again; below [`CRASH_DEPTH`], kills each recovery again the same way.
 fn crash_at_every_commit(
     prepared: &Prepared,
     case: &Case,
     store: &MemoryStore,
-    reference: &Value,
+    want: &Value,
     outcome: &mut Outcome,
+    earlier: &[String],
 ) -> Result<(), String> {
-    let want = opcode_runtime::summary::untimed(reference);
     let snapshots = store.snapshots();
     let total = snapshots.len();
     for (n, snapshot) in snapshots.into_iter().enumerate() {
@@ -186,38 +195,52 @@ fn crash_at_every_commit(
             continue;
         };
         outcome.crash_points += 1;
+        if !earlier.is_empty() {
+            outcome.crashes_in_recovery += 1;
+        }
         let done: Vec<String> = steps
             .into_iter()
             .filter(|s| s.status == opcode_vm::StepStatus::Completed)
             .map(|s| s.step_id)
             .collect();
         snapshot.expire_leases();
+        let deeper = earlier.len() + 1 < CRASH_DEPTH;
+        if deeper {
+            snapshot.keep_snapshots();
+        }
+        let snapshot = Arc::new(snapshot);
         let stand_in = prepared.stand_in();
         let recovered = paused(run(
             prepared,
             case,
-            Arc::new(snapshot),
+            snapshot.clone(),
             stand_in.clone(),
             Some(row.last_seq),
         ))?;
+        let mut at: Vec<String> = earlier.to_vec();
+        at.push(format!("after commit {} of {total}", n + 1));
+        let label = format!("crashed {}", at.join(", then during the recovery "));
         let got = opcode_runtime::summary::untimed(&recovered.view);
-        let at = format!("crashed after commit {} of {total}", n + 1);
-        if got != want {
+        if &got != want {
             let mut differences = Vec::new();
-            mismatches("", &want, Some(&got), &mut differences);
+            mismatches("", want, Some(&got), &mut differences);
             outcome.failures.push(format!(
-                "{at}, the run ends differently: {}",
+                "{label}, the run ends differently: {}",
                 differences.join("; ")
             ));
         }
         let called = stand_in
             .called
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         if let Some(again) = done.iter().find(|d| called.contains(d)) {
             outcome.failures.push(format!(
-                "{at}, step `{again}` ran again though it had completed"
+                "{label}, step `{again}` ran again though it had completed"
             ));
+        }
+        if outcome.failures.is_empty() && deeper {
+            crash_at_every_commit(prepared, case, &snapshot, want, outcome, &at)?;
         }
         if !outcome.failures.is_empty() {
             break;
