@@ -9,8 +9,55 @@
 use serde_json::{Map, Value, json};
 
 use crate::log;
-use crate::store::{EntryKind, LogEntry, StoreError, WorkflowRow, WorkflowState};
+use crate::store::{
+    EntryKind, LogEntry, RunLog, StoreError, WorkflowRow, WorkflowState, WorkflowStatus,
+};
 use opcode_vm::event::Event;
+
+/// Why a run cannot be exported.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// No run has this id.
+    #[error("workflow `{0}` not found")]
+    NotFound(String),
+    /// The run is still going: its result is not known yet.
+    #[error("workflow `{0}` is {1}: export a run that has ended or rests suspended")]
+    NotAtRest(String, &'static str),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Whether a run of this status can be exported: it has ended, or rests
+/// suspended (its case then expects it to stay so).
+pub fn exportable(status: WorkflowStatus) -> bool {
+    status.is_ended() || status == WorkflowStatus::Suspended
+}
+
+/// The test case of run `id`, read from `store`, named after the run.
+pub async fn export(store: &dyn RunLog, id: &str) -> Result<Value, ExportError> {
+    let state = store
+        .state(id)
+        .await?
+        .ok_or_else(|| ExportError::NotFound(id.to_owned()))?;
+    let status = state.workflow.status;
+    if !exportable(status) {
+        return Err(ExportError::NotAtRest(id.to_owned(), status.as_str()));
+    }
+    let entries = store.entries(id, 0, false).await?;
+    let name = format!("golden run {id} ({})", state.workflow.name);
+    Ok(case(&state, &entries, &name)?)
+}
+
+/// A test file of `cases`, naming `workflow` (relative to where the file
+/// goes) when given.
+pub fn test_file(cases: Vec<Value>, workflow: Option<&str>) -> Value {
+    let mut file = json!({"cases": cases});
+    if let Some(workflow) = workflow {
+        file["workflow"] = json!(workflow);
+    }
+    file
+}
 
 /// The test case of run `state`, named `name`, from its log `entries`.
 pub fn case(state: &WorkflowState, entries: &[LogEntry], name: &str) -> Result<Value, StoreError> {

@@ -16,6 +16,7 @@ pub mod skill;
 mod status;
 mod template_tools;
 mod templates;
+mod test_cases;
 mod view;
 
 use std::sync::Arc;

@@ -14,6 +14,7 @@ mod scheduler;
 mod secrets;
 pub mod session;
 mod templates;
+mod test_case;
 mod workflows;
 
 use std::collections::HashMap;
@@ -115,6 +116,7 @@ pub fn router(panel: Panel) -> Router {
         .route("/", get(dashboard::page))
         .route("/workflows", get(workflows::list))
         .route("/workflows/{id}", get(workflows::detail))
+        .route("/workflows/{id}/test.json", get(test_case::download))
         .route("/workflows/{id}/{action}", post(workflows::act))
         .route("/templates", get(templates::list).post(templates::create))
         .route("/templates/{name}", get(templates::detail))

@@ -373,3 +373,58 @@ async fn a_held_parents_page_shows_the_decision_of_the_run_below() {
     assert!(rest.contains(&format!("/workflows/{child}")), "{rest}");
     assert!(page.contains("Held by"), "{page}");
 }
+
+/// A finished run's page offers it as a test case, downloaded as a test
+/// file `opcodec test` reads; an unknown run is a 404.
+#[tokio::test]
+async fn a_finished_run_downloads_as_a_test_case() {
+    let api = memory_api();
+    api.call(
+        "opcode.define",
+        serde_json::json!({"name": "hello", "definition": {"steps": [
+            {"id": "say", "action": "workflow.log", "params": {"message": "hi"}}]}}),
+    )
+    .await
+    .unwrap();
+    let run = api
+        .call("opcode.run", serde_json::json!({"template_name": "hello"}))
+        .await
+        .unwrap();
+    let id = run["workflow_id"].as_str().unwrap().to_owned();
+    let base = serve_api(api, None, true).await;
+    let http = client();
+    let (cookie, _) = session(&http, &base).await;
+    let get = |path: String| {
+        http.get(format!("{base}{path}"))
+            .header(header::COOKIE, &cookie)
+            .send()
+    };
+    let page = get(format!("/workflows/{id}"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains(&format!("/workflows/{id}/test.json")),
+        "{page}"
+    );
+    let file = get(format!("/workflows/{id}/test.json")).await.unwrap();
+    assert_eq!(file.status(), StatusCode::OK);
+    let disposition = file.headers()[header::CONTENT_DISPOSITION]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        disposition,
+        format!("attachment; filename=\"{id}.test.json\"")
+    );
+    let file: serde_json::Value = file.json().await.unwrap();
+    assert_eq!(file["cases"][0]["expect"]["status"], "completed", "{file}");
+    assert_eq!(
+        file["cases"][0]["expect"]["steps"]["say"]["status"],
+        "completed"
+    );
+    let missing = get("/workflows/nope/test.json".into()).await.unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+}

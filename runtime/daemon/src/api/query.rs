@@ -31,6 +31,14 @@ fn filter_keys(resource: &str) -> &'static [&'static str] {
         "decisions" => &["status", "workflow_id", "agent_id"],
         "schedules" => &["template_name"],
         "plugins" => &["name"],
+        "test_cases" => &[
+            "workflow_id",
+            "status",
+            "agent_id",
+            "template_name",
+            "parent_workflow_id",
+            "since",
+        ],
         _ => &[],
     }
 }
@@ -81,28 +89,12 @@ pub async fn query(api: &Api, args: &Args) -> ToolResult {
     // Each resource's page and how many rows match in all.
     let (rows, total): (Vec<Value>, usize) = match resource {
         "workflows" => {
-            let statuses = match filter.get("status") {
-                None => Vec::new(),
-                Some(Value::String(s)) => vec![status_of(s)?],
-                Some(Value::Array(items)) => items
-                    .iter()
-                    .map(|item| item.as_str().map_or_else(|| Err(bad_status()), status_of))
-                    .collect::<Result<_, _>>()?,
-                Some(_) => return Err(bad_status()),
-            };
-            let filter = WorkflowFilter {
-                statuses,
-                agent_id: text("agent_id")?,
-                template_name: text("template_name")?,
-                parent_id: text("parent_workflow_id")?,
-                since: text("since")?,
-                limit: Some(limit),
-                offset,
-            };
+            let filter = workflow_filter(&filter, limit, offset)?;
             let rows = api.store().workflows(filter.clone()).await?;
             let total = counted(api, rows.len(), limit, offset, Listing::Workflows(filter)).await?;
             (rows.iter().map(workflow_json).collect(), total)
         }
+        "test_cases" => super::test_cases::page(api, &filter, limit, offset).await?,
         "events" => {
             let filter = EventFilter {
                 workflow_id: text("workflow_id")?,
@@ -182,7 +174,7 @@ pub async fn query(api: &Api, args: &Args) -> ToolResult {
             return Err(ToolError::new(
                 codes::R0122,
                 format!(
-                    "unknown resource `{other}`: use workflows, events, templates, decisions, schedules or plugins"
+                    "unknown resource `{other}`: use workflows, events, templates, decisions, schedules, plugins or test_cases"
                 ),
             ));
         }
@@ -200,10 +192,39 @@ pub async fn query(api: &Api, args: &Args) -> ToolResult {
     Ok(Value::Object(out))
 }
 
+/// The workflows `filter` asks for, one page of them.
+pub(super) fn workflow_filter(
+    filter: &Args,
+    limit: u32,
+    offset: u32,
+) -> Result<WorkflowFilter, ToolError> {
+    let statuses = match filter.get("status") {
+        None => Vec::new(),
+        Some(Value::String(s)) => vec![status_of(s)?],
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| item.as_str().map_or_else(|| Err(bad_status()), status_of))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(bad_status()),
+    };
+    let text = |key: &str| -> Result<Option<String>, ToolError> {
+        Ok(filter.opt_str(key)?.map(str::to_owned))
+    };
+    Ok(WorkflowFilter {
+        statuses,
+        agent_id: text("agent_id")?,
+        template_name: text("template_name")?,
+        parent_id: text("parent_workflow_id")?,
+        since: text("since")?,
+        limit: Some(limit),
+        offset,
+    })
+}
+
 /// How many rows a store listing has in all: a page short of its limit
 /// says so itself (when it is not empty or starts at the first row), else
 /// the store counts.
-async fn counted(
+pub(super) async fn counted(
     api: &Api,
     got: usize,
     limit: u32,

@@ -4,8 +4,6 @@
 
 use std::path::PathBuf;
 
-use serde_json::json;
-
 use super::common::{DbArgs, Exit, fail};
 
 /// Arguments of `export`.
@@ -30,32 +28,12 @@ pub async fn export(args: ExportArgs) -> Exit {
         Ok(store) => store,
         Err(exit) => return exit,
     };
-    let state = match store.state(&args.id).await {
-        Ok(Some(state)) => state,
-        Ok(None) => return fail(format!("workflow `{}` not found", args.id)),
-        Err(e) => return fail(e),
-    };
-    let status = state.workflow.status;
-    if !(status.is_ended() || status == opcode_runtime::store::WorkflowStatus::Suspended) {
-        return fail(format!(
-            "workflow `{}` is {}: export a run that has ended or rests suspended",
-            args.id,
-            status.as_str()
-        ));
-    }
-    let entries = match store.entries(&args.id, 0, false).await {
-        Ok(entries) => entries,
-        Err(e) => return fail(e),
-    };
-    let name = format!("golden run {} ({})", args.id, state.workflow.name);
-    let case = match opcode_runtime::golden::case(&state, &entries, &name) {
+    let case = match opcode_runtime::golden::export(store.as_ref(), &args.id).await {
         Ok(case) => case,
         Err(e) => return fail(e),
     };
-    let mut file = json!({"cases": [case]});
-    if let Some(workflow) = &args.workflow {
-        file["workflow"] = json!(workflow.display().to_string());
-    }
+    let workflow = args.workflow.as_ref().map(|w| w.display().to_string());
+    let file = opcode_runtime::golden::test_file(vec![case], workflow.as_deref());
     let text = format!(
         "{}\n",
         serde_json::to_string_pretty(&file).unwrap_or_default()

@@ -204,6 +204,9 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
                 (action("rerun", "Re-run", ""))
                 a href={"/events?workflow=" (encode(&id))} { "Events" }
                 a href={"/api/runs/" (encode(&id)) "/ag-ui"} { "AG-UI stream" }
+                @if opcode_runtime::golden::exportable(row.status) {
+                    a href={"/workflows/" (encode(&id)) "/test.json"} download title="This run as a workflow test case, for opcodec test" { "Test case" }
+                }
             }
             @if let Some(output) = &row.output { h2 { "Output" } (json_text(output)) }
             @if let Some(error) = &row.error { h2 { "Error" } (json_text(error)) }
