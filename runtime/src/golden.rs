@@ -51,7 +51,7 @@ pub async fn export(store: &dyn RunLog, id: &str) -> Result<Value, ExportError> 
 
 /// A test file of `cases`, naming `workflow` (relative to where the file
 /// goes) when given.
-pub fn test_file(cases: Vec<Value>, workflow: Option<&str>) -> Value {
+pub fn test_file(cases: &[Value], workflow: Option<&str>) -> Value {
     let mut file = json!({"cases": cases});
     if let Some(workflow) = workflow {
         file["workflow"] = json!(workflow);

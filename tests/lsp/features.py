@@ -6,7 +6,9 @@ Usage: python features.py PATH_TO_OPCODEC
 """
 
 import json
+import os
 import sys
+import tempfile
 import time
 
 from client import Client
@@ -169,6 +171,23 @@ def main(binary):
     _, diags = client.diagnostics(other)
     check(diags == [], f"a JSON file that is not a workflow: {diags}")
     print("ok - a JSON document that is not a workflow is left alone")
+
+    folder = tempfile.mkdtemp(prefix="opcode-lsp-")
+    with open(os.path.join(folder, "workflow.json"), "w") as f:
+        f.write(JSON_FLOW.replace('"http.gett"', '"http.get"'))
+    test_uri = "file://" + os.path.join(folder, "workflow.test.json")
+    cases = '{"cases": [{"name": "a", "mocks": {"fetch": {"output": {"status_code": "200"}}, "mkae": {}}}]}'
+    client.open(test_uri, cases)
+    _, diags = client.diagnostics(test_uri)
+    check(sorted(d["code"] for d in diags) == ["E0055", "E0056"], f"test file: {diags}")
+    unknown = next(d for d in diags if d["code"] == "E0055")
+    check(unknown["range"]["start"] == position(cases, '"mkae"'), unknown)
+    actions = client.request("textDocument/codeAction", {"textDocument": {"uri": test_uri}, "range": unknown["range"],
+                                                        "context": {"diagnostics": [unknown]}})
+    fixed = apply(cases, actions[0]["edit"]["changes"][test_uri])
+    check('"make"' in fixed, fixed)
+    print("ok - a workflow test file gets diagnostics against the workflow beside it: unknown steps "
+          "(with a fix), outputs its action never gives")
 
     big_uri = "file:///tmp/big.json"
     steps = [{"id": f"s{i}", "action": "workflow.log", "depends_on": [f"s{i-1}"] if i else [],

@@ -68,7 +68,8 @@ struct Backend {
 impl Backend {
     /// Stores a new text for `uri` and publishes its diagnostics.
     async fn update(&self, uri: Uri, text: String, version: Option<i32>) {
-        let mut document = Document::new(uri.as_str(), text, &self.compiler);
+        let file = uri.to_file_path();
+        let mut document = Document::new(uri.as_str(), file.as_deref(), text, &self.compiler);
         let diagnostics = features::diagnostics(&document);
         {
             let mut documents = self

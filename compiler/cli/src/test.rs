@@ -8,6 +8,7 @@
 mod case;
 mod expect;
 mod file;
+pub mod lint;
 mod mocks;
 
 use std::fmt::Write as _;
@@ -117,11 +118,31 @@ fn find(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
     Ok(())
 }
 
+/// `file`, read from `path`, unless the editor's checks find errors in it
+/// (`lint`): a mock of an output its action never gives proves nothing.
+fn linted(path: &Path, file: TestFile) -> Result<TestFile, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let errors: Vec<String> = lint::lint(path, &text, &crate::check::compiler())
+        .into_iter()
+        .filter(opcode_compiler::diagnostics::Diagnostic::is_error)
+        .map(|d| {
+            let at = d.span().start as usize;
+            let line = text[..at.min(text.len())].matches('\n').count() + 1;
+            format!("line {line}: {}: {}", d.code.id, d.message)
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(file)
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
 /// Every case of every file, on as many threads as there are cores.
 fn run_all(paths: &[PathBuf], crash_points: bool) -> Vec<FileReport> {
     let files: Vec<(PathBuf, Result<TestFile, String>)> = paths
         .iter()
-        .map(|p| (p.clone(), TestFile::read(p)))
+        .map(|p| (p.clone(), TestFile::read(p).and_then(|f| linted(p, f))))
         .collect();
     let jobs: Vec<(usize, usize)> = files
         .iter()

@@ -215,3 +215,28 @@ fn crash_points_kill_the_recovery_too() {
     let (all, in_recovery) = (total("crash_points"), total("crashes_in_recovery"));
     assert!(in_recovery > 0 && in_recovery < all, "{report}");
 }
+
+/// A mock of an output its action never gives fails the file, at its line,
+/// before any case runs.
+#[test]
+fn a_mock_of_an_output_the_action_never_gives_is_refused() {
+    let dir = std::env::temp_dir().join(format!("opcodec-test-{}-misfit", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let workflow = serde_json::json!({"steps": [
+        {"id": "ping", "action": "http.get", "params": {"url": "https://example.com"}}]});
+    std::fs::write(dir.join("workflow.json"), workflow.to_string()).unwrap();
+    std::fs::write(
+        dir.join("workflow.test.json"),
+        "{\"cases\": [{\"name\": \"a\",\n \"mocks\": {\"ping\": {\"output\": {\"status_code\": \"ok\"}}}}]}",
+    )
+    .unwrap();
+    let ran = opcodec(&["test", dir.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&ran.stdout);
+    assert_eq!(ran.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(
+            "line 2: E0056: `http.get` never gives this output: .status_code is a string"
+        ),
+        "{text}"
+    );
+}

@@ -92,6 +92,10 @@ code_registry! { ALL, "../../../spec/errors/";
     E0053 = "expression-too-complex",
     /// An Expr expression does not parse, or calls or reads what Expr does not have.
     E0054 = "invalid-expr",
+    /// A workflow test file names a step, an action or a workflow that does not exist.
+    E0055 = "test-unknown-name",
+    /// A workflow test file mocks an output its action never gives.
+    E0056 = "test-output-mismatch",
     /// A field the language does not know is ignored.
     W0001 = "unknown-field",
     /// An action parameter the action does not know is ignored.

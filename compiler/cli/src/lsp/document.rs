@@ -1,6 +1,8 @@
 //! An open document: its text, its syntax, and what the compiler made of
 //! it (diagnostics, the index editors navigate by).
 
+use std::path::Path;
+
 use opcode_compiler::diagnostics::{Diagnostic, Diagnostics};
 use opcode_compiler::index::Index;
 use opcode_compiler::{Compiler, Syntax};
@@ -32,10 +34,21 @@ pub struct Analysis {
 }
 
 impl Document {
-    /// Reads and analyses `text`, named `uri`.
-    pub fn new(uri: &str, text: String, compiler: &Compiler) -> Document {
+    /// Reads and analyses `text`, named `uri`; `file` is the file it is,
+    /// when the URI names one (a workflow test file finds its workflow from
+    /// there).
+    pub fn new(uri: &str, file: Option<&Path>, text: String, compiler: &Compiler) -> Document {
         let syntax = Syntax::of_file(uri);
-        let analysis = is_workflow(&text, syntax).then(|| analyse(&text, syntax, compiler));
+        let test_file = file.filter(|_| uri.ends_with(".test.json"));
+        let analysis = if let Some(path) = test_file {
+            Some(Analysis {
+                diagnostics: crate::test::lint::lint(path, &text, compiler),
+                index: None,
+                inputs: Vec::new(),
+            })
+        } else {
+            is_workflow(&text, syntax).then(|| analyse(&text, syntax, compiler))
+        };
         Document {
             lines: Lines::new(&text),
             text,
@@ -160,9 +173,9 @@ mod tests {
         let compiler = crate::check::compiler();
         let good =
             r#"{"steps": [{"id": "a", "action": "workflow.log", "params": {"message": "x"}}]}"#;
-        let old = Document::new("w.json", good.to_owned(), &compiler);
+        let old = Document::new("w.json", None, good.to_owned(), &compiler);
         let typing = good.replace(r#""x"}"#, r#""x", }"#);
-        let mut doc = Document::new("w.json", typing.clone(), &compiler);
+        let mut doc = Document::new("w.json", None, typing.clone(), &compiler);
         assert!(doc.index().is_none(), "the edited text does not parse");
         doc.keep_index_of(old);
         assert!(doc.index().is_some());

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 /// A test file.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TestFile {
     /// The workflow under test, relative to the test file (default: the

@@ -33,7 +33,7 @@ pub async fn export(args: ExportArgs) -> Exit {
         Err(e) => return fail(e),
     };
     let workflow = args.workflow.as_ref().map(|w| w.display().to_string());
-    let file = opcode_runtime::golden::test_file(vec![case], workflow.as_deref());
+    let file = opcode_runtime::golden::test_file(&[case], workflow.as_deref());
     let text = format!(
         "{}\n",
         serde_json::to_string_pretty(&file).unwrap_or_default()

@@ -17,7 +17,7 @@ pub async fn download(
 ) -> Response {
     match golden::export(panel.store().as_ref(), &id).await {
         Ok(case) => {
-            let file = golden::test_file(vec![case], None);
+            let file = golden::test_file(&[case], None);
             let text = serde_json::to_string_pretty(&file).unwrap_or_default() + "\n";
             let name = format!("attachment; filename=\"{}.test.json\"", safe_name(&id));
             (
