@@ -133,11 +133,21 @@ pub fn router(panel: Panel) -> Router {
         .route("/login", get(login::page).post(login::submit))
         .route("/panel/live", get(live::stream))
         .route("/static/{file}", get(assets::serve))
+        .fallback(unknown_route)
         .layer(axum::middleware::from_fn_with_state(
             panel.clone(),
             session::layer,
         ))
         .with_state(panel)
+}
+
+/// Any other route: the panel's "not found" page, with the way back.
+async fn unknown_route(
+    panel: Panel,
+    uri: axum::http::Uri,
+    axum::extract::Query(query): axum::extract::Query<Fields>,
+) -> Response {
+    layout::not_found(&panel, "", &query, &format!("page `{}` here", uri.path()))
 }
 
 /// How long an action waits for the tool's answer before the page returns

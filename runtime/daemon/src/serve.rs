@@ -83,13 +83,26 @@ pub fn router(
                 .layer(axum::middleware::from_fn(depth::guard))
                 .layer(axum::middleware::from_fn(session_ended)),
         );
-    if let Some(panel) = panel {
-        router = router.merge(crate::panel::router(panel));
-    }
+    router = match panel {
+        Some(panel) => router.merge(crate::panel::router(panel)),
+        None => router.fallback(unknown_route),
+    };
     router.layer(axum::middleware::from_fn_with_state(
         guard_state,
         guard::guard,
     ))
+}
+
+/// Any other route, with the panel off: says so, and where things are.
+async fn unknown_route(uri: axum::http::Uri) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        format!(
+            "there is no `{}` here: MCP is at /mcp (legacy SSE at /sse), health at /livez and /readyz, metrics at /metrics\n",
+            uri.path()
+        ),
+    )
+        .into_response()
 }
 
 /// A `DELETE /mcp` that ended its session answers 204 No Content: the

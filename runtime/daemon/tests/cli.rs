@@ -543,3 +543,36 @@ fn a_large_output_is_stored_once() {
         "{grown} bytes stored for {escaped} bytes of JSON"
     );
 }
+
+/// `serve` refuses an unknown log level with the closest one, and every
+/// line it writes on stderr, a refusal to start included, is JSON.
+#[test]
+fn serve_refuses_unknown_log_levels_in_json_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = |args: &[&str]| {
+        Command::new(OPCODE)
+            .arg("serve")
+            .args(args)
+            .env("HOME", dir.path())
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    for (args, says) in [
+        (
+            &["--log-level", "verbos"][..],
+            "the log level `verbos` is not one of error, warn, info, debug, trace",
+        ),
+        (&["--log-level", "inf"][..], "did you mean `info`?"),
+        (&["--listen", "0.0.0.0:0"][..], "token"),
+    ] {
+        let out = serve(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        for line in stderr.lines() {
+            let parsed: Result<Value, _> = serde_json::from_str(line);
+            assert!(parsed.is_ok(), "{args:?}: a line that is not JSON: {line}");
+        }
+    }
+}

@@ -204,6 +204,11 @@ async fn a_browser_signs_in_with_the_token() {
     assert_eq!(page.headers()[header::LOCATION], "/login");
     let api = http.get(format!("{base}/metrics")).send().await.unwrap();
     assert_eq!(api.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        api.headers()[header::WWW_AUTHENTICATE],
+        "Bearer realm=\"opcode\"",
+        "a 401 says which scheme to answer with"
+    );
     let login = http.get(format!("{base}/login")).send().await.unwrap();
     assert_eq!(login.status(), StatusCode::OK);
     let wrong = http
@@ -313,6 +318,11 @@ async fn health_metrics_and_the_panel_switched_off() {
     );
     let page = http.get(format!("{base}/")).send().await.unwrap();
     assert_eq!(page.status(), StatusCode::NOT_FOUND);
+    let says = page.text().await.unwrap();
+    assert!(
+        says.contains("there is no `/` here: MCP is at /mcp"),
+        "{says}"
+    );
     let missing = http
         .get(format!("{base}/api/runs/nope/ag-ui"))
         .send()
@@ -427,4 +437,26 @@ async fn a_finished_run_downloads_as_a_test_case() {
     );
     let missing = get("/workflows/nope/test.json".into()).await.unwrap();
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+}
+
+/// An unknown route gets the panel's own "not found" page, not an empty
+/// body.
+#[tokio::test]
+async fn an_unknown_route_gets_a_not_found_page() {
+    let base = serve(None, true).await;
+    let http = client();
+    let (cookie, _) = session(&http, &base).await;
+    let page = http
+        .get(format!("{base}/no/such/page"))
+        .header(header::COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::NOT_FOUND);
+    let text = page.text().await.unwrap();
+    assert!(
+        text.contains("There is no page `/no/such/page` here."),
+        "{text}"
+    );
+    assert!(text.contains("href=\"/workflows\""), "the way back: {text}");
 }

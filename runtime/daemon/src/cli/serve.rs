@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::reload;
 
-use super::common::{Database, Exit, executor_and_vault, fail, home};
+use super::common::{Database, Exit, executor_and_vault, home};
 
 /// How long the daemon waits for its plugins to come up before serving.
 const PLUGIN_START_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
@@ -123,6 +123,26 @@ fn init_logs(level: Option<&str>) -> Option<LogHandle> {
         .map(|()| handle)
 }
 
+/// The log levels `--log-level` and `log_level` take.
+const LEVELS: [&str; 5] = ["error", "warn", "info", "debug", "trace"];
+
+/// Why `level` is refused, with the closest level when there is one.
+fn unknown_level_message(level: &str) -> String {
+    let close = opcode_compiler::diagnostics::did_you_mean(level, &LEVELS)
+        .map_or(String::new(), |c| format!(" (did you mean `{c}`?)"));
+    format!(
+        "the log level `{level}` is not one of {}{close}",
+        LEVELS.join(", ")
+    )
+}
+
+/// Logs why the daemon does not start (a JSON line, like every log line)
+/// and returns the usage exit code.
+fn refuse(message: impl std::fmt::Display) -> Exit {
+    tracing::error!("{message}");
+    Exit::Usage
+}
+
 fn filter_of(level: Option<&str>) -> EnvFilter {
     let level = level.unwrap_or("info");
     // Our own events at the level asked; libraries' only when debugging.
@@ -136,22 +156,29 @@ fn filter_of(level: Option<&str>) -> EnvFilter {
 
 /// Runs the daemon until SIGTERM or Ctrl-C.
 pub async fn serve(args: Args) -> Exit {
-    let settings = match args.settings() {
+    let settings = args.settings();
+    let level = settings.as_ref().ok().and_then(|s| s.log_level.as_deref());
+    let unknown_level = level.filter(|l| !LEVELS.contains(l)).map(str::to_owned);
+    // Logs start first, so that even a refusal to start is a JSON line.
+    let logs = init_logs(level.filter(|_| unknown_level.is_none()));
+    let settings = match settings {
         Ok(settings) => settings,
-        Err(e) => return fail(e),
+        Err(e) => return refuse(e),
     };
-    let logs = init_logs(settings.log_level.as_deref());
+    if let Some(level) = unknown_level {
+        return refuse(unknown_level_message(&level));
+    }
     let listen = match settings.listen_addr() {
         Ok(listen) => listen,
-        Err(e) => return fail(e),
+        Err(e) => return refuse(e),
     };
     if let Some(token) = &settings.token
         && let Err(e) = valid_token(token)
     {
-        return fail(e);
+        return refuse(e);
     }
     if !serve::is_loopback(&listen) && settings.token.is_none() {
-        return fail(format!(
+        return refuse(format!(
             "listening on {listen} exposes the daemon to the network: set a token \
              (--token, OPCODE_TOKEN or \"token\" in settings) or listen on 127.0.0.1"
         ));
@@ -159,7 +186,7 @@ pub async fn serve(args: Args) -> Exit {
     let durability = match settings.durability.as_deref() {
         None | Some("normal") => Durability::Normal,
         Some("full") => Durability::Full,
-        Some(other) => return fail(format!("durability must be normal or full, not `{other}`")),
+        Some(other) => return refuse(format!("durability must be normal or full, not `{other}`")),
     };
     let given = settings
         .db
@@ -167,26 +194,26 @@ pub async fn serve(args: Args) -> Exit {
         .unwrap_or_else(|| home().join(".opcode").join("opcode.db"));
     let db = match Database::parse(&given) {
         Ok(db) => db,
-        Err(message) => return fail(message),
+        Err(message) => return refuse(message),
     };
     let store = match db.open(durability).await {
         Ok(store) => store,
-        Err(message) => return fail(message),
+        Err(message) => return refuse(message),
     };
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
-            return fail(format!(
+            return refuse(format!(
                 "{listen} is already in use: is another opcode daemon running? \
                  Stop it, or choose another address with --listen 127.0.0.1:{}",
                 listen.port().wrapping_add(1)
             ));
         }
-        Err(e) => return fail(format!("cannot listen on {listen}: {e}")),
+        Err(e) => return refuse(format!("cannot listen on {listen}: {e}")),
     };
     let plugins = match settings.plugins() {
         Ok(plugins) => plugins,
-        Err(e) => return fail(e),
+        Err(e) => return refuse(e),
     };
     // A database on a server is shared by daemons that take over the runs
     // of one that died or froze.
@@ -215,13 +242,13 @@ pub async fn serve(args: Args) -> Exit {
     if let Some(endpoint) = &settings.otel_endpoint {
         match opcode_daemon::otel::start(&exec, endpoint, shutdown.clone()) {
             Ok(()) => tracing::info!(%endpoint, "exporting traces"),
-            Err(e) => return fail(e),
+            Err(e) => return refuse(e),
         }
     }
     let guard: SharedGuard = Gate::new(guard_of(&settings, &listen));
     let inline_limit = match settings.inline_limit() {
         Ok(limit) => limit.unwrap_or(opcode_daemon::api::DEFAULT_INLINE_LIMIT),
-        Err(e) => return fail(e),
+        Err(e) => return refuse(e),
     };
     let api = Api::new(exec.clone())
         .with_plugins(plugins)
@@ -244,15 +271,14 @@ pub async fn serve(args: Args) -> Exit {
         panel,
     );
     tokio::spawn(reload_on_hangup(args.clone(), listen, guard, logs));
-    tracing::info!(%listen, db = %db.shown(), "opcode is listening: MCP at /mcp (Streamable HTTP) and /sse (legacy SSE)");
-    eprintln!(
-        "opcode: listening on http://{listen} (MCP: /mcp, legacy SSE: /sse{}); database {}",
-        if settings.panel.unwrap_or(true) {
-            ", panel: /"
-        } else {
-            ""
-        },
-        db.shown()
+    // The address bound (port 0 asks the system for a free one).
+    let bound = listener.local_addr().unwrap_or(listen);
+    tracing::info!(
+        listen = %bound,
+        db = %db.shown(),
+        panel = settings.panel.unwrap_or(true),
+        "opcode is listening on http://{bound}: MCP at /mcp (Streamable HTTP) and /sse (legacy SSE){}",
+        if settings.panel.unwrap_or(true) { ", the panel at /" } else { "" }
     );
     let stop = shutdown.clone();
     let app = app.into_make_service_with_connect_info::<SocketAddr>();
@@ -268,7 +294,7 @@ pub async fn serve(args: Args) -> Exit {
     exec.shutdown(SHUTDOWN_WAIT).await;
     match served {
         Ok(()) => Exit::Ok,
-        Err(e) => fail(format!("the server stopped: {e}")),
+        Err(e) => refuse(format!("the server stopped: {e}")),
     }
 }
 
@@ -305,7 +331,10 @@ async fn reload_on_hangup(
     while hangups.recv().await.is_some() {
         let checked = args.settings().and_then(|settings| {
             settings.token.as_deref().map_or(Ok(()), valid_token)?;
-            Ok(settings)
+            match settings.log_level.as_deref() {
+                Some(level) if !LEVELS.contains(&level) => Err(unknown_level_message(level)),
+                _ => Ok(settings),
+            }
         });
         match checked {
             Ok(settings) => {

@@ -303,7 +303,13 @@ fn unauthorized(headers: &HeaderMap) -> Response {
     if wants_page(headers) {
         return Redirect::to(SIGN_IN).into_response();
     }
-    (StatusCode::UNAUTHORIZED, "a bearer token is required").into_response()
+    (
+        StatusCode::UNAUTHORIZED,
+        // RFC 6750: says which scheme to answer with.
+        [(header::WWW_AUTHENTICATE, "Bearer realm=\"opcode\"")],
+        "a bearer token is required",
+    )
+        .into_response()
 }
 
 /// Is this a browser navigating to a page?
