@@ -123,6 +123,10 @@ pub struct Settings {
     /// default false; spec/mcp.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub elicit_decisions: Option<bool>,
+    /// Let `/livez` and `/readyz` answer requests without the token (for
+    /// an orchestrator's probes; `OPCODE_OPEN_PROBES`; default false).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_probes: Option<bool>,
 }
 
 impl Settings {
@@ -171,6 +175,8 @@ impl Settings {
             inline_limit: get("OPCODE_INLINE_LIMIT").map(serde_json::Value::String),
             elicit_decisions: get("OPCODE_ELICIT_DECISIONS")
                 .map(|v| matches!(v.as_str(), "true" | "1" | "yes" | "on")),
+            open_probes: get("OPCODE_OPEN_PROBES")
+                .map(|v| matches!(v.as_str(), "true" | "1" | "yes" | "on")),
         }
     }
 
@@ -198,6 +204,7 @@ impl Settings {
             lease_ttl: over.lease_ttl.or(self.lease_ttl),
             inline_limit: over.inline_limit.or(self.inline_limit),
             elicit_decisions: over.elicit_decisions.or(self.elicit_decisions),
+            open_probes: over.open_probes.or(self.open_probes),
         }
     }
 

@@ -31,10 +31,15 @@ fn memory_api() -> Api {
 }
 
 async fn serve_api(api: Api, token: Option<&str>, panel: bool) -> String {
-    let guard: SharedGuard = Gate::new(Guard {
+    let guard = Guard {
         token: token.map(str::to_owned),
         ..Guard::default()
-    });
+    };
+    serve_guarded(api, guard, panel).await
+}
+
+async fn serve_guarded(api: Api, guard: Guard, panel: bool) -> String {
+    let guard: SharedGuard = Gate::new(guard);
     let panel = panel.then(|| Panel::new(api.clone(), None, guard.clone(), false));
     let app = serve::router(api, None, guard, &CancellationToken::new(), panel)
         .into_make_service_with_connect_info::<SocketAddr>();
@@ -459,4 +464,30 @@ async fn an_unknown_route_gets_a_not_found_page() {
         "{text}"
     );
     assert!(text.contains("href=\"/workflows\""), "the way back: {text}");
+}
+
+/// With `open_probes`, `/livez` and `/readyz` answer without the token;
+/// everything else still needs it, and without the setting so do they.
+#[tokio::test]
+async fn probes_may_answer_without_the_token() {
+    let http = client();
+    for open_probes in [true, false] {
+        let guard = Guard {
+            token: Some(TOKEN.into()),
+            open_probes,
+            ..Guard::default()
+        };
+        let base = serve_guarded(memory_api(), guard, true).await;
+        for probe in ["/livez", "/readyz"] {
+            let answer = http.get(format!("{base}{probe}")).send().await.unwrap();
+            let want = if open_probes {
+                StatusCode::OK
+            } else {
+                StatusCode::UNAUTHORIZED
+            };
+            assert_eq!(answer.status(), want, "{probe}, open_probes {open_probes}");
+        }
+        let metrics = http.get(format!("{base}/metrics")).send().await.unwrap();
+        assert_eq!(metrics.status(), StatusCode::UNAUTHORIZED);
+    }
 }

@@ -102,6 +102,7 @@ fn guard_of(settings: &Settings, listen: &SocketAddr) -> Guard {
         hosts,
         origins,
         token: settings.token.clone(),
+        open_probes: settings.open_probes.unwrap_or(false),
     }
 }
 
@@ -343,7 +344,7 @@ async fn reload_on_hangup(
                     let _ = logs.reload(filter_of(settings.log_level.as_deref()));
                 }
                 tracing::info!(
-                    "settings reloaded (token, origins, log level; restart for the rest)"
+                    "settings reloaded (token, origins, open probes, log level; restart for the rest)"
                 );
             }
             Err(e) => tracing::error!(error = %e, "settings not reloaded"),

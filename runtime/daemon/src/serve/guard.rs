@@ -40,7 +40,12 @@ pub struct Guard {
     pub origins: Vec<String>,
     /// The bearer token every request must carry, if any.
     pub token: Option<String>,
+    /// `/livez` and `/readyz` answer without the token (probes).
+    pub open_probes: bool,
 }
+
+/// The health paths an orchestrator probes.
+const PROBES: [&str; 2] = ["/livez", "/readyz"];
 
 /// Why a request's headers are refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -262,17 +267,20 @@ pub async fn guard(
     request: Request<Body>,
     next: Next,
 ) -> Response {
-    let checked = state
-        .gate
-        .guard
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .check(request.headers());
+    let (checked, open_probes) = {
+        let guard = state
+            .gate
+            .guard
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        (guard.check(request.headers()), guard.open_probes)
+    };
     let signing_in = request.uri().path() == SIGN_IN;
+    let open_probe = open_probes && PROBES.contains(&request.uri().path());
     match checked {
         Err(Refusal::Malformed(message)) => (StatusCode::BAD_REQUEST, message).into_response(),
         Err(Refusal::Forbidden(message)) => (StatusCode::FORBIDDEN, message).into_response(),
-        Err(Refusal::Missing) if signing_in => next.run(request).await,
+        Err(Refusal::Missing) if signing_in || open_probe => next.run(request).await,
         Err(Refusal::Missing) => unauthorized(request.headers()),
         Ok(()) if state.gate.token().is_none() => next.run(request).await,
         // A token was presented: checked only when the client may try.
