@@ -210,6 +210,19 @@ pub enum Placement {
     InRoundForCel,
 }
 
+/// A JSON value's kind with its article, for messages (`a string`).
+pub fn describe_value(value: &serde_json::Value) -> &'static str {
+    use serde_json::Value as V;
+    match value {
+        V::Null => "null",
+        V::Bool(_) => "a boolean",
+        V::Number(_) => "a number",
+        V::String(_) => "a string",
+        V::Array(_) => "an array",
+        V::Object(_) => "an object",
+    }
+}
+
 /// The signature and documentation of one action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ActionSpec {

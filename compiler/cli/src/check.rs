@@ -6,16 +6,7 @@ use opcode_compiler::diagnostics::render::{human, json};
 use opcode_compiler::diagnostics::{Diagnostic, apply_fixes};
 use opcode_compiler::{Compiler, MAX_SOURCE_BYTES, decode_utf8};
 
-use crate::output::{ColorChoice, eprint_line, print};
-
-/// Output formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// Source snippets for people.
-    Human,
-    /// A JSON array of diagnostics for tools.
-    Json,
-}
+use crate::output::{ColorChoice, Format, eprint_line, print};
 
 /// Arguments of `check`.
 #[derive(Debug, clap::Args)]
@@ -23,7 +14,7 @@ pub struct Args {
     /// Workflow files (JSON, bare or in opcode's wrapper format, or `.opc`).
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// Output format.
+    /// Output format; `json` is a JSON array of diagnostics.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     format: Format,
     /// Treat warnings as errors (exit 1 when there are any).

@@ -2,6 +2,15 @@
 
 use std::io::{IsTerminal, Write};
 
+/// `--format` choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// For people to read.
+    Human,
+    /// JSON, for tools (each command's `--format` help gives its shape).
+    Json,
+}
+
 /// `--color` choices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ColorChoice {

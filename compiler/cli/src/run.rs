@@ -25,16 +25,7 @@ use opcode_stdlib::inputs::{pairs, parse_inputs, parse_value};
 use serde_json::Value;
 
 use crate::compile::compile_file;
-use crate::output::{ColorChoice, eprint_line, print};
-
-/// Output formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// A readable report.
-    Human,
-    /// `{status, output, steps, pending_decisions, error}`.
-    Json,
-}
+use crate::output::{ColorChoice, Format, eprint_line, print};
 
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
@@ -55,7 +46,7 @@ pub struct Args {
     /// Sends signal NAME with a JSON payload after the start. Repeatable.
     #[arg(long, value_name = "NAME=JSON")]
     signal: Vec<String>,
-    /// Output format.
+    /// Output format; `json` is `{status, output, steps, pending_decisions, error}`.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     format: Format,
     /// When only decisions or signals are pending, wait this long for their timeouts before reporting the run suspended.
@@ -166,15 +157,7 @@ async fn run_file(path: &Path, inputs: Value, options: &Options) -> Result<Value
     }
     let _background = executor.background();
     let _events = (!options.json).then(|| print_emitted(&executor));
-    let request = StartRequest {
-        definition: source,
-        program: Some(program),
-        inputs,
-        agent_id: Some("opcodec".into()),
-        base_dir: Some(base.clone()),
-        workspace: Some(base),
-        ..StartRequest::default()
-    };
+    let request = start_request(source, program, inputs, "opcodec", base);
     let fail = |e: ExecError| {
         eprint_line(&format!("error: {e}"));
         EXIT_FAILED
@@ -209,6 +192,26 @@ pub fn config_for(base: PathBuf) -> Config {
     };
     config.isolation.helper = std::env::current_exe().ok();
     config
+}
+
+/// The request that starts `program` (compiled from `definition`) with
+/// `inputs` as `agent`, its paths resolving in `base`.
+pub fn start_request(
+    definition: String,
+    program: opcode_vm::Program,
+    inputs: Value,
+    agent: &str,
+    base: PathBuf,
+) -> StartRequest {
+    StartRequest {
+        definition,
+        program: Some(program),
+        inputs,
+        agent_id: Some(agent.to_owned()),
+        base_dir: Some(base.clone()),
+        workspace: Some(base),
+        ..StartRequest::default()
+    }
 }
 
 /// An executor over `store` with `config`, secrets from the environment.

@@ -20,23 +20,14 @@ use serde_json::json;
 
 use self::case::{Outcome, run_case};
 use self::file::TestFile;
-use crate::output::{eprint_line, print};
-
-/// Output formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// A line per case, the failures' differences under them.
-    Human,
-    /// `{files: [{path, cases: [{name, passed, failures, virtual_ms}]}], passed, failed}`.
-    Json,
-}
+use crate::output::{Format, eprint_line, print};
 
 /// Arguments of `test`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Test files, or folders searched for `*.test.json` (default: `.`).
     paths: Vec<PathBuf>,
-    /// Output format.
+    /// Output format; `json` is `{files: [{path, cases: [{name, passed, failures, virtual_ms, crash_points, crashes_in_recovery}]}], passed, failed}`.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     format: Format,
     /// Also write a JUnit XML report to FILE (for CI).
@@ -122,13 +113,13 @@ fn find(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
 /// (`lint`): a mock of an output its action never gives proves nothing.
 fn linted(path: &Path, file: TestFile) -> Result<TestFile, String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let lines = opcode_compiler::source::LineIndex::new(&text);
     let errors: Vec<String> = lint::lint(path, &text, &crate::check::compiler())
         .into_iter()
         .filter(opcode_compiler::diagnostics::Diagnostic::is_error)
         .map(|d| {
-            let at = d.span().start as usize;
-            let line = text[..at.min(text.len())].matches('\n').count() + 1;
-            format!("line {line}: {}: {}", d.code.id, d.message)
+            let at = lines.line_col(&text, d.span().start as usize);
+            format!("line {}: {}: {}", at.line, d.code.id, d.message)
         })
         .collect();
     if errors.is_empty() {

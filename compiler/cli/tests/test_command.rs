@@ -13,12 +13,28 @@ fn opcodec(args: &[&str]) -> Output {
         .expect("opcodec runs")
 }
 
+/// A fresh, empty folder for one test.
+fn fresh_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("opcodec-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `opcodec test DIR [extra…]`, which must fail (exit 1): its report.
+fn failing(dir: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["test", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let ran = opcodec(&args);
+    let text = String::from_utf8_lossy(&ran.stdout).into_owned();
+    assert_eq!(ran.status.code(), Some(1), "{text}");
+    text
+}
+
 /// A copy of `examples/multi-agent-review` in a fresh folder, its
 /// workflow changed by `edit`.
 fn example_copy(name: &str, edit: impl Fn(String) -> String) -> PathBuf {
     let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/multi-agent-review");
-    let dir = std::env::temp_dir().join(format!("opcodec-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir(name);
     for file in ["workflow.json", "workflow.test.json"] {
         let text = std::fs::read_to_string(from.join(file)).unwrap();
         let text = if file == "workflow.json" {
@@ -57,13 +73,12 @@ fn the_examples_suite_passes() {
     ]);
     assert_eq!(crashed.status.code(), Some(0));
     let report = json_report(&crashed);
-    let tried: u64 = report["files"][0]["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["crash_points"].as_u64().unwrap())
-        .sum();
+    let cases = report["files"][0]["cases"].as_array().unwrap();
+    let total = |key: &str| -> u64 { cases.iter().map(|c| c[key].as_u64().unwrap()).sum() };
+    let (tried, in_recovery) = (total("crash_points"), total("crashes_in_recovery"));
     assert!(tried >= 9, "{report}");
+    // Crash points include second kills, during the recovery from the first.
+    assert!(in_recovery > 0 && in_recovery < tried, "{report}");
 }
 
 #[test]
@@ -100,9 +115,7 @@ fn an_inverted_condition_fails_with_a_diff_naming_the_step() {
 #[test]
 fn an_effect_nobody_mocked_is_refused_by_name() {
     let dir = example_copy("unmocked", |t| t.replace("http.post", "http.request"));
-    let ran = opcodec(&["test", dir.to_str().unwrap()]);
-    let text = String::from_utf8_lossy(&ran.stdout);
-    assert_eq!(ran.status.code(), Some(1), "{text}");
+    let text = failing(&dir, &[]);
     assert!(
         text.contains("step `publish` calls `http.request`, which this case does not mock"),
         "{text}"
@@ -127,8 +140,7 @@ fn a_test_file_named_bare_in_its_own_folder_runs() {
 
 #[test]
 fn nothing_to_test_is_a_usage_error() {
-    let dir = std::env::temp_dir().join(format!("opcodec-test-{}-empty", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("empty");
     assert_eq!(
         opcodec(&["test", dir.to_str().unwrap()]).status.code(),
         Some(2)
@@ -139,8 +151,7 @@ fn nothing_to_test_is_a_usage_error() {
 /// now calls a step with other params, naming the step and the place.
 #[test]
 fn a_golden_case_names_the_step_called_with_other_params() {
-    let dir = std::env::temp_dir().join(format!("opcodec-test-{}-golden", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("golden");
     let workflow = |expression: &str| {
         serde_json::json!({"steps": [{"id": "b", "action": "expr.eval", "params": {"expression": expression}}]})
             .to_string()
@@ -155,9 +166,7 @@ fn a_golden_case_names_the_step_called_with_other_params() {
         Some(0)
     );
     std::fs::write(dir.join("workflow.json"), workflow("2+2")).unwrap();
-    let ran = opcodec(&["test", dir.to_str().unwrap()]);
-    let text = String::from_utf8_lossy(&ran.stdout);
-    assert_eq!(ran.status.code(), Some(1), "{text}");
+    let text = failing(&dir, &[]);
     assert!(
         text.contains("step `b` (attempt 1) was called with other params: at /expression: expected \"1+1\", got \"2+2\""),
         "{text}"
@@ -169,8 +178,7 @@ fn a_golden_case_names_the_step_called_with_other_params() {
 /// it ran ends differently, and the crash point says which one.
 #[test]
 fn a_run_that_ends_differently_after_a_crash_fails_its_crash_point() {
-    let dir = std::env::temp_dir().join(format!("opcodec-test-{}-uuid", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("uuid");
     let workflow = serde_json::json!({
         "name": "fresh-id",
         "steps": [
@@ -187,9 +195,7 @@ fn a_run_that_ends_differently_after_a_crash_fails_its_crash_point() {
     std::fs::write(dir.join("workflow.test.json"), cases.to_string()).unwrap();
     let plain = opcodec(&["test", dir.to_str().unwrap()]);
     assert_eq!(plain.status.code(), Some(0));
-    let crashed = opcodec(&["test", dir.to_str().unwrap(), "--crash-points"]);
-    let text = String::from_utf8_lossy(&crashed.stdout);
-    assert_eq!(crashed.status.code(), Some(1), "{text}");
+    let text = failing(&dir, &["--crash-points"]);
     assert!(
         text.contains("crashed after commit 1 of") && text.contains("the run ends differently"),
         "{text}"
@@ -197,31 +203,11 @@ fn a_run_that_ends_differently_after_a_crash_fails_its_crash_point() {
     assert!(text.contains("/output/id"), "{text}");
 }
 
-/// Crash points include second kills, during the recovery from the first.
-#[test]
-fn crash_points_kill_the_recovery_too() {
-    let dir = example_copy("twice", |t| t);
-    let ran = opcodec(&[
-        "test",
-        dir.to_str().unwrap(),
-        "--crash-points",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(ran.status.code(), Some(0));
-    let report = json_report(&ran);
-    let cases = report["files"][0]["cases"].as_array().unwrap();
-    let total = |key: &str| -> u64 { cases.iter().map(|c| c[key].as_u64().unwrap()).sum() };
-    let (all, in_recovery) = (total("crash_points"), total("crashes_in_recovery"));
-    assert!(in_recovery > 0 && in_recovery < all, "{report}");
-}
-
 /// A mock of an output its action never gives fails the file, at its line,
 /// before any case runs.
 #[test]
 fn a_mock_of_an_output_the_action_never_gives_is_refused() {
-    let dir = std::env::temp_dir().join(format!("opcodec-test-{}-misfit", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("misfit");
     let workflow = serde_json::json!({"steps": [
         {"id": "ping", "action": "http.get", "params": {"url": "https://example.com"}}]});
     std::fs::write(dir.join("workflow.json"), workflow.to_string()).unwrap();
@@ -230,9 +216,7 @@ fn a_mock_of_an_output_the_action_never_gives_is_refused() {
         "{\"cases\": [{\"name\": \"a\",\n \"mocks\": {\"ping\": {\"output\": {\"status_code\": \"ok\"}}}}]}",
     )
     .unwrap();
-    let ran = opcodec(&["test", dir.to_str().unwrap()]);
-    let text = String::from_utf8_lossy(&ran.stdout);
-    assert_eq!(ran.status.code(), Some(1), "{text}");
+    let text = failing(&dir, &[]);
     assert!(
         text.contains(
             "line 2: E0056: `http.get` never gives this output: .status_code is a string"

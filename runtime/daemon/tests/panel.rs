@@ -49,6 +49,15 @@ async fn serve_guarded(api: Api, guard: Guard, panel: bool) -> String {
     base
 }
 
+/// `GET base+path` in the browser session `cookie`.
+async fn get_in(http: &reqwest::Client, base: &str, cookie: &str, path: &str) -> reqwest::Response {
+    http.get(format!("{base}{path}"))
+        .header(header::COOKIE, cookie)
+        .send()
+        .await
+        .unwrap()
+}
+
 /// A token long enough for the daemon.
 const TOKEN: &str = "s3cret-s3cret-s3cret";
 
@@ -371,12 +380,8 @@ async fn a_held_parents_page_shows_the_decision_of_the_run_below() {
     let base = serve_api(api, None, true).await;
     let http = client();
     let (cookie, _) = session(&http, &base).await;
-    let page = http
-        .get(format!("{base}/workflows/{parent}"))
-        .header(header::COOKIE, &cookie)
-        .send()
+    let page = get_in(&http, &base, &cookie, &format!("/workflows/{parent}"))
         .await
-        .unwrap()
         .text()
         .await
         .unwrap();
@@ -409,14 +414,8 @@ async fn a_finished_run_downloads_as_a_test_case() {
     let base = serve_api(api, None, true).await;
     let http = client();
     let (cookie, _) = session(&http, &base).await;
-    let get = |path: String| {
-        http.get(format!("{base}{path}"))
-            .header(header::COOKIE, &cookie)
-            .send()
-    };
-    let page = get(format!("/workflows/{id}"))
+    let page = get_in(&http, &base, &cookie, &format!("/workflows/{id}"))
         .await
-        .unwrap()
         .text()
         .await
         .unwrap();
@@ -424,7 +423,7 @@ async fn a_finished_run_downloads_as_a_test_case() {
         page.contains(&format!("/workflows/{id}/test.json")),
         "{page}"
     );
-    let file = get(format!("/workflows/{id}/test.json")).await.unwrap();
+    let file = get_in(&http, &base, &cookie, &format!("/workflows/{id}/test.json")).await;
     assert_eq!(file.status(), StatusCode::OK);
     let disposition = file.headers()[header::CONTENT_DISPOSITION]
         .to_str()
@@ -440,7 +439,7 @@ async fn a_finished_run_downloads_as_a_test_case() {
         file["cases"][0]["expect"]["steps"]["say"]["status"],
         "completed"
     );
-    let missing = get("/workflows/nope/test.json".into()).await.unwrap();
+    let missing = get_in(&http, &base, &cookie, "/workflows/nope/test.json").await;
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
 }
 
@@ -451,12 +450,7 @@ async fn an_unknown_route_gets_a_not_found_page() {
     let base = serve(None, true).await;
     let http = client();
     let (cookie, _) = session(&http, &base).await;
-    let page = http
-        .get(format!("{base}/no/such/page"))
-        .header(header::COOKIE, &cookie)
-        .send()
-        .await
-        .unwrap();
+    let page = get_in(&http, &base, &cookie, "/no/such/page").await;
     assert_eq!(page.status(), StatusCode::NOT_FOUND);
     let text = page.text().await.unwrap();
     assert!(

@@ -118,13 +118,7 @@ fn attempt(
     let steps = program.steps.iter().map(|s| s.id.clone()).collect();
     let request = StartRequest {
         id: Some(ROOT.to_owned()),
-        definition: text,
-        program: Some(program),
-        inputs,
-        agent_id: Some("opcodec-test".into()),
-        base_dir: Some(base.clone()),
-        workspace: Some(base),
-        ..StartRequest::default()
+        ..crate::run::start_request(text, program, inputs, "opcodec-test", base)
     };
     let prepared = Prepared {
         request,

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 /// A test file.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TestFile {
     /// The workflow under test, relative to the test file (default: the
@@ -134,31 +134,38 @@ impl TestFile {
 
     /// The workflow file this test file is about.
     pub fn workflow_path(&self, path: &Path) -> Result<PathBuf, String> {
-        let folder = super::case::folder_of(path);
-        if let Some(given) = &self.workflow {
-            return Ok(folder.join(given));
+        match &self.workflow {
+            Some(given) => Ok(super::case::folder_of(path).join(given)),
+            None => workflow_beside(path),
         }
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        let stem = name.strip_suffix(".test.json").unwrap_or(name);
-        let candidates = [
-            format!("{stem}.json"),
-            format!("{stem}.opc"),
-            "workflow.json".to_owned(),
-            "workflow.opc".to_owned(),
-        ];
-        candidates
-            .iter()
-            .map(|c| folder.join(c))
-            .find(|c| c.is_file())
-            .ok_or_else(|| {
-                format!(
-                    "{}: no workflow beside it ({}); say which with `workflow`",
-                    path.display(),
-                    candidates.join(", ")
-                )
-            })
     }
+}
+
+/// The workflow beside the test file at `path` that it is about when it
+/// names none: its name without `.test`, as `.json` or `.opc`, else
+/// `workflow.json` / `workflow.opc`.
+pub fn workflow_beside(path: &Path) -> Result<PathBuf, String> {
+    let folder = super::case::folder_of(path);
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let stem = name.strip_suffix(".test.json").unwrap_or(name);
+    let candidates = [
+        format!("{stem}.json"),
+        format!("{stem}.opc"),
+        "workflow.json".to_owned(),
+        "workflow.opc".to_owned(),
+    ];
+    candidates
+        .iter()
+        .map(|c| folder.join(c))
+        .find(|c| c.is_file())
+        .ok_or_else(|| {
+            format!(
+                "{}: no workflow beside it ({}); say which with `workflow`",
+                path.display(),
+                candidates.join(", ")
+            )
+        })
 }

@@ -13,7 +13,7 @@ use opcode_compiler::source::Span;
 use opcode_compiler::syntax::json;
 use opcode_compiler::syntax::node::{Member, Node};
 use opcode_compiler::{Compiler, Syntax};
-use opcode_vm::catalog::Ty;
+use opcode_vm::catalog::{Ty, describe_value};
 use serde_json::Value;
 
 /// The steps of one workflow: each id and its action, if it has one.
@@ -108,8 +108,7 @@ fn workflow_at(
 
 /// The steps of the workflow beside the test file at `path`, if there is one.
 fn beside(path: &Path, compiler: &Compiler) -> Option<Steps> {
-    let file = super::file::TestFile::default();
-    let workflow = file.workflow_path(path).ok()?;
+    let workflow = super::file::workflow_beside(path).ok()?;
     let (_, text) = crate::check::read_source(&workflow).ok()?;
     let name = workflow.to_string_lossy();
     steps_of(&text, Syntax::of_file(&name), compiler)
@@ -146,11 +145,10 @@ fn check_mocks(mocks: &Node, steps: &Steps, compiler: &Compiler, sink: &mut Diag
             }
             Some(mock.key.to_string())
         } else {
-            let step = mock.key.split_once('[').map_or(&*mock.key, |(id, _)| id);
-            if !known_step(step, mock.key_span, steps, "a mock", sink) {
+            if !known_step(&mock.key, mock.key_span, steps, "a mock", sink) {
                 continue;
             }
-            steps.get(step).cloned().flatten()
+            steps.get(step_of(&mock.key)).cloned().flatten()
         };
         let Some(spec) = action.as_deref().and_then(|a| compiler.catalog().get(a)) else {
             continue;
@@ -177,7 +175,11 @@ fn check_mocks(mocks: &Node, steps: &Steps, compiler: &Compiler, sink: &mut Diag
 fn misfit(ty: &Ty, value: &Value, at: &str) -> Option<String> {
     if !ty.accepts(value) {
         let place = if at.is_empty() { "it" } else { at };
-        return Some(format!("{place} is {}, not {}", kind(value), ty.describe()));
+        return Some(format!(
+            "{place} is {}, not {}",
+            describe_value(value),
+            ty.describe()
+        ));
     }
     let (Ty::Object { fields }, Value::Object(map)) = (ty, value) else {
         return None;
@@ -191,22 +193,15 @@ fn misfit(ty: &Ty, value: &Value, at: &str) -> Option<String> {
     })
 }
 
-/// The JSON kind of `value`, for messages.
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
+/// The step an instance name (`id[N]`) or a step id names.
+fn step_of(name: &str) -> &str {
+    name.split_once('[').map_or(name, |(id, _)| id)
 }
 
 /// Whether `id` is a step of the workflow; if not, says so at `span`
 /// (with the closest id as a fix).
 fn known_step(id: &str, span: Span, steps: &Steps, what: &str, sink: &mut Diagnostics) -> bool {
-    let id = id.split_once('[').map_or(id, |(step, _)| step);
+    let id = step_of(id);
     if steps.contains_key(id) {
         return true;
     }

@@ -127,16 +127,7 @@ impl Args {
 }
 
 /// A JSON value's type, for messages.
-pub fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+pub use opcode_vm::catalog::describe_value as kind;
 
 #[cfg(test)]
 mod tests {

@@ -10,14 +10,6 @@ use super::args::Args;
 use super::query::{counted, workflow_filter};
 use super::{Api, ToolError};
 
-/// The runs a test case can be made of when `filter.status` does not say.
-const AT_REST: [WorkflowStatus; 4] = [
-    WorkflowStatus::Completed,
-    WorkflowStatus::Failed,
-    WorkflowStatus::Cancelled,
-    WorkflowStatus::Suspended,
-];
-
 /// One page of test cases and how many runs match: the run
 /// `filter.workflow_id`, or the runs at rest the other keys select.
 pub async fn page(
@@ -57,7 +49,11 @@ pub async fn page(
         ));
     }
     if runs.statuses.is_empty() {
-        runs.statuses = AT_REST.to_vec();
+        // Every status a test case can be made of.
+        runs.statuses = WorkflowStatus::ALL
+            .into_iter()
+            .filter(|s| golden::exportable(*s))
+            .collect();
     }
     let rows = api.store().workflows(runs.clone()).await?;
     let total = counted(api, rows.len(), limit, offset, Listing::Workflows(runs)).await?;
