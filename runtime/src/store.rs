@@ -29,8 +29,8 @@ pub use notice::Notice;
 pub use status::{DecisionStatus, WorkflowStatus};
 
 pub use catalog::{
-    EventFilter, FoundEntry, Listing, ScheduleAdvance, ScheduleRow, SecretRow, TemplateDraft,
-    TemplateFilter, TemplateRow, VaultHeader,
+    EventFilter, FoundEntry, Listing, ScheduleAdvance, ScheduleRow, SecretRow, StoreHealth,
+    TemplateDraft, TemplateFilter, TemplateRow, VaultHeader,
 };
 
 use std::future::Future;
@@ -750,4 +750,7 @@ pub trait Catalog: Send + Sync {
 
     /// Deletes a secret; false if there was none.
     fn delete_secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<bool>>;
+
+    /// The database's schema version, journal, sync setting and clock.
+    fn health(&self) -> BoxFuture<'_, StoreResult<StoreHealth>>;
 }

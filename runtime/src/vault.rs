@@ -103,6 +103,18 @@ impl Vault {
         }
     }
 
+    /// Opens the vault of `store` if one was created, without creating
+    /// one: `Ok(None)` when there is none yet.
+    pub async fn existing(
+        store: Arc<dyn EventStore>,
+        passphrase: &str,
+    ) -> Result<Option<Vault>, VaultError> {
+        match store.vault_header().await? {
+            Some(header) => Vault::unlock(store, passphrase, &header).map(Some),
+            None => Ok(None),
+        }
+    }
+
     fn unlock(
         store: Arc<dyn EventStore>,
         passphrase: &str,

@@ -974,3 +974,32 @@ fn a_large_value_reads_back_whole_and_is_kept_once() {
         }
     }
 }
+
+#[test]
+fn a_store_says_its_schema_journal_and_clock() {
+    for (name, store, _dir) in stores() {
+        let empty = block_on(store.health()).unwrap();
+        assert_eq!(empty.newest_run_at, None, "{name}");
+        block_on(store.commit(create("w"))).unwrap();
+        let health = block_on(store.health()).unwrap();
+        assert_eq!(
+            health.newest_run_at.as_deref(),
+            Some(at(0).as_str()),
+            "{name}"
+        );
+        assert!(health.clock.as_str() > "2026", "{name}: {}", health.clock);
+        match name {
+            "libsql" => {
+                assert_eq!(health.schema_version, opcode_runtime::store::SCHEMA_VERSION);
+                assert_eq!(health.journal_mode.as_deref(), Some("wal"));
+                assert_eq!(health.synchronous.as_deref(), Some("normal"));
+            }
+            #[cfg(feature = "postgres")]
+            "postgres" => assert_eq!(
+                health.schema_version,
+                opcode_runtime::store::postgres::SCHEMA_VERSION
+            ),
+            _ => assert_eq!(health.journal_mode, None),
+        }
+    }
+}

@@ -52,8 +52,8 @@ enum Command {
     Schedule(schedule::Args),
     /// Keep secrets in the vault: set (value from stdin), list, rm.
     Secret(secret::Args),
-    /// Say which of the sandbox's protections this host gives.
-    Doctor(doctor::Args),
+    /// Check what `opcode serve` needs here, and say what to do about each failure.
+    Doctor(doctor::DoctorArgs),
     /// Print the agent skill, or install it into a skills directory.
     Skill(skill::Args),
 }
@@ -89,7 +89,7 @@ pub fn main(cli: Cli) -> u8 {
             Command::Cancel(args) => signal::cancel(args).await,
             Command::Schedule(args) => schedule::schedule(args).await,
             Command::Secret(args) => secret::secret(args).await,
-            Command::Doctor(args) => doctor::doctor(&args),
+            Command::Doctor(args) => doctor::doctor(&args).await,
             Command::Skill(args) => skill::skill(&args),
         }
     });

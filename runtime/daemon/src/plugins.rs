@@ -258,8 +258,8 @@ async fn supervise(
                 if let Some(mut state) = plugins.state(&config.name) {
                     state.status = "up";
                     state.peer = Some(service.peer().clone());
+                    // `last_error` stays: why it went down last, once it is back.
                     state.tools = names;
-                    state.last_error = None;
                 }
                 if let Some(tx) = first.take() {
                     let _ = tx.send(());
@@ -299,6 +299,16 @@ fn mark_down(plugins: &Plugins, name: &str, why: String) {
 }
 
 type Service = RunningService<RoleClient, ()>;
+
+/// Starts or reaches the plugin once, lists its tools and lets it go
+/// (what `opcode doctor` checks).
+pub async fn probe(config: &PluginConfig) -> Result<Vec<String>, String> {
+    let (service, tools) = tokio::time::timeout(HEALTH_TIMEOUT, connect(config))
+        .await
+        .map_err(|_| "it did not answer in time".to_owned())??;
+    let _ = service.cancel().await;
+    Ok(tools.iter().map(|t| t.name.to_string()).collect())
+}
 
 /// Starts or reaches the server, and lists its tools.
 async fn connect(config: &PluginConfig) -> Result<(Service, Vec<rmcp::model::Tool>), String> {

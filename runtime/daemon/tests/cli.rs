@@ -274,44 +274,6 @@ fn a_detached_run_survives_kill_9_and_decisions_finish_it() {
 }
 
 #[test]
-fn doctor_says_which_protections_the_host_gives() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("settings.json");
-    let doctor = |settings: &Value| {
-        std::fs::write(&config, settings.to_string()).unwrap();
-        let out = Command::new(OPCODE)
-            .args(["doctor", "--format", "json", "--config"])
-            .arg(&config)
-            .output()
-            .unwrap();
-        (out.status.code(), json_out(&out))
-    };
-    let (code, report) = doctor(&json!({}));
-    let names: Vec<&str> = report["protections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
-    assert!(
-        names.contains(&"user namespaces") && names.contains(&"seccomp filters"),
-        "{report}"
-    );
-    // The tests run as root on a host that isolates.
-    assert_eq!(
-        (code, &report["sandbox"]["seccomp"]),
-        (Some(0), &json!(true)),
-        "{report}"
-    );
-    let (code, report) = doctor(&json!({"isolation": {"cgroup_root": "/nonexistent"}}));
-    assert_eq!(
-        (code, &report["cgroup_version"]),
-        (Some(1), &json!("none")),
-        "{report}"
-    );
-}
-
-#[test]
 fn the_skill_prints_and_installs_as_a_directory_of_its_own() {
     let printed = Command::new(OPCODE).arg("skill").output().unwrap();
     assert!(printed.status.success());

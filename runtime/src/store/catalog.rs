@@ -178,3 +178,19 @@ pub enum Listing {
     /// [`super::Catalog::find_entries`].
     Entries(EventFilter),
 }
+
+/// What `opcode doctor` asks a store about itself.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StoreHealth {
+    /// The schema version the database is at.
+    pub schema_version: i64,
+    /// The journal mode (`wal` for a libSQL file; `None` for a server).
+    pub journal_mode: Option<String>,
+    /// How commits are synced (`normal`, `full`; `None` for a server,
+    /// whose durability is its own).
+    pub synchronous: Option<String>,
+    /// When the newest run was created (RFC 3339), if there is one.
+    pub newest_run_at: Option<String>,
+    /// The store's clock now (RFC 3339): a server's, or this process's.
+    pub clock: String,
+}

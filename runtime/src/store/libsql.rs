@@ -21,8 +21,9 @@ use self::db::Db;
 use super::{
     AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionRow, DecisionStatus, Durability,
     EventFilter, FoundEntry, InboxMessage, Listing, LogEntry, RunLog, ScheduleAdvance, ScheduleRow,
-    SecretRow, Source, StepRow, StoreError, StoreResult, TemplateDraft, TemplateFilter,
-    TemplateRow, VaultHeader, WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
+    SecretRow, Source, StepRow, StoreError, StoreHealth, StoreResult, TemplateDraft,
+    TemplateFilter, TemplateRow, VaultHeader, WorkflowFilter, WorkflowRow, WorkflowState,
+    WorkflowStatus,
 };
 
 /// At most this many commits share one transaction.
@@ -391,6 +392,10 @@ impl Catalog for LibsqlStore {
     fn delete_secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
         let name = name.to_owned();
         self.ask(move |db| db.delete_secret(&name))
+    }
+
+    fn health(&self) -> BoxFuture<'_, StoreResult<StoreHealth>> {
+        self.ask(Db::health)
     }
 
     fn advance_schedule(&self, advance: ScheduleAdvance) -> BoxFuture<'_, StoreResult<bool>> {

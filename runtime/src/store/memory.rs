@@ -8,9 +8,9 @@ use super::commit::{self, Write};
 use super::{
     AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionChange, DecisionRow,
     DecisionStatus, EventFilter, Fence, FoundEntry, InboxMessage, LeaseChange, Listing, LogEntry,
-    RunLog, ScheduleAdvance, ScheduleRow, SecretRow, Source, StepRow, StoreError, StoreResult,
-    TemplateDraft, TemplateFilter, TemplateRow, TimerChange, TimerRow, VaultHeader, WorkflowFilter,
-    WorkflowRow, WorkflowStatus, WorkflowUpdate,
+    RunLog, ScheduleAdvance, ScheduleRow, SecretRow, Source, StepRow, StoreError, StoreHealth,
+    StoreResult, TemplateDraft, TemplateFilter, TemplateRow, TimerChange, TimerRow, VaultHeader,
+    WorkflowFilter, WorkflowRow, WorkflowStatus, WorkflowUpdate,
 };
 
 #[derive(Default, Clone)]
@@ -812,6 +812,22 @@ impl Catalog for MemoryStore {
 
     fn delete_secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
         ready(Ok(self.lock().secrets.remove(name).is_some()))
+    }
+
+    fn health(&self) -> BoxFuture<'_, StoreResult<StoreHealth>> {
+        let newest_run_at = self
+            .lock()
+            .workflows
+            .values()
+            .map(|w| w.created_at.clone())
+            .max();
+        ready(Ok(StoreHealth {
+            schema_version: 0,
+            journal_mode: None,
+            synchronous: None,
+            newest_run_at,
+            clock: crate::time::rfc3339(crate::time::now_ms()),
+        }))
     }
 
     fn advance_schedule(&self, advance: ScheduleAdvance) -> BoxFuture<'_, StoreResult<bool>> {

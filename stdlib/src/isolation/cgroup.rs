@@ -43,6 +43,24 @@ pub fn detect(root: &Path) -> Option<Version> {
     }
 }
 
+/// The controllers the hierarchy at `root` offers: those `cgroup.controllers`
+/// lists (v2), or the mounted ones among memory, pids and cpu (v1).
+pub fn controllers(root: &Path) -> Vec<String> {
+    match detect(root) {
+        Some(Version::V2) => fs::read_to_string(root.join("cgroup.controllers"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect(),
+        Some(Version::V1) => ["memory", "pids", "cpu"]
+            .iter()
+            .filter(|c| root.join(c).join("tasks").is_file())
+            .map(|c| (*c).to_owned())
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
 /// A call's cgroup: one directory (v2) or one per controller (v1).
 #[derive(Debug)]
 pub struct Cgroup {
@@ -327,6 +345,18 @@ mod tests {
         assert_eq!(sweep(root.path()), 2);
         assert!(!dead.exists() && !mine.exists());
         assert!(alive.exists() && other.exists());
+    }
+
+    #[test]
+    fn the_controllers_of_each_hierarchy() {
+        let v2 = tempfile::tempdir().unwrap();
+        fs::write(v2.path().join("cgroup.controllers"), "cpuset cpu pids\n").unwrap();
+        assert_eq!(controllers(v2.path()), ["cpuset", "cpu", "pids"]);
+        let v1 = tempfile::tempdir().unwrap();
+        fs::create_dir(v1.path().join("pids")).unwrap();
+        fs::write(v1.path().join("pids/tasks"), "").unwrap();
+        assert_eq!(controllers(v1.path()), ["pids"]);
+        assert!(controllers(&v1.path().join("none")).is_empty());
     }
 
     #[test]

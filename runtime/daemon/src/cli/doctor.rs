@@ -1,96 +1,171 @@
-//! `opcode doctor`: which of the sandbox's protections this host gives,
-//! with the settings as they are (spec/security.md). Exit 0 when a
-//! sandboxed step can run here, 1 when it would fail with R0125.
+//! `opcode doctor`: checks what `opcode serve` would run with, given the
+//! same flags, settings and environment, and says what to do about each
+//! failure (spec/operator.md). Exit 0 when nothing fails, 1 when a check
+//! fails, 2 when the settings cannot be read at all.
 
-use std::path::Path;
+mod host;
+mod store;
 
-use opcode_daemon::settings::Settings;
-use opcode_stdlib::exec::Call;
-use opcode_stdlib::isolation::cgroup::{self, Version};
-use opcode_stdlib::isolation::host::Host;
-use opcode_stdlib::isolation::{Block, IsolationConfig, Policy, spawn};
-use serde_json::json;
+use std::fmt::Write as _;
 
-use super::common::{Exit, Format, fail, home};
+use serde::Serialize;
+use serde_json::{Value, json};
 
-/// Arguments of `doctor`.
+use super::common::{Exit, Format};
+use super::serve;
+
+/// Arguments of `doctor`: those of `serve`, whose start it checks.
 #[derive(Debug, clap::Args)]
-pub struct Args {
-    /// The settings file (default ~/.opcode/settings.json).
-    #[arg(long, value_name = "PATH")]
-    config: Option<std::path::PathBuf>,
+pub struct DoctorArgs {
+    #[command(flatten)]
+    serve: serve::Args,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     format: Format,
+    /// The same as `--format json`.
+    #[arg(long, conflicts_with = "format")]
+    json: bool,
+}
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Fine.
+    Ok,
+    /// Works, but an operator should know.
+    Warn,
+    /// `opcode serve` would refuse to start, or a step would fail.
+    Fail,
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// What was checked.
+    pub name: &'static str,
+    /// How it came out.
+    pub status: Status,
+    /// What was found.
+    pub detail: String,
+    /// What to do about it (for a warning or a failure).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl Check {
+    /// A check that passed.
+    pub fn ok(name: &'static str, detail: impl Into<String>) -> Check {
+        Check {
+            name,
+            status: Status::Ok,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    /// A check that passed with a caveat, and what to do about it.
+    pub fn warn(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check {
+            name,
+            status: Status::Warn,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
+    /// A check that failed, and what to do about it.
+    pub fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check {
+            name,
+            status: Status::Fail,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
 }
 
 /// Runs `doctor`.
-pub fn doctor(args: &Args) -> Exit {
-    let path = args
-        .config
-        .clone()
-        .unwrap_or_else(|| Settings::file_in(&home()));
-    let settings = match Settings::load(&path) {
-        Ok(settings) => settings,
-        Err(e) => return fail(e),
-    };
-    let config = match Block::parse(settings.isolation.as_ref()) {
-        Ok(defaults) => IsolationConfig {
-            defaults,
-            ..IsolationConfig::default()
-        },
-        Err(e) => return fail(e),
-    };
-    let policy = match Policy::of(&config, &Call::default(), Path::new("/")) {
-        Ok(policy) => policy,
-        Err(e) => return fail(e.message),
-    };
-    let host = Host::get();
-    let hierarchy = match cgroup::detect(&policy.cgroup_root) {
-        Some(Version::V2) => "v2",
-        Some(Version::V1) => "v1",
-        None => "none",
-    };
-    let verdict = spawn::protections(host, &policy);
-    let checks: Vec<(&str, bool)> = host
-        .protections()
-        .into_iter()
-        .chain([("cgroups at the configured root", hierarchy != "none")])
-        .collect();
-    match args.format {
+pub async fn doctor(args: &DoctorArgs) -> Exit {
+    let format = if args.json { Format::Json } else { args.format };
+    let mut checks = Vec::new();
+    let mut isolation = Value::Null;
+    match args.serve.settings() {
+        Err(e) => checks.push(Check::fail(
+            "settings",
+            e,
+            format!(
+                "correct the settings file {} (spec/errors names each field)",
+                args.serve.config_path().display()
+            ),
+        )),
+        Ok(settings) => {
+            checks.push(Check::ok(
+                "settings",
+                format!("read {}", args.serve.config_path().display()),
+            ));
+            checks.extend(host::serving(&settings).await);
+            checks.extend(store::checks(&settings).await);
+            let (check, report) = host::isolation(&settings, &args.serve.config_path());
+            checks.push(check);
+            isolation = report;
+            checks.extend(host::plugins(&settings).await);
+        }
+    }
+    let failed = checks.iter().any(|c| c.status == Status::Fail);
+    match format {
         Format::Json => {
-            let report = json!({
-                "protections": checks.iter().map(|(name, ok)| json!({"name": name, "provided": ok})).collect::<Vec<_>>(),
-                "cgroup_root": policy.cgroup_root,
-                "cgroup_version": hierarchy,
-                "sandbox": verdict.as_ref().map(|(userns, seccomp)| json!({"user_namespace": userns, "seccomp": seccomp})).ok(),
-                "missing": verdict.as_ref().err(),
-            });
+            let report = json!({"ok": !failed, "checks": checks, "isolation": isolation});
             println!(
                 "{}",
                 serde_json::to_string_pretty(&report).unwrap_or_default()
             );
         }
-        Format::Human => {
-            for (name, ok) in &checks {
-                println!("{} {name}", if *ok { "ok  " } else { "MISS" });
-            }
-            println!("cgroups: {hierarchy} at {}", policy.cgroup_root.display());
-            match &verdict {
-                Ok((userns, seccomp)) => println!(
-                    "sandboxed steps run here (user namespace: {}, seccomp: {})",
-                    if *userns { "yes" } else { "no" },
-                    if *seccomp { "yes" } else { "no" }
-                ),
-                Err(missing) => {
-                    println!("sandboxed steps fail here (R0125): {}", missing.join("; "));
-                }
-            }
+        Format::Human => print!("{}", human(&checks)),
+    }
+    if failed { Exit::Failed } else { Exit::Ok }
+}
+
+/// The report as aligned lines, a fix under each warning and failure.
+fn human(checks: &[Check]) -> String {
+    let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for check in checks {
+        let mark = match check.status {
+            Status::Ok => "ok  ",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+        };
+        let _ = writeln!(out, "{mark}  {:width$}  {}", check.name, check.detail);
+        if let Some(fix) = &check.fix {
+            let _ = writeln!(out, "      {:width$}  fix: {fix}", "");
         }
     }
-    if verdict.is_ok() && hierarchy != "none" {
-        Exit::Ok
-    } else {
-        Exit::Failed
+    let failures = checks.iter().filter(|c| c.status == Status::Fail).count();
+    let _ = match failures {
+        0 => writeln!(out, "opcode serve can start here"),
+        1 => writeln!(out, "1 check failed"),
+        n => writeln!(out, "{n} checks failed"),
+    };
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_aligns_its_names_and_puts_each_fix_under_its_check() {
+        let checks = [
+            Check::ok("settings", "read s.json"),
+            Check::fail("port", "127.0.0.1:4100 is in use", "stop the other daemon"),
+        ];
+        assert_eq!(
+            human(&checks),
+            "ok    settings  read s.json\n\
+             FAIL  port      127.0.0.1:4100 is in use\n\
+             \x20               fix: stop the other daemon\n\
+             1 check failed\n"
+        );
     }
 }

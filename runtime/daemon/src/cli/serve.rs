@@ -76,7 +76,7 @@ impl Args {
     }
 
     /// File, then environment, then flags.
-    fn settings(&self) -> Result<Settings, String> {
+    pub(super) fn settings(&self) -> Result<Settings, String> {
         let file = Settings::load(&self.config_path())?;
         let env = Settings::from_env(opcode_stdlib::environment::var);
         Ok(file.overlay(env).overlay(self.flags()))
@@ -125,10 +125,10 @@ fn init_logs(level: Option<&str>) -> Option<LogHandle> {
 }
 
 /// The log levels `--log-level` and `log_level` take.
-const LEVELS: [&str; 5] = ["error", "warn", "info", "debug", "trace"];
+pub(super) const LEVELS: [&str; 5] = ["error", "warn", "info", "debug", "trace"];
 
 /// Why `level` is refused, with the closest level when there is one.
-fn unknown_level_message(level: &str) -> String {
+pub(super) fn unknown_level_message(level: &str) -> String {
     let close = opcode_compiler::diagnostics::did_you_mean(level, &LEVELS)
         .map_or(String::new(), |c| format!(" (did you mean `{c}`?)"));
     format!(
@@ -178,22 +178,14 @@ pub async fn serve(args: Args) -> Exit {
     {
         return refuse(e);
     }
-    if !serve::is_loopback(&listen) && settings.token.is_none() {
-        return refuse(format!(
-            "listening on {listen} exposes the daemon to the network: set a token \
-             (--token, OPCODE_TOKEN or \"token\" in settings) or listen on 127.0.0.1"
-        ));
+    if let Some(problem) = exposure_problem(&listen, &settings) {
+        return refuse(problem);
     }
-    let durability = match settings.durability.as_deref() {
-        None | Some("normal") => Durability::Normal,
-        Some("full") => Durability::Full,
-        Some(other) => return refuse(format!("durability must be normal or full, not `{other}`")),
+    let durability = match durability_of(&settings) {
+        Ok(durability) => durability,
+        Err(message) => return refuse(message),
     };
-    let given = settings
-        .db
-        .clone()
-        .unwrap_or_else(|| home().join(".opcode").join("opcode.db"));
-    let db = match Database::parse(&given) {
+    let db = match database_of(&settings) {
         Ok(db) => db,
         Err(message) => return refuse(message),
     };
@@ -203,14 +195,7 @@ pub async fn serve(args: Args) -> Exit {
     };
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
-        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
-            return refuse(format!(
-                "{listen} is already in use: is another opcode daemon running? \
-                 Stop it, or choose another address with --listen 127.0.0.1:{}",
-                listen.port().wrapping_add(1)
-            ));
-        }
-        Err(e) => return refuse(format!("cannot listen on {listen}: {e}")),
+        Err(e) => return refuse(bind_error(listen, &e)),
     };
     let plugins = match settings.plugins() {
         Ok(plugins) => plugins,
@@ -296,6 +281,47 @@ pub async fn serve(args: Args) -> Exit {
     match served {
         Ok(()) => Exit::Ok,
         Err(e) => refuse(format!("the server stopped: {e}")),
+    }
+}
+
+/// Why listening on `listen` without a token is refused, if it is.
+pub(super) fn exposure_problem(listen: &SocketAddr, settings: &Settings) -> Option<String> {
+    (!serve::is_loopback(listen) && settings.token.is_none()).then(|| {
+        format!(
+            "listening on {listen} exposes the daemon to the network: set a token \
+             (--token, OPCODE_TOKEN or \"token\" in settings) or listen on 127.0.0.1"
+        )
+    })
+}
+
+/// The settings' `durability`.
+pub(super) fn durability_of(settings: &Settings) -> Result<Durability, String> {
+    match settings.durability.as_deref() {
+        None | Some("normal") => Ok(Durability::Normal),
+        Some("full") => Ok(Durability::Full),
+        Some(other) => Err(format!("durability must be normal or full, not `{other}`")),
+    }
+}
+
+/// The settings' database (default ~/.opcode/opcode.db).
+pub(super) fn database_of(settings: &Settings) -> Result<Database, String> {
+    let given = settings
+        .db
+        .clone()
+        .unwrap_or_else(|| home().join(".opcode").join("opcode.db"));
+    Database::parse(&given)
+}
+
+/// What to tell the operator when `listen` cannot be bound.
+pub(super) fn bind_error(listen: SocketAddr, e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::AddrInUse {
+        format!(
+            "{listen} is already in use: is another opcode daemon running? \
+             Stop it, or choose another address with --listen 127.0.0.1:{}",
+            listen.port().wrapping_add(1)
+        )
+    } else {
+        format!("cannot listen on {listen}: {e}")
     }
 }
 

@@ -9,8 +9,8 @@ use super::rows::{log_entry, page};
 use super::{Params, PostgresStore, backend, commit};
 use crate::store::{
     AgentRow, BoxFuture, Catalog, EventFilter, FoundEntry, Listing, ScheduleAdvance, ScheduleRow,
-    SecretRow, StoreError, StoreResult, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader,
-    WorkflowStatus,
+    SecretRow, StoreError, StoreHealth, StoreResult, TemplateDraft, TemplateFilter, TemplateRow,
+    VaultHeader, WorkflowStatus,
 };
 
 const TEMPLATE_COLUMNS: &str = "name, version, description, definition, input_schema, \
@@ -320,6 +320,28 @@ impl Catalog for PostgresStore {
                 .execute("DELETE FROM secrets WHERE key = $1", &[&name])
                 .await?;
             Ok(deleted > 0)
+        })
+    }
+
+    fn health(&self) -> BoxFuture<'_, StoreResult<StoreHealth>> {
+        Box::pin(async move {
+            let sql = "SELECT (SELECT COALESCE(MAX(version), 0) FROM schema_version), \
+                       (SELECT MAX(created_at) FROM workflows), \
+                       to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')";
+            let rows = self
+                .query(sql, &[], |row| {
+                    Ok(StoreHealth {
+                        schema_version: row.try_get(0).map_err(backend)?,
+                        journal_mode: None,
+                        synchronous: None,
+                        newest_run_at: row.try_get(1).map_err(backend)?,
+                        clock: row.try_get(2).map_err(backend)?,
+                    })
+                })
+                .await?;
+            rows.into_iter()
+                .next()
+                .ok_or_else(|| StoreError::Backend("the health query answered nothing".into()))
         })
     }
 }

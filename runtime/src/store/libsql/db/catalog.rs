@@ -6,8 +6,8 @@ use libsql::{Row, Value};
 
 use super::{Db, backend, get, log_entry, push_page};
 use crate::store::{
-    AgentRow, EventFilter, FoundEntry, Listing, StoreResult, TemplateDraft, TemplateFilter,
-    TemplateRow, WorkflowStatus,
+    AgentRow, EventFilter, FoundEntry, Listing, StoreHealth, StoreResult, TemplateDraft,
+    TemplateFilter, TemplateRow, WorkflowStatus,
 };
 
 const TEMPLATE_COLUMNS: &str = "name, version, description, definition, input_schema, \
@@ -102,6 +102,41 @@ impl Db {
             let count: i64 = get(row, 1)?;
             Ok((get(row, 0)?, count as u64))
         }))
+    }
+
+    /// The schema version, journal mode, sync setting and newest run.
+    pub fn health(&self) -> StoreResult<StoreHealth> {
+        self.block(async {
+            let text = |row: &Row| get::<String>(row, 0);
+            let journal_mode = self
+                .query_one("PRAGMA journal_mode", Vec::new(), text)
+                .await?;
+            let synchronous = self
+                .query_one("PRAGMA synchronous", Vec::new(), |row| get::<i64>(row, 0))
+                .await?
+                .map(|level| {
+                    match level {
+                        0 => "off",
+                        1 => "normal",
+                        2 => "full",
+                        _ => "extra",
+                    }
+                    .to_owned()
+                });
+            let sql = "SELECT (SELECT COALESCE(MAX(version), 0) FROM schema_version), \
+                       (SELECT MAX(created_at) FROM workflows)";
+            let (schema_version, newest_run_at) = self
+                .query_one(sql, Vec::new(), |row| Ok((get(row, 0)?, get(row, 1)?)))
+                .await?
+                .unwrap_or_default();
+            Ok(StoreHealth {
+                schema_version,
+                journal_mode,
+                synchronous,
+                newest_run_at,
+                clock: crate::time::rfc3339(crate::time::now_ms()),
+            })
+        })
     }
 
     /// Registers an agent, or notes it was seen again.
