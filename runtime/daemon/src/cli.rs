@@ -32,8 +32,10 @@ pub struct Cli {
 enum Command {
     /// Serve the six MCP tools over Streamable HTTP (/mcp) and legacy SSE (/sse); the default.
     Serve(serve::Args),
-    /// Write ~/.opcode/settings.json from the given flags.
+    /// Write ~/.opcode/settings.json from the given flags, or (--client) register the daemon in an MCP client.
     Install(install::InstallArgs),
+    /// Take the daemon out of an MCP client's configuration.
+    Uninstall(install::UninstallArgs),
     /// Start a workflow and run it until it ends or waits for a decision or signal.
     Run(run::Args),
     /// Carry on with interrupted workflows (one, or all of them).
@@ -73,13 +75,17 @@ pub fn main(cli: Cli) -> u8 {
     let command = cli
         .command
         .unwrap_or_else(|| Command::Serve(serve::Args::default()));
-    if !matches!(command, Command::Serve(_) | Command::Install(_)) {
+    if !matches!(
+        command,
+        Command::Serve(_) | Command::Install(_) | Command::Uninstall(_)
+    ) {
         common::init_text_logs();
     }
     let exit = runtime.block_on(async move {
         match command {
             Command::Serve(args) => serve::serve(args).await,
             Command::Install(args) => install::install(&args),
+            Command::Uninstall(args) => install::uninstall(&args),
             Command::Run(args) => run::run(args).await,
             Command::Resume(args) => resume::run(args).await,
             Command::Status(args) => inspect::status(args).await,
