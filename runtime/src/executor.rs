@@ -204,6 +204,12 @@ impl Executor {
         &self.inner.store
     }
 
+    /// The secret `name`, from where runs take theirs (the vault, then the
+    /// environment).
+    pub async fn secret(&self, name: &str) -> Option<String> {
+        self.inner.secrets.secret(name).await
+    }
+
     /// The compiler the executor compiles definitions with (the built-in
     /// actions and the external ones known now).
     pub fn compiler(&self) -> Arc<opcode_compiler::Compiler> {

@@ -5,6 +5,7 @@
 
 mod args;
 mod define;
+mod deliver;
 mod diagram;
 mod outputs;
 mod query;
@@ -18,6 +19,7 @@ mod template_tools;
 mod templates;
 mod test_cases;
 mod view;
+pub mod webhook;
 
 use std::sync::Arc;
 
@@ -31,6 +33,7 @@ use opcode_runtime::executor::{ExecError, Executor};
 use opcode_runtime::store::{EventStore, StoreError};
 
 pub use define::check_text;
+pub use deliver::{Delivered, Undelivered};
 pub use query::schedule_json;
 pub use resources::{Contents, Listed, TEMPLATES};
 pub use run::start_template;

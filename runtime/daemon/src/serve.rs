@@ -6,6 +6,7 @@
 pub mod authority;
 pub mod depth;
 pub mod guard;
+pub mod hooks;
 pub mod sessions;
 pub mod sse;
 pub mod throttle;
@@ -69,6 +70,7 @@ pub fn router(
         .route("/api/runs/{id}/ag-ui", get(agui::observe).post(agui::run))
         .route("/metrics", get(metrics))
         .route("/readyz", get(ready))
+        .route("/hooks/{template}", post(hooks::deliver))
         .with_state(api);
     let sessions = sse::Sessions::new(server, base_url);
     let mut router = Router::new()

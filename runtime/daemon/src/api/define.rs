@@ -51,6 +51,11 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
         api.exec.keep_program(&text, program);
     }
     let trigger = trigger_of(args, name, agent_id)?;
+    if let Some(triggers) = args.opt_object("triggers")? {
+        super::webhook::Webhook::of(triggers).map_err(|(pointer, message)| {
+            ToolError::new(codes::R0122, message).with_details(json!({ "pointer": pointer }))
+        })?;
+    }
     api.seen(agent_id).await?;
     let schedule = trigger
         .as_ref()

@@ -77,7 +77,7 @@ pub async fn start_template(
 
 /// The request that starts a run of `template` with `given` params
 /// (validated, defaults applied), as `id` if given.
-fn template_request(
+pub(super) fn template_request(
     exec: &Executor,
     template: &TemplateRow,
     given: &Value,
@@ -119,7 +119,7 @@ fn template_request(
 
 /// Template `name` at `version` (`None`: the latest), from memory if kept
 /// there, or R0120.
-async fn kept_template(
+pub(super) async fn kept_template(
     api: &Api,
     name: &str,
     version: Option<i64>,

@@ -131,7 +131,7 @@ fn build() -> Vec<ToolSpec> {
                     "description": text("What the template does, for people and agents."),
                     "input_schema": {"type": "object", "description": "JSON Schema of the run params; its defaults apply to every run."},
                     "output_schema": {"type": "object", "description": "JSON Schema of the workflow's output."},
-                    "triggers": {"type": "object", "description": "{\"cron\": \"0 9 * * 1-5\", \"timezone\": \"UTC\", \"params\": {}, \"missed\": \"run_once\" or \"skip\"} runs the template on a schedule."},
+                    "triggers": {"type": "object", "description": "{\"cron\": \"0 9 * * 1-5\", \"timezone\": \"UTC\", \"params\": {}, \"missed\": \"run_once\" or \"skip\"} runs the template on a schedule; {\"webhook\": {\"secret\": \"VAULT_SECRET\", \"auth\": \"hmac\" or \"stripe\" or \"token\"}} gives it POST /hooks/NAME, the body as the params."},
                     "expose": {"type": "boolean", "description": "List the template as a tool of its own, named as it is, its input_schema the tool's; calling it runs the newest version (default false)."}
                 },
                 "required": ["name", "definition"]

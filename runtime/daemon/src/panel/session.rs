@@ -49,7 +49,7 @@ impl Sessions {
         let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&self.key)
             .unwrap_or_else(|e| unreachable!("any key length: {e}"));
         mac.update(id.as_bytes());
-        hex(&mac.finalize().into_bytes())
+        hex::encode(mac.finalize().into_bytes())
     }
 
     /// A `Set-Cookie` value for `name=value`, for the whole panel.
@@ -57,16 +57,6 @@ impl Sessions {
         let secure = if self.secure { "; Secure" } else { "" };
         format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict{secure}")
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
-            use std::fmt::Write;
-            let _ = write!(out, "{b:02x}");
-            out
-        })
 }
 
 /// Is `id` a session id this daemon could have made (64 hex digits)?
