@@ -22,7 +22,7 @@ pub use self::scrub::secrets_out_of_sight;
 
 /// Run opcode workflows durably.
 #[derive(Debug, Parser)]
-#[command(name = "opcode", version, about = "Run opcode workflows durably")]
+#[command(name = "opcode", about = "Run opcode workflows durably")]
 pub struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -59,6 +59,17 @@ enum Command {
     /// Print the agent skill, or install it into a skills directory.
     Skill(skill::Args),
 }
+
+/// What `opcode --version` prints after the name: the version, the commit
+/// it was built from and the database schema it writes.
+pub static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{} (commit {}, schema {})",
+        env!("CARGO_PKG_VERSION"),
+        env!("OPCODE_COMMIT"),
+        opcode_runtime::store::SCHEMA_VERSION
+    )
+});
 
 /// Runs the command; returns the exit code.
 pub fn main(cli: Cli) -> u8 {

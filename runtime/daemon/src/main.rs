@@ -10,7 +10,7 @@ mod cli;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 /// jemalloc: as fast as mimalloc here, and with its background thread
 /// (started below, once past the helpers) a long-running daemon gives
@@ -29,7 +29,11 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
-    let args = match cli::Cli::try_parse() {
+    let parsed = cli::Cli::command()
+        .version(cli::VERSION.as_str())
+        .try_get_matches()
+        .and_then(|matches| cli::Cli::from_arg_matches(&matches));
+    let args = match parsed {
         Ok(args) => args,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };

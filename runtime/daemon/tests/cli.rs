@@ -538,3 +538,20 @@ fn serve_refuses_unknown_log_levels_in_json_lines() {
         }
     }
 }
+
+#[test]
+fn the_version_names_its_commit_and_schema() {
+    let out = Command::new(OPCODE).arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let expected = format!("opcode {} (commit ", env!("CARGO_PKG_VERSION"));
+    assert!(text.starts_with(&expected), "{text}");
+    let schema = format!(", schema {})\n", opcode_runtime::store::SCHEMA_VERSION);
+    assert!(text.ends_with(&schema), "{text}");
+    let commit = &text[expected.len()..text.len() - schema.len()];
+    assert!(
+        commit == "unknown"
+            || (commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{commit}"
+    );
+}
