@@ -82,6 +82,16 @@ fn client() -> reqwest::Client {
     reqwest::Client::new()
 }
 
+/// The inputs of the run a delivery answered with.
+async fn inputs_of(store: &MemoryStore, workflow_id: &Value) -> Value {
+    let row = store
+        .workflow(workflow_id.as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    serde_json::from_str(&row.inputs).unwrap()
+}
+
 async fn runs(store: &MemoryStore) -> Vec<String> {
     store
         .workflows(WorkflowFilter::default())
@@ -135,12 +145,7 @@ async fn a_delivery_sent_twice_starts_one_run() {
         (&first["workflow_id"], &json!(true))
     );
     assert_eq!(runs(&store).await, [first["workflow_id"].as_str().unwrap()]);
-    let row = store
-        .workflow(first["workflow_id"].as_str().unwrap())
-        .await
-        .unwrap()
-        .unwrap();
-    let inputs: Value = serde_json::from_str(&row.inputs).unwrap();
+    let inputs = inputs_of(&store, &first["workflow_id"]).await;
     assert_eq!(
         inputs,
         json!({"action": "opened", "number": 7}),
@@ -285,12 +290,7 @@ async fn the_body_may_be_one_input_beside_fixed_params() {
     let headers = [("X-Hub-Signature-256", signature(body.as_bytes()))];
     let (status, answer) = post(&base, "webhook-handler", &headers, body).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
-    let row = store
-        .workflow(answer["workflow_id"].as_str().unwrap())
-        .await
-        .unwrap()
-        .unwrap();
-    let inputs: Value = serde_json::from_str(&row.inputs).unwrap();
+    let inputs = inputs_of(&store, &answer["workflow_id"]).await;
     assert_eq!(
         inputs,
         json!({"payload": {"event": "push"}, "destination_url": "https://example.test/in"})
