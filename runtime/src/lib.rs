@@ -30,6 +30,7 @@ pub mod summary;
 pub mod time;
 #[cfg(feature = "vault")]
 pub mod vault;
+pub mod waiting;
 pub mod workspace;
 
 pub use executor::{

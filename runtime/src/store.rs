@@ -478,6 +478,10 @@ pub struct WorkflowFilter {
     pub parent_id: Option<String>,
     /// Only those created at or after this time (RFC 3339).
     pub since: Option<String>,
+    /// Only those created before this time (RFC 3339).
+    pub until: Option<String>,
+    /// Only those whose id contains this text.
+    pub id_contains: Option<String>,
     /// At most this many, newest first (all when `None`).
     pub limit: Option<u32>,
     /// After skipping this many.

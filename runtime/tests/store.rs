@@ -512,6 +512,36 @@ fn workflows_are_listed_newest_first_by_status() {
             };
             let total = store.count(Listing::Workflows(active)).await.unwrap();
             assert_eq!(total, 2, "{name}: the page is ignored");
+            let found = |filter: WorkflowFilter| {
+                let store = &store;
+                async move {
+                    let rows = store.workflows(filter).await.unwrap();
+                    rows.into_iter().map(|w| w.id).collect::<Vec<_>>()
+                }
+            };
+            let window = WorkflowFilter {
+                since: Some(at(1)),
+                until: Some(at(2)),
+                ..WorkflowFilter::default()
+            };
+            assert_eq!(
+                found(window).await,
+                ["b"],
+                "{name}: since is in, until is out"
+            );
+            let by_id = WorkflowFilter {
+                id_contains: Some("c".into()),
+                ..WorkflowFilter::default()
+            };
+            assert_eq!(found(by_id).await, ["c"], "{name}");
+            let literal = WorkflowFilter {
+                id_contains: Some("%".into()),
+                ..WorkflowFilter::default()
+            };
+            assert!(
+                found(literal).await.is_empty(),
+                "{name}: the text is literal"
+            );
             assert!(store.workflow("nope").await.unwrap().is_none(), "{name}");
         });
     }

@@ -76,7 +76,7 @@ await watcher.waitForFunction(() => document.querySelector("#summary .badge")?.t
 const steps = await text(watcher, "#steps");
 check(steps.includes("done") && !steps.includes("suspended"), `steps after the decision: ${steps}`);
 check(steps.includes("workflow.log"), "each step's action is shown");
-check((await text(watcher, "#timeline")).includes("decision_resolved"), "the resolution is in the events");
+check((await text(watcher, "#recent-events")).includes("decision_resolved"), "the resolution is in the events");
 await shot(watcher, "06-workflow-completed-live");
 
 // Re-run it from its page: a new run, suspended again.

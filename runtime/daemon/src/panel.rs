@@ -4,12 +4,17 @@
 //! only refreshes the live parts of a page.
 
 mod assets;
+mod clock;
 mod dashboard;
 mod decisions;
+mod diff;
 mod events;
+mod form;
+mod gantt;
 mod layout;
 mod live;
 mod login;
+mod plugins;
 mod scheduler;
 mod secrets;
 pub mod session;
@@ -47,6 +52,10 @@ pub struct Panel {
     sessions: Arc<Sessions>,
     vault: Option<Arc<Vault>>,
     guard: SharedGuard,
+    /// The zone and moment the request's page is rendered in.
+    clock: clock::Clock,
+    /// The request's path and query (where the zone toggle comes back to).
+    here: String,
 }
 
 impl std::fmt::Debug for Panel {
@@ -66,6 +75,8 @@ impl Panel {
             sessions: Arc::new(Sessions::new(secure)),
             vault,
             guard,
+            clock: clock::Clock::default(),
+            here: "/".to_owned(),
         }
     }
 
@@ -106,6 +117,12 @@ impl FromRequestParts<Panel> for Panel {
         if let Some(Session(id)) = parts.extensions.get::<Session>() {
             panel.csrf = panel.sessions.csrf(id);
         }
+        panel.clock = clock::Clock::of_request(&parts.headers);
+        panel.here = parts
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
         Ok(panel)
     }
 }
@@ -114,13 +131,14 @@ impl FromRequestParts<Panel> for Panel {
 pub fn router(panel: Panel) -> Router {
     Router::new()
         .route("/", get(dashboard::page))
-        .route("/workflows", get(workflows::list))
+        .route("/workflows", get(workflows::list).post(workflows::bulk))
         .route("/workflows/{id}", get(workflows::detail))
         .route("/workflows/{id}/test.json", get(test_case::download))
         .route("/workflows/{id}/{action}", post(workflows::act))
         .route("/templates", get(templates::list).post(templates::create))
         .route("/templates/{name}", get(templates::detail))
         .route("/templates/{name}/run", post(templates::run))
+        .route("/templates/{name}/compare", get(templates::compare))
         .route("/decisions", get(decisions::list))
         .route("/decisions/resolve", post(decisions::resolve))
         .route("/scheduler", get(scheduler::list).post(scheduler::create))
@@ -128,9 +146,11 @@ pub fn router(panel: Panel) -> Router {
         .route("/scheduler/{id}/{action}", post(scheduler::act))
         .route("/events", get(events::list))
         .route("/agents", get(events::agents))
+        .route("/plugins", get(plugins::list))
         .route("/secrets", get(secrets::list).post(secrets::set))
         .route("/secrets/{name}/delete", post(secrets::delete))
         .route("/login", get(login::page).post(login::submit))
+        .route("/times", get(clock::choose))
         .route("/panel/live", get(live::stream))
         .route("/static/{file}", get(assets::serve))
         .fallback(unknown_route)

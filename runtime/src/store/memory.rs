@@ -392,6 +392,18 @@ impl RunLog for MemoryStore {
                     .as_ref()
                     .is_none_or(|since| &w.created_at >= since)
             })
+            .filter(|w| {
+                filter
+                    .until
+                    .as_ref()
+                    .is_none_or(|until| &w.created_at < until)
+            })
+            .filter(|w| {
+                filter
+                    .id_contains
+                    .as_ref()
+                    .is_none_or(|part| w.id.contains(part.as_str()))
+            })
             .cloned()
             .collect();
         rows.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));

@@ -479,11 +479,16 @@ fn workflows_query<'f>(
         ("template_name", "=", &filter.template_name),
         ("parent_workflow_id", "=", &filter.parent_id),
         ("created_at", ">=", &filter.since),
+        ("created_at", "<", &filter.until),
     ] {
         if let Some(value) = value {
             params.push(value);
             let _ = write!(sql, " AND {column} {op} ${}", params.len());
         }
+    }
+    if let Some(part) = &filter.id_contains {
+        params.push(part);
+        let _ = write!(sql, " AND strpos(id, ${}) > 0", params.len());
     }
     sql.push_str(" ORDER BY created_at DESC, id");
     (sql, params)

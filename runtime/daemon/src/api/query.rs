@@ -216,6 +216,8 @@ pub(super) fn workflow_filter(
         template_name: text("template_name")?,
         parent_id: text("parent_workflow_id")?,
         since: text("since")?,
+        until: text("until")?,
+        id_contains: text("id_contains")?,
         limit: Some(limit),
         offset,
     })

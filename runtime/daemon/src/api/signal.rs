@@ -67,6 +67,7 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
             },
         },
         "resume" => {
+            refuse_waiting(api, id).await?;
             let children = api.exec.changes();
             api.exec.resume(id).await?;
             return settled(api, id, kind, false, wait.then_some(&asked), children).await;
@@ -144,6 +145,21 @@ async fn settled(
         out.extend(view);
     }
     Ok(out)
+}
+
+/// Refuses to resume a run that only waits for an answer or a signal:
+/// `resume` would leave it as it is (R0114, naming what it waits for).
+async fn refuse_waiting(api: &Api, id: &str) -> Result<(), ToolError> {
+    let awaited = opcode_runtime::waiting::awaited(api.store().as_ref(), id).await?;
+    let Some(first) = awaited.first() else {
+        return Ok(());
+    };
+    let details: Vec<Value> = awaited.iter().map(|a| a.to_json()).collect();
+    Err(ToolError::new(
+        codes::R0114,
+        format!("nothing to resume: {}", first.advice()),
+    )
+    .with_details(json!({ "waiting_for": details })))
 }
 
 /// The pending decision `step_id` names (its id or its step), of run `id`

@@ -4,7 +4,7 @@ use axum::extract::Query;
 use axum::response::{IntoResponse, Response};
 use maud::html;
 
-use super::layout::{self, empty, status, time, workflow_link};
+use super::layout::{self, empty, status, workflow_link};
 use super::{Fields, Panel};
 use opcode_runtime::store::EventFilter;
 
@@ -84,7 +84,7 @@ pub async fn page(panel: Panel, Query(query): Query<Fields>) -> Response {
                         @for job in jobs.iter().take(10) {
                             li {
                                 code { (job.cron) } " " (job.template_name)
-                                @if job.enabled { " · next " (time(job.next_run_at.as_deref())) } @else { " · " span.muted { "disabled" } }
+                                @if job.enabled { " · next " (panel.clock.time(job.next_run_at.as_deref())) } @else { " · " span.muted { "disabled" } }
                             }
                         }
                     }
@@ -109,7 +109,7 @@ pub async fn page(panel: Panel, Query(query): Query<Fields>) -> Response {
                     tbody {
                         @for f in &recent {
                             tr {
-                                td { (time(Some(&f.entry.at))) }
+                                td { (panel.clock.time(Some(&f.entry.at))) }
                                 td { (workflow_link(&f.workflow_id)) }
                                 td { code { (f.entry.event_type) } }
                                 td { @if let Some(step) = &f.entry.step_id { code { (step) } } }

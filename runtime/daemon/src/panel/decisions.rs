@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use maud::html;
 use serde_json::{Value, json};
 
-use super::layout::{self, csrf, empty, json_text, time, workflow_link};
+use super::layout::{self, csrf, empty, json_text, workflow_link};
 use super::{Fields, Panel, Posted, back, call, failure};
 
 /// `GET /decisions`.
@@ -41,8 +41,8 @@ pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
                     p.muted {
                         @if let Some(name) = names.get(&d.workflow_id) { strong { (name) } " " }
                         (workflow_link(&d.workflow_id)) " · step " code { (d.step_id) }
-                        " · asked " (time(Some(&d.created_at)))
-                        @if let Some(at) = &d.timeout_at { " · times out " (time(Some(at))) }
+                        " · asked " (panel.clock.time(Some(&d.created_at)))
+                        @if let Some(at) = &d.timeout_at { " · times out " (panel.clock.time(Some(at))) }
                         @if let Some(target) = &d.target_agent { " · for " (target) }
                     }
                     @if d.context != "{}" && d.context != "null" && !d.context.is_empty() {

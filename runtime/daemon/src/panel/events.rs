@@ -1,17 +1,57 @@
 //! The event log across workflows, and the agents.
 
+use std::fmt::Write as _;
+
 use axum::extract::Query;
 use axum::response::{IntoResponse, Response};
 use maud::html;
 
-use super::layout::{self, empty, encode, json_text, time, workflow_link};
+use super::layout::{self, empty, encode, json_text, workflow_link};
 use super::{Fields, Panel, failure};
-use opcode_runtime::store::{EventFilter, FoundEntry};
+use opcode_runtime::store::{EventFilter, FoundEntry, Listing, StoreError};
 
 /// Events a page shows.
-const SHOWN: u32 = 200;
+const PAGE: u32 = 50;
 
-/// `GET /events?workflow=&type=`.
+/// The event types the type filter offers (spec/events.md).
+const TYPES: [&str; 30] = [
+    "run_started",
+    "workflow_started",
+    "step_started",
+    "action_completed",
+    "action_failed",
+    "step_completed",
+    "step_failed",
+    "step_ignored",
+    "step_retrying",
+    "step_skipped",
+    "step_suspended",
+    "step_fallback",
+    "condition_evaluated",
+    "loop_iter_started",
+    "decision_resolved",
+    "decision_cancelled",
+    "timer_fired",
+    "signal_received",
+    "cancel_requested",
+    "resume_requested",
+    "workflow_suspended",
+    "workflow_resumed",
+    "workflow_timed_out",
+    "workflow_completed",
+    "workflow_failed",
+    "workflow_cancelled",
+    "workflow_interrupted",
+    "workflow_recovered",
+    "workflow_quarantined",
+    "action_redispatched",
+];
+
+/// The filters the page reads, kept in its page links.
+const FILTERS: [&str; 3] = ["workflow", "type", "step"];
+
+/// `GET /events?workflow=&type=&step=&page=`: newest first, a page at a
+/// time.
 pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
     let pick = |key: &str| {
         query
@@ -19,81 +59,102 @@ pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
             .map(|v| v.trim().to_owned())
             .filter(|v| !v.is_empty())
     };
-    let (workflow, event_type) = (pick("workflow"), pick("type"));
-    let store = panel.store();
-    let read = async {
-        match (&workflow, &event_type) {
-            // One workflow's log: its last entries, newest first.
-            (Some(id), None) => {
-                let last = store.workflow(id).await?.map_or(0, |w| w.last_seq);
-                let entries = store
-                    .entries(id, last.saturating_sub(u64::from(SHOWN)), false)
-                    .await?;
-                Ok(entries
-                    .into_iter()
-                    .rev()
-                    .map(|entry| FoundEntry {
-                        workflow_id: id.clone(),
-                        entry,
-                    })
-                    .collect())
-            }
-            (Some(_), Some(_)) => {
-                let filter = EventFilter {
-                    workflow_id: workflow.clone(),
-                    event_type: event_type.clone(),
-                    ..EventFilter::default()
-                };
-                // Found in log order; shown newest first.
-                Ok(store
-                    .find_entries(filter)
-                    .await?
-                    .into_iter()
-                    .rev()
-                    .collect())
-            }
-            (None, _) => {
-                let filter = EventFilter {
-                    event_type: event_type.clone(),
-                    limit: Some(SHOWN),
-                    ..EventFilter::default()
-                };
-                store.find_entries(filter).await
-            }
-        }
+    let page: u32 = query
+        .get("page")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let filter = EventFilter {
+        workflow_id: pick("workflow"),
+        event_type: pick("type"),
+        step_id: pick("step"),
+        ..EventFilter::default()
     };
-    let mut found: Vec<FoundEntry> = match read.await {
-        Ok(rows) => rows,
+    let (found, more) = match read_page(&panel, filter, page).await {
+        Ok(read) => read,
         Err(e) => return failure(&e),
     };
-    found.truncate(SHOWN as usize);
+    let mut kept = String::new();
+    for key in FILTERS {
+        if let Some(value) = pick(key) {
+            let _ = write!(kept, "&{key}={}", encode(&value));
+        }
+    }
+    let page_link = |to: u32| format!("/events?page={to}{kept}");
+    let value = |key: &str| pick(key).unwrap_or_default();
     let body = html! {
         form.filters method="get" action="/events" {
-            label { "Workflow " input type="text" name="workflow" value=[workflow.as_deref()]; }
-            label { "Type " input type="text" name="type" value=[event_type.as_deref()] placeholder="step_failed"; }
+            label { "Workflow " input type="search" name="workflow" value=(value("workflow")); }
+            label { "Type "
+                select name="type" {
+                    option value="" { "any" }
+                    @for t in TYPES { option value=(t) selected[value("type") == t] { (t) } }
+                }
+            }
+            label { "Step " input type="search" name="step" value=(value("step")); }
             button type="submit" { "Filter" }
         }
         section #event-list data-live {
             @if found.is_empty() { (empty("No event matches.")) } @else {
-                table {
-                    thead { tr { th { "When" } th { "Workflow" } th { "#" } th { "Event" } th { "Step" } th { "Payload" } } }
-                    tbody {
-                        @for f in &found {
-                            tr {
-                                td { (time(Some(&f.entry.at))) }
-                                td { (workflow_link(&f.workflow_id)) }
-                                td { (f.entry.seq) }
-                                td { a href={"/events?type=" (encode(&f.entry.event_type))} { code { (f.entry.event_type) } } }
-                                td { @if let Some(step) = &f.entry.step_id { code { (step) } } }
-                                td { details { summary { "payload" } (json_text(&f.entry.payload)) } }
+                div.scroll {
+                    table {
+                        thead { tr { th { "When" } th { "Workflow" } th.wide { "#" } th { "Event" } th { "Step" } th { "Payload" } } }
+                        tbody {
+                            @for f in &found {
+                                tr {
+                                    td { (panel.clock.time(Some(&f.entry.at))) }
+                                    td { (workflow_link(&f.workflow_id)) }
+                                    td.wide { (f.entry.seq) }
+                                    td { a href={"/events?type=" (encode(&f.entry.event_type)) "&workflow=" (encode(&value("workflow")))} { code { (f.entry.event_type) } } }
+                                    td { @if let Some(step) = &f.entry.step_id { a href={"/events?workflow=" (encode(&f.workflow_id)) "&step=" (encode(step))} { code { (step) } } } }
+                                    td { details { summary { "payload" } (json_text(&f.entry.payload)) } }
+                                }
                             }
                         }
                     }
                 }
             }
+            nav.pages {
+                @if page > 1 { a rel="prev" href=(page_link(page - 1)) { "← Newer" } }
+                span { "Page " (page) }
+                @if more { a rel="next" href=(page_link(page + 1)) { "Older →" } }
+            }
         }
     };
     layout::page(&panel, "Events", "/events", &query, None, &body).into_response()
+}
+
+/// Page `page` of the entries `filter` finds, newest first, and whether
+/// older ones follow. One workflow's entries come in log order, so its
+/// page is counted from the end.
+async fn read_page(
+    panel: &Panel,
+    mut filter: EventFilter,
+    page: u32,
+) -> Result<(Vec<FoundEntry>, bool), StoreError> {
+    let store = panel.store();
+    let skip = (page - 1).saturating_mul(PAGE);
+    if filter.workflow_id.is_none() {
+        filter.limit = Some(PAGE + 1);
+        filter.offset = skip;
+        let mut found = store.find_entries(filter).await?;
+        let more = found.len() > PAGE as usize;
+        found.truncate(PAGE as usize);
+        return Ok((found, more));
+    }
+    let total =
+        u32::try_from(store.count(Listing::Entries(filter.clone())).await?).unwrap_or(u32::MAX);
+    let end = total.saturating_sub(skip);
+    let start = end.saturating_sub(PAGE);
+    filter.offset = start;
+    filter.limit = Some(end - start);
+    let mut found = if end == 0 {
+        Vec::new()
+    } else {
+        store.find_entries(filter).await?
+    };
+    found.reverse();
+    Ok((found, start > 0))
 }
 
 /// `GET /agents`.
@@ -113,8 +174,8 @@ pub async fn agents(panel: Panel, Query(query): Query<Fields>) -> Response {
                         @for a in &agents {
                             tr {
                                 td { (a.id) }
-                                td { (time(Some(&a.created_at))) }
-                                td { (time(Some(&a.last_seen_at))) }
+                                td { (panel.clock.time(Some(&a.created_at))) }
+                                td { (panel.clock.time(Some(&a.last_seen_at))) }
                                 td { a href={"/workflows?agent=" (encode(&a.id))} { "Workflows →" } }
                             }
                         }

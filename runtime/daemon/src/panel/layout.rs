@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::{Fields, Panel};
 
 /// The sections of the navigation bar.
-const NAV: [(&str, &str); 8] = [
+const NAV: [(&str, &str); 9] = [
     ("/", "Dashboard"),
     ("/workflows", "Workflows"),
     ("/templates", "Templates"),
@@ -17,6 +17,7 @@ const NAV: [(&str, &str); 8] = [
     ("/scheduler", "Scheduler"),
     ("/events", "Events"),
     ("/agents", "Agents"),
+    ("/plugins", "Plugins"),
     ("/secrets", "Secrets"),
 ];
 
@@ -42,7 +43,7 @@ pub(crate) fn page(
                 link rel="stylesheet" href="/static/panel.css";
                 script src="/static/panel.js" defer {}
             }
-            body data-scope=[scope] {
+            body data-scope=[scope] data-zone=(panel.clock.zone_name()) {
                 header {
                     a.brand href="/" { "opcode" }
                     nav {
@@ -50,6 +51,7 @@ pub(crate) fn page(
                             a href=(href) aria-current=[(href == active).then_some("page")] { (label) }
                         }
                     }
+                    (super::clock::toggle(&panel.clock, &panel.here))
                     span.live-state title="Live updates" {}
                 }
                 main {
@@ -84,22 +86,6 @@ pub(crate) fn status(status: &str) -> Markup {
     html! { span class={"badge " (status)} { (status) } }
 }
 
-/// An RFC 3339 time, shorter, with the full value on hover.
-pub(crate) fn time(at: Option<&str>) -> Markup {
-    match at {
-        Some(at) if !at.is_empty() => {
-            let short = at.replace('T', " ");
-            let short = short
-                .split('.')
-                .next()
-                .unwrap_or(&short)
-                .trim_end_matches('Z');
-            html! { time datetime=(at) title=(at) { (short) } }
-        }
-        _ => html! { span.muted { "—" } },
-    }
-}
-
 /// JSON text, pretty-printed in a block (as it is when it does not parse).
 pub(crate) fn json_text(text: &str) -> Markup {
     let pretty = serde_json::from_str::<Value>(text)
@@ -126,9 +112,35 @@ pub(crate) fn encode(text: &str) -> String {
     utf8_percent_encode(text, ESCAPED).to_string()
 }
 
-/// A link to a workflow's page.
+/// Ids longer than this show shortened.
+const SHORT_ID: usize = 12;
+
+/// An id as people scan it: shortened (the whole id on hover)
+/// and a button that copies it whole (shown by the script).
+pub(crate) fn short_id(id: &str) -> Markup {
+    html! {
+        span.id title=(id) { (shorten(id)) }
+        " " button.copy type="button" data-copy=(id) title="Copy the id" aria-label={"Copy " (id)} hidden { "⧉" }
+    }
+}
+
+/// A link to a workflow's page, by its short id.
 pub(crate) fn workflow_link(id: &str) -> Markup {
-    html! { a.id href={"/workflows/" (encode(id))} { (id) } }
+    html! { a.id href={"/workflows/" (encode(id))} title=(id) { (shorten(id)) } }
+}
+
+/// `id` shortened as [`short_id`] shows it: a UUID by its last eight
+/// digits (the first ones of a v7 UUID are its time, shared by the runs of
+/// a minute), another long id by its first characters.
+fn shorten(id: &str) -> String {
+    if uuid::Uuid::parse_str(id).is_ok() {
+        format!("…{}", &id[id.len() - 8..])
+    } else if id.chars().count() > SHORT_ID {
+        let short: String = id.chars().take(SHORT_ID - 4).collect();
+        format!("{short}…")
+    } else {
+        id.to_owned()
+    }
 }
 
 /// An SVG diagram (base64, from `opcode.diagram`) as an image.

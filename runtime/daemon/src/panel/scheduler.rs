@@ -7,7 +7,8 @@ use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use serde_json::Value;
 
-use super::layout::{self, csrf, empty, encode, time, workflow_link};
+use super::clock::Clock;
+use super::layout::{self, csrf, empty, encode, workflow_link};
 use super::{Fields, Panel, Posted, back, failure};
 use opcode_runtime::schedule::{self, NewJob, Schedule};
 use opcode_runtime::time::{now_ms, rfc3339};
@@ -58,8 +59,8 @@ async fn render(panel: &Panel, query: &Fields, form: &Fields, problem: Option<&s
                                 td { code { (job.id) } br; span.muted { (job.origin) } }
                                 td { a href={"/templates/" (encode(&job.template_name))} { (job.template_name) } @if let Some(v) = job.template_version { " v" (v) } }
                                 td { code { (job.cron) } " " span.muted { (job.timezone) } }
-                                td { @if job.enabled { (time(job.next_run_at.as_deref())) } @else { span.muted { "disabled" } } }
-                                td { (time(job.last_run_at.as_deref())) }
+                                td { @if job.enabled { (panel.clock.time(job.next_run_at.as_deref())) br; span.muted { (panel.clock.exact(job.next_run_at.as_deref(), Some(&job.timezone))) } } @else { span.muted { "disabled" } } }
+                                td { (panel.clock.time(job.last_run_at.as_deref())) }
                                 td {
                                     (job.last_run_status.as_deref().unwrap_or(""))
                                     @if let Some(id) = &job.last_workflow_id { " " (workflow_link(id)) }
@@ -90,7 +91,7 @@ async fn render(panel: &Panel, query: &Fields, form: &Fields, problem: Option<&s
                     label { "Version " input type="number" name="version" min="1" value=(field("version")) placeholder="newest at each run"; }
                     label { "Cron " input type="text" name="cron" required value=(field("cron")) placeholder="*/5 * * * *" data-cron-preview="#cron-preview"; }
                     label { "Timezone " input type="text" name="timezone" value=(timezone); }
-                    output #cron-preview { @if !field("cron").is_empty() { (preview_of(field("cron"), timezone)) } }
+                    output #cron-preview { @if !field("cron").is_empty() { (preview_of(&panel.clock, field("cron"), timezone)) } }
                     label { "Params (JSON object) " textarea name="params" rows="3" spellcheck="false" { (field("params")) } }
                     label { "Agent " input type="text" name="agent" value=(field("agent")); }
                     label { "Missed while down "
@@ -113,8 +114,9 @@ async fn render(panel: &Panel, query: &Fields, form: &Fields, problem: Option<&s
     }
 }
 
-/// The next fire times of `cron` in `timezone`, or why it is invalid.
-fn preview_of(cron: &str, timezone: &str) -> Markup {
+/// The next fire times of `cron` in `timezone`, shown in that zone, or
+/// why it is invalid.
+fn preview_of(clock: &Clock, cron: &str, timezone: &str) -> Markup {
     match Schedule::parse(cron, timezone) {
         Err(why) => html! { span.invalid { "Invalid: " (why) } },
         Ok(schedule) => {
@@ -131,8 +133,9 @@ fn preview_of(cron: &str, timezone: &str) -> Markup {
                 span.valid { "Next: " }
                 @for (i, at) in times.iter().enumerate() {
                     @if i > 0 { ", " }
-                    (time(Some(at)))
+                    (clock.exact(Some(at), Some(timezone)))
                 }
+                " " span.muted { "(" (timezone) ")" }
             }
         }
     }
@@ -151,7 +154,7 @@ pub async fn preview(
         .filter(|t| !t.is_empty())
         .map_or("UTC", String::as_str);
     if headers.get("x-panel-fragment").is_some() {
-        return preview_of(cron, timezone).into_response();
+        return preview_of(&panel.clock, cron, timezone).into_response();
     }
     render(&panel, &Fields::new(), &query, None).await
 }

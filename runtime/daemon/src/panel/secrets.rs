@@ -4,7 +4,7 @@ use axum::extract::{Path, Query};
 use axum::response::{IntoResponse, Response};
 use maud::html;
 
-use super::layout::{self, csrf, empty, encode, time};
+use super::layout::{self, csrf, empty, encode};
 use super::{Fields, Panel, Posted, back, failure};
 
 /// `GET /secrets`.
@@ -30,7 +30,7 @@ pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
                             tr {
                                 td { code { (s.name) } }
                                 td { code { "${{secrets." (s.name) "}}" } }
-                                td { (time(Some(&s.updated_at))) }
+                                td { (panel.clock.time(Some(&s.updated_at))) }
                                 td {
                                     form.inline method="post" action={"/secrets/" (encode(&s.name)) "/delete"} {
                                         (csrf(&panel))

@@ -9,23 +9,36 @@ use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use serde_json::{Value, json};
 
+use super::clock::duration;
 use super::dashboard::STATUSES;
+use super::gantt;
 use super::layout::{
-    self, csrf, empty, encode, json_text, json_value, status, time, workflow_link,
+    self, csrf, empty, encode, json_text, json_value, short_id, status, workflow_link,
 };
 use super::{Fields, Panel, Posted, back, call, failure};
 use crate::api::ToolError;
 use opcode_runtime::store::{DecisionStatus, WorkflowFilter, WorkflowStatus};
 
-/// Events a workflow's page shows (its last ones; `/events` has them all).
-const TIMELINE: u64 = 500;
+/// Events a workflow's page lists (its last ones; `/events` pages them all).
+const RECENT: u64 = 50;
+
+/// Events the timeline is drawn from (the run's last ones).
+const CHARTED: u64 = 5_000;
 
 /// Rows a page of the list shows.
 const PAGE: u32 = 25;
 
-/// `GET /workflows`.
+/// The list's search fields, kept in its page links.
+const SEARCH: [&str; 6] = ["q", "status", "agent", "template", "from", "to"];
+
+/// `GET /workflows?q=&status=&agent=&template=&from=&to=&page=`.
 pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
-    let pick = |key: &str| query.get(key).filter(|v| !v.is_empty()).cloned();
+    let pick = |key: &str| {
+        query
+            .get(key)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
     let page: u32 = query
         .get("page")
         .and_then(|p| p.parse().ok())
@@ -38,6 +51,9 @@ pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
             .collect(),
         agent_id: pick("agent"),
         template_name: pick("template"),
+        id_contains: pick("q"),
+        since: pick("from").and_then(|t| panel.clock.parse_local(&t)),
+        until: pick("to").and_then(|t| panel.clock.parse_local(&t)),
         limit: Some(PAGE + 1),
         offset: (page - 1) * PAGE,
         ..WorkflowFilter::default()
@@ -56,17 +72,18 @@ pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
     let more = rows.len() > PAGE as usize;
     rows.truncate(PAGE as usize);
     let selected = |key: &str, value: &str| query.get(key).is_some_and(|v| v == value);
-    let page_link = |to: u32| {
-        let mut link = format!("/workflows?page={to}");
-        for key in ["status", "agent", "template"] {
-            if let Some(value) = pick(key) {
-                let _ = write!(link, "&{key}={}", encode(&value));
-            }
+    let value = |key: &str| pick(key).unwrap_or_default();
+    let mut kept = String::new();
+    for key in SEARCH {
+        if let Some(value) = pick(key) {
+            let _ = write!(kept, "&{key}={}", encode(&value));
         }
-        link
-    };
+    }
+    let page_link = |to: u32| format!("/workflows?page={to}{kept}");
+    let cancellable = rows.iter().any(|w| !w.status.is_ended());
     let body = html! {
-        form.filters method="get" action="/workflows" {
+        form.filters #search method="get" action="/workflows" {
+            label { "Id " input type="search" name="q" value=(value("q")) placeholder="part of an id"; }
             label { "Status "
                 select name="status" {
                     option value="" { "any" }
@@ -85,26 +102,38 @@ pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
                     @for t in &templates { option value=(t.name) selected[selected("template", &t.name)] { (t.name) } }
                 }
             }
-            button type="submit" { "Filter" }
+            label { "Created from " input type="datetime-local" name="from" value=(value("from")); }
+            label { "to " input type="datetime-local" name="to" value=(value("to")); }
+            button type="submit" { "Search" }
         }
         section #workflow-list data-live {
             @if rows.is_empty() {
                 (empty("No workflow matches."))
             } @else {
-                table {
-                    thead { tr { th { "Workflow" } th { "Name" } th { "Template" } th { "Status" } th { "Agent" } th { "Created" } th { "Updated" } } }
-                    tbody {
-                        @for w in &rows {
-                            tr {
-                                td { (workflow_link(&w.id)) }
-                                td { (w.name) }
-                                td { @if let Some(t) = &w.template_name { a href={"/templates/" (encode(t))} { (t) } @if let Some(v) = w.template_version { " v" (v) } } }
-                                td { (status(w.status.as_str())) }
-                                td { (w.agent_id.as_deref().unwrap_or("")) }
-                                td { (time(Some(&w.created_at))) }
-                                td { (time(Some(&w.updated_at))) }
+                form #bulk method="post" action="/workflows" {
+                    (csrf(&panel))
+                    div.scroll {
+                        table {
+                            thead { tr { th.pick { span.sr { "Select" } } th { "Run" } th { "Template" } th { "Status" } th.wide { "Agent" } th { "Created" } th.wide { "Duration" } } }
+                            tbody {
+                                @for w in &rows {
+                                    tr {
+                                        td.pick { @if !w.status.is_ended() { input type="checkbox" name={"run." (w.id)} value="on" aria-label={"Select " (w.id)}; } }
+                                        td { a href={"/workflows/" (encode(&w.id))} { (w.name) } br; (short_id(&w.id)) }
+                                        td { @if let Some(t) = &w.template_name {
+                                            a href={"/templates/" (encode(t))} { @if *t != w.name { (t) " " } @if let Some(v) = w.template_version { "v" (v) } @else { (t) } }
+                                        } }
+                                        td { (status(w.status.as_str())) }
+                                        td.wide { (w.agent_id.as_deref().unwrap_or("")) }
+                                        td { (panel.clock.time(Some(&w.created_at))) }
+                                        td.wide { (panel.clock.span(w.started_at.as_deref(), w.completed_at.as_deref()).unwrap_or_default()) }
+                                    }
+                                }
                             }
                         }
+                    }
+                    @if cancellable {
+                        div.actions { button.danger type="submit" name="bulk" value="cancel" { "Cancel selected" } }
                     }
                 }
             }
@@ -116,6 +145,44 @@ pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
         }
     };
     layout::page(&panel, "Workflows", "/workflows", &query, None, &body).into_response()
+}
+
+/// `POST /workflows` with `bulk=cancel` and a `run.ID` field per chosen
+/// run: `opcode.signal` `cancel` of each; back to the list saying how many.
+pub async fn bulk(panel: Panel, Posted(fields): Posted) -> Response {
+    if fields.get("bulk").map(String::as_str) != Some("cancel") {
+        return back(
+            "/workflows",
+            Some("choose an action for the selected runs".into()),
+        );
+    }
+    let mut ids: Vec<&str> = fields
+        .iter()
+        .filter(|(_, v)| v.as_str() == "on")
+        .filter_map(|(k, _)| k.strip_prefix("run."))
+        .collect();
+    ids.sort_unstable();
+    if ids.is_empty() {
+        return back("/workflows", Some("select the runs to cancel first".into()));
+    }
+    let mut refused = Vec::new();
+    for id in &ids {
+        let args = json!({"workflow_id": id, "signal_type": "cancel", "wait": false,
+            "payload": {"reason": "cancelled in the panel"}});
+        if let Err(e) = call(&panel, "opcode.signal", args).await {
+            refused.push(format!("{id}: {}", e.message));
+        }
+    }
+    let done = ids.len() - refused.len();
+    let notice = format!(
+        "/workflows?notice={}",
+        encode(&format!("Cancelled {done} of {}", ids.len()))
+    );
+    if refused.is_empty() {
+        back(&notice, None)
+    } else {
+        back(&notice, Some(refused.join("; ")))
+    }
 }
 
 /// `GET /workflows/{id}`.
@@ -130,8 +197,9 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
     };
     let loaded = async {
         let steps = store.steps(&id).await?;
-        let from = row.last_seq.saturating_sub(TIMELINE);
+        let from = row.last_seq.saturating_sub(CHARTED);
         let entries = store.entries(&id, from, false).await?;
+        let awaited = opcode_runtime::waiting::awaited(store.as_ref(), &id).await?;
         let decisions = store.decisions(Some(&id), None).await?;
         let children = store
             .workflows(WorkflowFilter {
@@ -145,9 +213,11 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
         } else {
             Vec::new()
         };
-        Ok::<_, opcode_runtime::store::StoreError>((steps, entries, decisions, children, waiting))
+        Ok::<_, opcode_runtime::store::StoreError>((
+            steps, entries, decisions, children, waiting, awaited,
+        ))
     };
-    let (steps, entries, decisions, children, waiting) = match loaded.await {
+    let (steps, entries, decisions, children, waiting, awaited) = match loaded.await {
         Ok(data) => data,
         Err(e) => return failure(&e),
     };
@@ -169,6 +239,7 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
             inputs.insert(step, payload);
         }
     }
+    let recent = &entries[entries.len().saturating_sub(RECENT as usize)..];
     let running = matches!(
         row.status.as_str(),
         "active" | "pending" | "suspended" | "quarantined"
@@ -185,6 +256,7 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
         section #summary data-live {
             dl.facts {
                 dt { "Status" } dd { (status(row.status.as_str())) }
+                dt { "Id" } dd { (short_id(&row.id)) }
                 dt { "Name" } dd { (row.name) }
                 @if let Some(t) = &row.template_name {
                     dt { "Template" } dd { a href={"/templates/" (encode(t))} { (t) } @if let Some(v) = row.template_version { " v" (v) } }
@@ -194,13 +266,18 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
                 @if !waiting.is_empty() {
                     dt { "Held by" } dd { @for (run, _) in &waiting { (workflow_link(run)) " " } }
                 }
-                dt { "Created" } dd { (time(Some(&row.created_at))) }
-                dt { "Started" } dd { (time(row.started_at.as_deref())) }
-                dt { "Ended" } dd { (time(row.completed_at.as_deref())) }
+                dt { "Created" } dd { (panel.clock.time(Some(&row.created_at))) }
+                dt { "Started" } dd { (panel.clock.time(row.started_at.as_deref())) }
+                dt { "Ended" } dd { (panel.clock.time(row.completed_at.as_deref())) }
+                @if let Some(took) = panel.clock.span(row.started_at.as_deref(), row.completed_at.as_deref()) {
+                    dt { "Duration" } dd { (took) @if row.completed_at.is_none() && running { " so far" } }
+                }
             }
             div.actions {
                 @if running { (action("cancel", "Cancel", "danger")) }
-                @if matches!(row.status.as_str(), "suspended" | "quarantined") { (action("resume", "Resume", "")) }
+                @if let Some(first) = awaited.first() {
+                    span.waiting { (first.advice()) " " a href="/decisions" { "Decisions →" } }
+                } @else if matches!(row.status.as_str(), "suspended" | "quarantined") { (action("resume", "Resume", "")) }
                 (action("rerun", "Re-run", ""))
                 a href={"/events?workflow=" (encode(&id))} { "Events" }
                 a href={"/api/runs/" (encode(&id)) "/ag-ui"} { "AG-UI stream" }
@@ -229,7 +306,7 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
                                 td { @if let Some(action) = called.and_then(|c| c["action"].as_str()) { code { (action) } } }
                                 td { (status(s.status.as_str())) }
                                 td { (s.attempt) }
-                                td { @if let Some(ms) = s.duration_ms { (ms) " ms" } }
+                                td { @if let Some(ms) = s.duration_ms { (duration(u64::try_from(ms).unwrap_or(0))) } }
                                 td {
                                     @if let Some(called) = called { details { summary { "input" } (json_value(&called["input"])) } }
                                     @if let Some(output) = &s.output { details { summary { "output" } (json_text(output)) } }
@@ -273,22 +350,29 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
                 ul.list { @for c in &children { li { (workflow_link(&c.id)) " " (status(c.status.as_str())) } } }
             }
         }
-        section #timeline data-live {
+        section #timeline data-live data-refresh=[matches!(row.status.as_str(), "active" | "pending").then_some("2000")] {
+            h2 { "Timeline" }
+            (gantt::chart(&entries, running, opcode_runtime::time::now_ms()))
+        }
+        section #recent-events data-live {
             h2 { "Events" }
-            @if row.last_seq > TIMELINE {
-                p.muted { "The last " (TIMELINE) " of " (row.last_seq) "." }
+            p.muted {
+                "The last " (recent.len()) " of " (row.last_seq) ". "
+                a href={"/events?workflow=" (encode(&id))} { "All events, with filters →" }
             }
-            table {
-                thead { tr { th { "#" } th { "When" } th { "Kind" } th { "Event" } th { "Step" } th { "Payload" } } }
-                tbody {
-                    @for e in entries.iter().rev() {
-                        tr {
-                            td { (e.seq) }
-                            td { (time(Some(&e.at))) }
-                            td { (e.kind.as_str()) }
-                            td { code { (e.event_type) } }
-                            td { @if let Some(step) = &e.step_id { code { (step) } } }
-                            td { details { summary { "payload" } (json_text(&e.payload)) } }
+            div.scroll {
+                table {
+                    thead { tr { th.wide { "#" } th { "When" } th.wide { "Kind" } th { "Event" } th { "Step" } th { "Payload" } } }
+                    tbody {
+                        @for e in recent.iter().rev() {
+                            tr {
+                                td.wide { (e.seq) }
+                                td { (panel.clock.time(Some(&e.at))) }
+                                td.wide { (e.kind.as_str()) }
+                                td { code { (e.event_type) } }
+                                td { @if let Some(step) = &e.step_id { code { (step) } } }
+                                td { details { summary { "payload" } (json_text(&e.payload)) } }
+                            }
                         }
                     }
                 }

@@ -851,11 +851,16 @@ pub(super) fn workflows_query(filter: &WorkflowFilter) -> (String, Vec<Value>) {
         ("template_name", "=", &filter.template_name),
         ("parent_workflow_id", "=", &filter.parent_id),
         ("created_at", ">=", &filter.since),
+        ("created_at", "<", &filter.until),
     ] {
         if let Some(value) = value {
             params.push(value.as_str().into());
             let _ = write!(sql, " AND {column} {op} ?{}", params.len());
         }
+    }
+    if let Some(part) = &filter.id_contains {
+        params.push(part.as_str().into());
+        let _ = write!(sql, " AND instr(id, ?{}) > 0", params.len());
     }
     sql.push_str(" ORDER BY created_at DESC, id");
     (sql, params)

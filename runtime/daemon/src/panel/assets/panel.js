@@ -20,6 +20,77 @@
     document.dispatchEvent(new CustomEvent("panel:refreshed"));
   }
 
+  // Pages show times in the browser's zone: tell the daemon which it is.
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  const cookies = Object.fromEntries(document.cookie.split("; ").map((c) => c.split("=")));
+  if (zone && decodeURIComponent(cookies.opcode_zone || "") !== zone) {
+    document.cookie = `opcode_zone=${encodeURIComponent(zone)}; path=/; max-age=31536000; samesite=strict`;
+    if (cookies.opcode_times !== "utc" && document.body.dataset.zone !== zone) location.reload();
+  }
+
+  // Relative times ("3 min ago") stay true while the page is open.
+  const words = (ms) => {
+    if (ms < 1000) return `${ms} ms`;
+    if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
+    const units = [[86400000, "d"], [3600000, "h"], [60000, "min"], [1000, "s"]];
+    const i = units.findIndex(([unit]) => ms >= unit);
+    const [big, name] = units[i];
+    const [small, smallName] = units[i + 1] || [0, ""];
+    const rest = ms % big;
+    return small && rest >= small ? `${Math.floor(ms / big)} ${name} ${Math.floor(rest / small)} ${smallName}`
+      : `${Math.floor(ms / big)} ${name}`;
+  };
+  const ageTimes = () => {
+    for (const t of document.querySelectorAll("time[data-relative]")) {
+      const delta = Date.parse(t.getAttribute("datetime")) - Date.now();
+      if (Number.isNaN(delta) || Math.abs(delta) >= 86400000) continue;
+      const span = words(Math.abs(delta));
+      t.textContent = Math.abs(delta) < 1000 ? "just now" : delta < 0 ? `${span} ago` : `in ${span}`;
+    }
+  };
+  setInterval(ageTimes, 15000);
+
+  // Copy buttons beside shortened ids.
+  const arm = () => {
+    for (const button of document.querySelectorAll("button.copy[hidden]")) {
+      button.hidden = false;
+      button.addEventListener("click", async () => {
+        try {
+          await navigator.clipboard.writeText(button.dataset.copy);
+          button.textContent = "✓";
+        } catch {
+          button.textContent = "✗";
+        }
+        setTimeout(() => { button.textContent = "⧉"; }, 1500);
+      });
+    }
+  };
+  arm();
+  document.addEventListener("panel:refreshed", arm);
+
+  // Regions of a running workflow redraw on a timer too (a bar grows).
+  setInterval(() => {
+    if (document.visibilityState === "visible" && document.querySelector("[data-refresh]") && !timer) refresh();
+  }, 2000);
+
+  // A diagnostic's position selects its line in the pasted text.
+  const source = document.querySelector("textarea[data-marks]");
+  const mark = (line) => {
+    const lines = source.value.split("\n");
+    const start = lines.slice(0, line - 1).reduce((n, l) => n + l.length + 1, 0);
+    source.focus();
+    source.setSelectionRange(start, start + (lines[line - 1] || "").length);
+    const height = source.scrollHeight / Math.max(lines.length, 1);
+    source.scrollTop = Math.max(0, (line - 3) * height);
+  };
+  if (source) {
+    const marks = document.querySelectorAll("[data-line]");
+    for (const link of marks) {
+      link.addEventListener("click", (event) => { event.preventDefault(); mark(Number(link.dataset.line)); });
+    }
+    if (marks.length) mark(Number(marks[0].dataset.line));
+  }
+
   if (document.querySelector("[data-live]") && window.EventSource) {
     const source = new EventSource("/panel/live");
     source.addEventListener("open", () => state && state.classList.add("on"));
