@@ -439,6 +439,12 @@ impl Inner {
             parent_id: request.parent_id.clone(),
             workspace: workspace.as_ref().map(|w| w.to_string_lossy().into_owned()),
             max_loop_iterations: Some(self.config.limits.loop_iterations),
+            rerun_of: request.rerun.as_ref().map(|(of, _)| of.clone()),
+            carried: request
+                .rerun
+                .clone()
+                .map(|(_, kept)| kept)
+                .unwrap_or_default(),
         };
         let who = RunFacts::of(&meta, &plan.program, &request.secrets);
         let base_dir = request

@@ -23,6 +23,7 @@ pub mod executor;
 pub mod golden;
 pub mod log;
 pub mod owner;
+pub mod rerun;
 #[cfg(feature = "schedule")]
 pub mod schedule;
 pub mod store;

@@ -66,7 +66,7 @@ await page.waitForFunction(() => document.body.dataset.zone === "Europe/Madrid")
 
 // Resume on a run that waits for a decision says so, and offers no button.
 await page.goto(workflowPage(waiting));
-check((await text(page, "#summary .waiting")).includes("waits for the decision of step `gate`"), "the page says what the run waits for");
+check((await text(page, "#summary .waiting")).includes("Waiting for the decision of step gate (“Ship it?”)"), "the page says what the run waits for");
 check(await page.locator("form[action$='/resume']").count() === 0, "no Resume button on a run waiting for a decision");
 const resumed = await postForm(base, `/workflows/${encodeURIComponent(waiting)}/resume`, {});
 check(resumed.status === 303 && decodeURIComponent(resumed.location).includes("R0114: nothing to resume"), `resume refused: ${resumed.location}`);
@@ -251,6 +251,38 @@ const restarted = await page.locator("#plugin-list tbody tr").first().innerText(
 check(!restarted.includes("none\t") && (await text(page, "#plugin-list td:nth-child(4)")) !== "0", `after a crash: ${restarted}`);
 check((await text(page, "#plugin-list td:nth-child(5)")) !== "none", `the last error is kept: ${restarted}`);
 await shot(page, "27-plugins");
+
+// A failed run re-run from its failed step: the completed step's output is
+// kept (a fresh uuid would differ), the failed one runs again and passes.
+await define(base, {
+  name: "needs-secret",
+  definition: {
+    steps: [
+      { id: "stamp", action: "crypto.uuid" },
+      { id: "call", action: "workflow.log", depends_on: ["stamp"], params: { message: "${{steps.stamp.output.uuid}} ${{secrets.LATE_TOKEN}}" } },
+    ],
+  },
+});
+const failed = await run(base, "needs-secret");
+await untilStatus(page, failed, "failed");
+const stampOf = async () => JSON.parse(await page.locator("#steps tr:has-text('stamp') details:has-text('output') pre").first().textContent()).uuid;
+const firstStamp = await stampOf();
+await page.goto(`${base}/secrets`);
+await page.fill("input[name=name]", "LATE_TOKEN");
+await page.fill("input[name=value]", "now-set");
+await page.click("form[action='/secrets'] button");
+await page.waitForSelector("text=LATE_TOKEN");
+await page.goto(workflowPage(failed));
+await page.click("form[action$='/retry'] button");
+await page.waitForURL((url) => !url.pathname.endsWith(encodeURIComponent(failed)));
+const retried = decodeURIComponent(new URL(page.url()).pathname.split("/").pop());
+await untilStatus(page, retried, "completed");
+check((await text(page, "#summary")).includes("Re-run of"), "the new run names the one it re-runs");
+check((await stampOf()) === firstStamp, "the completed step's output is kept");
+check((await text(page, "#steps tr:has-text('stamp')")).includes("0"), "the kept step made no attempt");
+await page.goto(`${base}/events?workflow=${encodeURIComponent(retried)}&step=stamp`);
+check(!(await text(page, "#event-list")).includes("step_started"), "the kept step did not start again");
+await shot(page, "28-rerun-from-failed-step");
 
 // Every page fits a 390 px phone screen.
 const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, timezoneId: "Europe/Madrid", isMobile: true });

@@ -43,6 +43,53 @@ fn retries_follow_the_backoff_and_keep_unique_keys() {
 }
 
 #[test]
+fn a_rerun_keeps_the_completed_outputs_and_runs_from_the_failed_step() {
+    let meta = opcode_vm::event::RunMeta {
+        run_id: "run-2".into(),
+        rerun_of: Some("run-1".into()),
+        carried: [("fetch".to_owned(), json!({"body": "kept"}))]
+            .into_iter()
+            .collect(),
+        ..Default::default()
+    };
+    let mut sim = Sim::start_with(
+        r#"{"steps": [
+            {"id": "fetch", "action": "http.get", "params": {"url": "http://x"}},
+            {"id": "store", "action": "fs.write", "depends_on": ["fetch"],
+             "params": {"path": "out.txt", "content": "${{steps.fetch.output.body}}"}}]}"#,
+        json!({}),
+        meta,
+    );
+    assert_eq!(
+        sim.in_flight_names(),
+        ["store"],
+        "the carried step does not run"
+    );
+    assert_eq!(sim.dispatch_of("store").unwrap().params["content"], "kept");
+    assert_eq!(sim.step("fetch").status, StepStatus::Completed);
+    assert_eq!(sim.step("fetch").attempt, 0, "no attempt was made");
+    let carried = sim.effects.iter().find_map(|e| match e {
+        Effect::Record(opcode_vm::effect::Record::StepCompleted { carried_from, .. }) => {
+            carried_from.clone()
+        }
+        _ => None,
+    });
+    assert_eq!(
+        carried.as_deref(),
+        Some("run-1"),
+        "the log says where the output came from"
+    );
+    sim.finish("store", Ok(json!({"written": true})));
+    assert_eq!(sim.status(), RunStatus::Completed);
+    let replayed = sim.replayed();
+    assert_eq!(
+        replayed.status(),
+        RunStatus::Completed,
+        "the carried outputs replay"
+    );
+}
+
+#[test]
 fn non_retryable_errors_are_not_retried() {
     let mut sim = Sim::start(
         r#"{"steps": [{"id": "a", "action": "assert.equals", "params": {"expected": 1, "actual": 2}, "retry": {"max": 5, "backoff": "none"}}]}"#,

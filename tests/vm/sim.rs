@@ -42,6 +42,15 @@ pub fn program(source: &str) -> Program {
 impl Sim {
     /// A simulation of `source`, started with `inputs` at time 1000.
     pub fn start(source: &str, inputs: Value) -> Sim {
+        let meta = RunMeta {
+            run_id: "run-1".into(),
+            ..RunMeta::default()
+        };
+        Sim::start_with(source, inputs, meta)
+    }
+
+    /// [`Sim::start`] with the run's `meta`.
+    pub fn start_with(source: &str, inputs: Value, meta: RunMeta) -> Sim {
         let program = program(source);
         let host = CelHost::new(&program);
         let mut sim = Sim {
@@ -55,10 +64,7 @@ impl Sim {
         };
         sim.apply(Event::Started {
             inputs,
-            meta: RunMeta {
-                run_id: "run-1".into(),
-                ..RunMeta::default()
-            },
+            meta,
             secrets: Vec::new(),
         })
         .expect("start");

@@ -199,6 +199,10 @@ pub enum Record {
         inst: InstRef,
         /// Its output.
         output: Value,
+        /// The run whose output it kept instead of running
+        /// ([`crate::event::RunMeta::carried`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        carried_from: Option<String>,
     },
     /// A step was skipped: its guard was false, or it was cancelled.
     StepSkipped {

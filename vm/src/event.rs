@@ -11,6 +11,8 @@
 //! [`TimerId`] for timers, the decision id (the step's instance name) for
 //! decisions.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -28,7 +30,7 @@ pub type EffectId = u64;
 pub type TimerId = u64;
 
 /// Facts about a run, fixed when it starts.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct RunMeta {
     /// The workflow (run) id.
     pub run_id: String,
@@ -56,6 +58,14 @@ pub struct RunMeta {
     /// that its replay takes the same path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_loop_iterations: Option<u64>,
+    /// The failed run this one re-runs from its failed step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun_of: Option<String>,
+    /// The outputs that run's completed steps gave, by instance name
+    /// (`fetch`, `review[2]`): those instances complete at once with them
+    /// instead of running again.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub carried: BTreeMap<String, Value>,
 }
 
 /// How a decision was made.

@@ -1,6 +1,7 @@
 //! The executor's public types: its configuration, its errors, a run to
 //! start, and what waiters are told.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -166,6 +167,9 @@ pub struct StartRequest {
     /// The caller shows the run's state once it settles: it is read with
     /// the commit that settles the run and comes with [`Settled`].
     pub report_state: bool,
+    /// The failed run this one re-runs from its failed step, and the
+    /// outputs of that run's completed steps, kept (`crate::rerun`).
+    pub rerun: Option<(String, BTreeMap<String, Value>)>,
 }
 
 /// A change of a workflow's status, as broadcast to waiters.

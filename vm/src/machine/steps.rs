@@ -21,7 +21,11 @@ impl Vm {
             iters: self.frames[f].iters.clone(),
         };
         self.create_instance(&key, f, None);
-        self.begin_attempt(&key, true, host);
+        let carried = self.meta.carried.get(&self.instance_name(&key)).cloned();
+        match carried {
+            Some(output) => self.complete_carried(&key, output, host),
+            None => self.begin_attempt(&key, true, host),
+        }
     }
 
     /// Creates (or re-creates, keeping the attempt count) an instance.
@@ -284,10 +288,28 @@ impl Vm {
 
     /// The step completed with `output`.
     pub(super) fn complete(&mut self, key: &InstRef, output: Value, host: &dyn Host) {
+        self.completed(key, output, None, host);
+    }
+
+    /// The step completes at once with the output the re-run run's
+    /// instance gave, without an attempt.
+    fn complete_carried(&mut self, key: &InstRef, output: Value, host: &dyn Host) {
+        let from = self.meta.rerun_of.clone();
+        self.completed(key, output, from, host);
+    }
+
+    fn completed(
+        &mut self,
+        key: &InstRef,
+        output: Value,
+        carried_from: Option<String>,
+        host: &dyn Host,
+    ) {
         self.set_finished(key, StepStatus::Completed, output.clone());
         self.record(Record::StepCompleted {
             inst: key.clone(),
             output: output.clone(),
+            carried_from,
         });
         self.after_finish(key, output, host);
     }

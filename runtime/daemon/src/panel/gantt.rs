@@ -205,9 +205,10 @@ pub fn chart(entries: &[LogEntry], live: bool, now_ms: u64) -> Markup {
         figure.gantt {
             svg xmlns="http://www.w3.org/2000/svg" viewBox={"0 0 " (WIDTH) " " (height)} role="img"
                 aria-label={"Timeline of " (shown.len()) " steps over " (duration(end - first))} {
-                @for (tx, label) in &ticks {
+                @for (i, (tx, label)) in ticks.iter().enumerate() {
+                    @let anchor = match i { 0 => "start", 4 => "end", _ => "middle" };
                     line.tick x1=(tx) y1=(AXIS - 6.0) x2=(tx) y2=(height) {}
-                    text.tick x=(tx) y="12" text-anchor="middle" { (label) }
+                    text.tick x=(tx) y="12" text-anchor=(anchor) { (label) }
                 }
                 @for (i, step) in shown.iter().enumerate() {
                     @let y = AXIS + ROW * i as f64;

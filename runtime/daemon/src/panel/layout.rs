@@ -120,7 +120,7 @@ const SHORT_ID: usize = 12;
 pub(crate) fn short_id(id: &str) -> Markup {
     html! {
         span.id title=(id) { (shorten(id)) }
-        " " button.copy type="button" data-copy=(id) title="Copy the id" aria-label={"Copy " (id)} hidden { "⧉" }
+        " " button.copy type="button" data-copy=(id) title="Copy the id" aria-label={"Copy " (id)} hidden { "copy" }
     }
 }
 

@@ -263,6 +263,7 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
                 }
                 @if let Some(agent) = &row.agent_id { dt { "Agent" } dd { (agent) } }
                 @if let Some(parent) = &row.parent_id { dt { "Parent" } dd { (workflow_link(parent)) } }
+                @if let Some(of) = rerun_of(&entries) { dt { "Re-run of" } dd { (workflow_link(&of)) " from its failed step" } }
                 @if !waiting.is_empty() {
                     dt { "Held by" } dd { @for (run, _) in &waiting { (workflow_link(run)) " " } }
                 }
@@ -276,8 +277,19 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
             div.actions {
                 @if running { (action("cancel", "Cancel", "danger")) }
                 @if let Some(first) = awaited.first() {
-                    span.waiting { (first.advice()) " " a href="/decisions" { "Decisions →" } }
+                    span.waiting {
+                        @if let Some((_, prompt)) = &first.decision {
+                            "Waiting for the decision of step " code { (first.step_id) } " (“" (prompt) "”)"
+                            @if first.workflow_id != id { " in run " (workflow_link(&first.workflow_id)) }
+                            ": resuming would not move it on. " a href="/decisions" { "Answer it →" }
+                        } @else {
+                            "Waiting for a signal at step " code { (first.step_id) }
+                            @if first.workflow_id != id { " in run " (workflow_link(&first.workflow_id)) }
+                            ": send it with opcode.signal (signal_type signal)."
+                        }
+                    }
                 } @else if matches!(row.status.as_str(), "suspended" | "quarantined") { (action("resume", "Resume", "")) }
+                @if row.status == WorkflowStatus::Failed { (action("retry", "Re-run from the failed step", "")) }
                 (action("rerun", "Re-run", ""))
                 a href={"/events?workflow=" (encode(&id))} { "Events" }
                 a href={"/api/runs/" (encode(&id)) "/ag-ui"} { "AG-UI stream" }
@@ -383,7 +395,7 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
     layout::page(&panel, &title, "/workflows", &query, Some(&id), &body).into_response()
 }
 
-/// `POST /workflows/{id}/{cancel|resume|rerun}`.
+/// `POST /workflows/{id}/{cancel|resume|rerun|retry}`.
 pub async fn act(panel: Panel, Path((id, action)): Path<(String, String)>, _: Posted) -> Response {
     let here = format!("/workflows/{}", encode(&id));
     let result = match action.as_str() {
@@ -400,6 +412,7 @@ pub async fn act(panel: Panel, Path((id, action)): Path<(String, String)>, _: Po
                 .map(|_| here.clone())
         }
         "rerun" => rerun(&panel, &id).await,
+        "retry" => retry(&panel, &id).await,
         other => return (StatusCode::NOT_FOUND, format!("no action `{other}`")).into_response(),
     };
     match result {
@@ -449,4 +462,21 @@ async fn rerun(panel: &Panel, id: &str) -> Result<String, ToolError> {
         panel.api.executor().start(request).await?
     };
     Ok(format!("/workflows/{}", encode(&new_id)))
+}
+
+/// Re-runs failed workflow `id` from its failed step (its completed
+/// steps' outputs kept) and answers the new run's page.
+async fn retry(panel: &Panel, id: &str) -> Result<String, ToolError> {
+    let request = opcode_runtime::rerun::from_failure(panel.store().as_ref(), id)
+        .await?
+        .map_err(|why| ToolError::new(opcode_vm::codes::R0114, why))?;
+    let new_id = panel.api.executor().start(request).await?;
+    Ok(format!("/workflows/{}", encode(&new_id)))
+}
+
+/// The run this one re-runs from its failed step, from its `run_started`.
+fn rerun_of(entries: &[opcode_runtime::store::LogEntry]) -> Option<String> {
+    let first = entries.first().filter(|e| e.seq == 1)?;
+    let payload: Value = serde_json::from_str(&first.payload).ok()?;
+    payload["meta"]["rerun_of"].as_str().map(str::to_owned)
 }

@@ -57,11 +57,11 @@
       button.addEventListener("click", async () => {
         try {
           await navigator.clipboard.writeText(button.dataset.copy);
-          button.textContent = "✓";
+          button.textContent = "copied";
         } catch {
-          button.textContent = "✗";
+          button.textContent = "select it";
         }
-        setTimeout(() => { button.textContent = "⧉"; }, 1500);
+        setTimeout(() => { button.textContent = "copy"; }, 1500);
       });
     }
   };
