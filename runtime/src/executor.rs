@@ -520,6 +520,12 @@ impl Inner {
     }
 
     async fn resume(self: &Arc<Self>, id: &str) -> Result<(), ExecError> {
+        // A run still loaded (its deadline halted it while a timer runs)
+        // takes the resume as an input; one that is not loads resuming.
+        let loaded = self.runs().contains_key(id);
+        if loaded {
+            return self.deliver(id, Event::Resume).await.map(|_| ());
+        }
         self.load(id, Vec::new(), true).await
     }
 

@@ -99,6 +99,63 @@ async fn define_run_signal_and_status() {
 }
 
 #[tokio::test]
+async fn resume_says_what_a_run_waits_for_instead_of_doing_nothing() {
+    let api = api();
+    ok(&api, "opcode.define", review()).await;
+    let run = ok(&api, "opcode.run", json!({"template_name": "review"})).await;
+    let refused = err(
+        &api,
+        "opcode.signal",
+        json!({"workflow_id": run["workflow_id"], "signal_type": "resume"}),
+    )
+    .await;
+    let shown = refused.to_json();
+    assert_eq!(refused.code.id, "R0114", "{shown}");
+    assert!(refused.message.contains("decision of step `approve`"), "{shown}");
+    let waiting = &shown["error"]["details"]["waiting_for"][0];
+    assert_eq!(waiting["kind"], "decision", "{shown}");
+    assert_eq!(waiting["prompt"], "Ship it?", "{shown}");
+
+    let waits = json!({"name": "waits", "definition": {"steps": [
+        {"id": "window", "type": "wait", "config": {"signal": "deploy-window"}}]}});
+    ok(&api, "opcode.define", waits).await;
+    let run = ok(&api, "opcode.run", json!({"template_name": "waits"})).await;
+    let refused = err(
+        &api,
+        "opcode.signal",
+        json!({"workflow_id": run["workflow_id"], "signal_type": "resume"}),
+    )
+    .await;
+    let shown = refused.to_json();
+    assert_eq!(shown["error"]["details"]["waiting_for"][0]["kind"], "signal", "{shown}");
+
+    // A run its deadline suspended is what resume is for (the step it
+    // stopped runs again, under a fresh deadline).
+    let late = json!({"name": "late", "definition": {"timeout": "200ms", "on_timeout": "suspend",
+        "steps": [{"id": "nap", "type": "wait", "config": {"duration": "120ms"}},
+            {"id": "more", "type": "wait", "depends_on": ["nap"], "config": {"duration": "120ms"}}]}});
+    ok(&api, "opcode.define", late).await;
+    let run = ok(&api, "opcode.run", json!({"template_name": "late"})).await;
+    assert_eq!(run["status"], "suspended", "{run}");
+    let resumed = ok(
+        &api,
+        "opcode.signal",
+        json!({"workflow_id": run["workflow_id"], "signal_type": "resume"}),
+    )
+    .await;
+    assert_eq!(resumed["resumed"], true, "{resumed}");
+    let mut status = Value::Null;
+    for _ in 0..50 {
+        status = ok(&api, "opcode.status", json!({"workflow_id": run["workflow_id"]})).await;
+        if status["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(status["status"], "completed", "{resumed} then {status}");
+}
+
+#[tokio::test]
 async fn define_rejects_a_broken_workflow_with_diagnostics_as_data() {
     let api = api();
     let e = err(&api, "opcode.define", page_example("R0123")).await;
