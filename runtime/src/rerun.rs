@@ -45,7 +45,7 @@ pub async fn from_failure(
     Ok(Ok(StartRequest {
         definition: source.definition,
         inputs: serde_json::from_str(&row.inputs)
-            .unwrap_or_else(|_| Value::Object(Default::default())),
+            .unwrap_or_else(|_| Value::Object(serde_json::Map::new())),
         agent_id: row.agent_id,
         template_name: row.template_name,
         template_version: row.template_version,

@@ -118,11 +118,11 @@ impl FromRequestParts<Panel> for Panel {
             panel.csrf = panel.sessions.csrf(id);
         }
         panel.clock = clock::Clock::of_request(&parts.headers);
-        panel.here = parts
+        parts
             .uri
             .path_and_query()
             .map_or("/", |p| p.as_str())
-            .to_owned();
+            .clone_into(&mut panel.here);
         Ok(panel)
     }
 }

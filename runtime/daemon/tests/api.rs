@@ -98,20 +98,28 @@ async fn define_run_signal_and_status() {
     assert_eq!(again.code.id, "R0114");
 }
 
+/// The refusal of `resume` for a new run of template `name`.
+async fn resume_refused(api: &Api, name: &str) -> ToolError {
+    let run = ok(api, "opcode.run", json!({"template_name": name})).await;
+    err(
+        api,
+        "opcode.signal",
+        json!({"workflow_id": run["workflow_id"], "signal_type": "resume"}),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn resume_says_what_a_run_waits_for_instead_of_doing_nothing() {
     let api = api();
     ok(&api, "opcode.define", review()).await;
-    let run = ok(&api, "opcode.run", json!({"template_name": "review"})).await;
-    let refused = err(
-        &api,
-        "opcode.signal",
-        json!({"workflow_id": run["workflow_id"], "signal_type": "resume"}),
-    )
-    .await;
+    let refused = resume_refused(&api, "review").await;
     let shown = refused.to_json();
     assert_eq!(refused.code.id, "R0114", "{shown}");
-    assert!(refused.message.contains("decision of step `approve`"), "{shown}");
+    assert!(
+        refused.message.contains("decision of step `approve`"),
+        "{shown}"
+    );
     let waiting = &shown["error"]["details"]["waiting_for"][0];
     assert_eq!(waiting["kind"], "decision", "{shown}");
     assert_eq!(waiting["prompt"], "Ship it?", "{shown}");
@@ -119,15 +127,11 @@ async fn resume_says_what_a_run_waits_for_instead_of_doing_nothing() {
     let waits = json!({"name": "waits", "definition": {"steps": [
         {"id": "window", "type": "wait", "config": {"signal": "deploy-window"}}]}});
     ok(&api, "opcode.define", waits).await;
-    let run = ok(&api, "opcode.run", json!({"template_name": "waits"})).await;
-    let refused = err(
-        &api,
-        "opcode.signal",
-        json!({"workflow_id": run["workflow_id"], "signal_type": "resume"}),
-    )
-    .await;
-    let shown = refused.to_json();
-    assert_eq!(shown["error"]["details"]["waiting_for"][0]["kind"], "signal", "{shown}");
+    let shown = resume_refused(&api, "waits").await.to_json();
+    assert_eq!(
+        shown["error"]["details"]["waiting_for"][0]["kind"], "signal",
+        "{shown}"
+    );
 
     // A run its deadline suspended is what resume is for (the step it
     // stopped runs again, under a fresh deadline).
@@ -146,7 +150,12 @@ async fn resume_says_what_a_run_waits_for_instead_of_doing_nothing() {
     assert_eq!(resumed["resumed"], true, "{resumed}");
     let mut status = Value::Null;
     for _ in 0..50 {
-        status = ok(&api, "opcode.status", json!({"workflow_id": run["workflow_id"]})).await;
+        status = ok(
+            &api,
+            "opcode.status",
+            json!({"workflow_id": run["workflow_id"]}),
+        )
+        .await;
         if status["status"] == "completed" {
             break;
         }

@@ -154,7 +154,10 @@ async fn refuse_waiting(api: &Api, id: &str) -> Result<(), ToolError> {
     let Some(first) = awaited.first() else {
         return Ok(());
     };
-    let details: Vec<Value> = awaited.iter().map(|a| a.to_json()).collect();
+    let details: Vec<Value> = awaited
+        .iter()
+        .map(opcode_runtime::waiting::Awaited::to_json)
+        .collect();
     Err(ToolError::new(
         codes::R0114,
         format!("nothing to resume: {}", first.advice()),

@@ -14,6 +14,8 @@
     for (const region of document.querySelectorAll("[data-live]")) {
       // Never pull a form out from under someone typing in it.
       if (region.contains(document.activeElement) && document.activeElement !== document.body) continue;
+      // Nor a selection someone is making (the runs to cancel).
+      if (region.querySelector("input[type=checkbox]:checked")) continue;
       const next = fresh.getElementById(region.id);
       if (next) region.replaceWith(next);
     }
