@@ -524,7 +524,11 @@ impl Inner {
         // takes the resume as an input; one that is not loads resuming.
         let loaded = self.runs().contains_key(id);
         if loaded {
-            return self.deliver(id, Event::Resume).await.map(|_| ());
+            // One that is not halted (recovered, running) has nothing to lift.
+            return match self.deliver(id, Event::Resume).await {
+                Ok(_) | Err(ExecError::Refused(_)) => Ok(()),
+                Err(e) => Err(e),
+            };
         }
         self.load(id, Vec::new(), true).await
     }
