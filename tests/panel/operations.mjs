@@ -248,7 +248,7 @@ for (let i = 0; i < 100 && (await text(page, "#plugin-list td:nth-child(4)")) ==
   await page.reload();
 }
 const restarted = await page.locator("#plugin-list tbody tr").first().innerText();
-check(!restarted.includes("none\t") && (await text(page, "#plugin-list td:nth-child(4)")) !== "0", `after a crash: ${restarted}`);
+check((await text(page, "#plugin-list td:nth-child(4)")) !== "0", `restarted after a crash: ${restarted}`);
 check((await text(page, "#plugin-list td:nth-child(5)")) !== "none", `the last error is kept: ${restarted}`);
 await shot(page, "27-plugins");
 
@@ -279,7 +279,7 @@ const retried = decodeURIComponent(new URL(page.url()).pathname.split("/").pop()
 await untilStatus(page, retried, "completed");
 check((await text(page, "#summary")).includes("Re-run of"), "the new run names the one it re-runs");
 check((await stampOf()) === firstStamp, "the completed step's output is kept");
-check((await text(page, "#steps tr:has-text('stamp')")).includes("0"), "the kept step made no attempt");
+check((await text(page, "#steps tr:has-text('stamp') td:nth-child(4)")) === "0", "the kept step made no attempt");
 await page.goto(`${base}/events?workflow=${encodeURIComponent(retried)}&step=stamp`);
 check(!(await text(page, "#event-list")).includes("step_started"), "the kept step did not start again");
 await shot(page, "28-rerun-from-failed-step");

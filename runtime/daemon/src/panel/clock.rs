@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use chrono::{DateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 use maud::{Markup, html};
+use opcode_runtime::time::parse_ms;
 
 use super::Fields;
 use crate::serve::guard::cookie;
@@ -115,13 +116,16 @@ impl Clock {
         Some(opcode_runtime::time::rfc3339(ms))
     }
 
+    /// The moment the page is rendered (ms since the epoch).
+    pub fn now_ms(&self) -> u64 {
+        u64::try_from(self.now_ms).unwrap_or(0)
+    }
+
     /// The time from `start` to `end` (to now while running), in words.
     pub fn span(&self, start: Option<&str>, end: Option<&str>) -> Option<String> {
-        let start = parse(start?)?.timestamp_millis();
-        let end = end
-            .and_then(parse)
-            .map_or(self.now_ms, |e| e.timestamp_millis());
-        Some(duration(u64::try_from(end - start).unwrap_or(0)))
+        let start = parse_ms(start?)?;
+        let end = end.and_then(parse_ms).unwrap_or(self.now_ms());
+        Some(duration(end.saturating_sub(start)))
     }
 
     fn full(&self, when: DateTime<Utc>) -> String {

@@ -364,7 +364,7 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
         }
         section #timeline data-live data-refresh=[matches!(row.status.as_str(), "active" | "pending").then_some("2000")] {
             h2 { "Timeline" }
-            (gantt::chart(&entries, running, opcode_runtime::time::now_ms()))
+            (gantt::chart(&entries, running, panel.clock.now_ms()))
         }
         section #recent-events data-live {
             h2 { "Events" }
