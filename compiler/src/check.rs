@@ -7,6 +7,7 @@
 //! sink and carries on.
 
 pub mod actions;
+mod agent_budget;
 pub mod cel;
 pub mod cel_functions;
 pub mod expr_lang;

@@ -120,3 +120,28 @@ fn guards_and_conditions_are_checked_like_interpolation() {
     ]}"#;
     assert_eq!(codes(src), vec!["E0035", "E0036"]);
 }
+
+#[test]
+fn agent_budgets_that_cannot_be_met_are_refused() {
+    let agent = |params: &str, step: &str| {
+        format!(
+            r#"{{"steps": [{{"id": "fix", "action": "agent.worker"{step}, "params": {{"prompt": "p"{params}}}}}]}}"#
+        )
+    };
+    assert_eq!(codes(&agent("", "")), Vec::<&str>::new());
+    assert_eq!(codes(&agent(r#", "max_steps": 2"#, "")), vec!["E0057"]);
+    assert_eq!(codes(&agent(r#", "max_steps": 300"#, "")), vec!["E0057"]);
+    assert_eq!(codes(&agent(r#", "timeout": "3s""#, "")), vec!["E0057"]);
+    // The worker's default 10 minutes do not fit in a 1-minute step.
+    assert_eq!(codes(&agent("", r#", "timeout": "1m""#)), vec!["E0057"]);
+    assert_eq!(
+        codes(&agent(r#", "timeout": "30s""#, r#", "timeout": "1m""#)),
+        Vec::<&str>::new()
+    );
+    let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
+    let fixed = compiler
+        .check(&agent(r#", "max_steps": 2"#, ""))
+        .into_sorted();
+    let fix = fixed[0].fix.as_ref().expect("a fix");
+    assert!(fix.message.contains('4'), "{}", fix.message);
+}

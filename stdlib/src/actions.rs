@@ -3,6 +3,7 @@
 //! Each module declares its actions' signatures (`specs`), with opcode's
 //! parameter names and output shapes (reference §5).
 
+pub mod agent;
 pub mod assert;
 pub mod crypto;
 pub mod expr;
@@ -28,6 +29,7 @@ pub fn specs() -> Vec<ActionSpec> {
     all.extend(expr::specs());
     all.extend(json::specs());
     all.extend(workflow::specs());
+    all.extend(agent::specs());
     all
 }
 
@@ -49,7 +51,7 @@ mod tests {
     #[test]
     fn has_opcode_actions_plus_json_jq() {
         let names: Vec<String> = specs().into_iter().map(|s| s.name).collect();
-        assert_eq!(names.len(), 28, "{names:?}");
+        assert_eq!(names.len(), 31, "{names:?}");
         for name in [
             "http.request",
             "fs.move",

@@ -17,6 +17,7 @@ use opcode_vm::value::follow_mut;
 use serde_json::Value;
 
 use crate::actions::{assert, crypto, expr, fs, http, json, shell, workflow};
+use crate::agents::AgentsConfig;
 use crate::isolation::IsolationConfig;
 use crate::limits::Limits;
 use crate::redact::Revealed;
@@ -379,6 +380,7 @@ pub struct Actions {
     external: Option<Arc<dyn ExternalActions>>,
     limits: Limits,
     evaluator: Option<PathBuf>,
+    agents: AgentsConfig,
 }
 
 /// Actions the embedding provides besides the built-in ones (the daemon's
@@ -409,7 +411,15 @@ impl Actions {
             external: None,
             limits: Limits::default(),
             evaluator: None,
+            agents: AgentsConfig::default(),
         }
+    }
+
+    /// These actions with `agents` for `agent.*` (spec/agents.md).
+    #[must_use]
+    pub fn with_agents(mut self, agents: AgentsConfig) -> Actions {
+        self.agents = agents;
+        self
     }
 
     /// These actions within `limits` (spec/limits.md).
@@ -529,6 +539,15 @@ impl Actions {
             "assert" => assert::run(name, call),
             "expr" => expr::run(call, self.evaluator.as_deref(), &self.limits).await,
             "json" => json::run(call, self.evaluator.as_deref(), &self.limits).await,
+            "agent" => {
+                crate::agents::run(
+                    call,
+                    call.base(&self.base_dir),
+                    &self.isolation,
+                    &self.agents,
+                )
+                .await
+            }
             "workflow" if matches!(name, "log" | "emit" | "notify") => {
                 workflow::run(name, &call.masked(), self.services.as_ref()).await
             }

@@ -104,6 +104,8 @@ pub struct Policy {
     pub hidden: Vec<PathBuf>,
     /// The cgroup hierarchy calls' cgroups are made in.
     pub cgroup_root: PathBuf,
+    /// Paths bound into the sandbox besides the workspace.
+    pub binds: Vec<sandbox::Bind>,
 }
 
 impl Policy {
@@ -186,6 +188,7 @@ impl Policy {
             user_namespace: settings.user_namespace.unwrap_or(true),
             hidden,
             cgroup_root: config.cgroup_root(),
+            binds: Vec::new(),
         })
     }
 }

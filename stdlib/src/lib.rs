@@ -7,6 +7,8 @@
 
 pub mod actions;
 #[cfg(feature = "runtime")]
+pub mod agents;
+#[cfg(feature = "runtime")]
 pub mod cel;
 #[cfg(feature = "runtime")]
 pub mod environment;

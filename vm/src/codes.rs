@@ -112,6 +112,8 @@ code_registry! { RUNTIME, "../../spec/errors/";
     R0130 = "limit-exceeded",
     /// The store refused or failed a write (a full disk, say).
     R0131 = "storage-error",
+    /// A worker's worktree has a writer already, or is quarantined.
+    R0132 = "worktree-busy",
 }
 
 /// Finds a run-time code by its id.

@@ -18,15 +18,15 @@ use crate::source::Span;
 use crate::syntax::lower::child_pointer;
 
 /// One parameter as written: its key and its value.
-struct Param<'t> {
-    key: &'t str,
+pub(super) struct Param<'t> {
+    pub(super) key: &'t str,
     key_span: Span,
-    value: &'t Template,
+    pub(super) value: &'t Template,
 }
 
 impl Param<'_> {
     /// The value when it holds no references.
-    fn literal(&self) -> Option<&serde_json::Value> {
+    pub(super) fn literal(&self) -> Option<&serde_json::Value> {
         match &self.value.kind {
             TemplateKind::Literal(v) => Some(v),
             _ => None,
@@ -110,6 +110,9 @@ pub fn check(
         "json.jq" => check_jq_filter(&params, src, &params_pointer, sink),
         "assert.equals" => check_never_equal(&params, resolver, &params_pointer, sink),
         "assert.matches" => check_pattern(&params, src, &params_pointer, sink),
+        name if name.starts_with("agent.") => {
+            super::agent_budget::check(step, name, &params, &params_pointer, sink);
+        }
         _ => {}
     }
 }

@@ -96,6 +96,8 @@ code_registry! { ALL, "../../../spec/errors/";
     E0055 = "test-unknown-name",
     /// A workflow test file mocks an output its action never gives.
     E0056 = "test-output-mismatch",
+    /// A delegated agent's budget cannot be met.
+    E0057 = "agent-budget",
     /// A field the language does not know is ignored.
     W0001 = "unknown-field",
     /// An action parameter the action does not know is ignored.

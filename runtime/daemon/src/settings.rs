@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 
 use std::path::{Path, PathBuf};
 
+use opcode_stdlib::agents::AgentsConfig;
 use opcode_stdlib::isolation::{Block, IsolationConfig};
 use opcode_stdlib::limits::Limits;
 
@@ -127,6 +128,10 @@ pub struct Settings {
     /// an orchestrator's probes; `OPCODE_OPEN_PROBES`; default false).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub open_probes: Option<bool>,
+    /// The delegated agents `agent.*` steps run: `{name: {command,
+    /// protocol, …}}` (file only; spec/agents.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agents: Option<serde_json::Value>,
 }
 
 impl Settings {
@@ -177,6 +182,7 @@ impl Settings {
                 .map(|v| matches!(v.as_str(), "true" | "1" | "yes" | "on")),
             open_probes: get("OPCODE_OPEN_PROBES")
                 .map(|v| matches!(v.as_str(), "true" | "1" | "yes" | "on")),
+            agents: None,
         }
     }
 
@@ -205,6 +211,7 @@ impl Settings {
             inline_limit: over.inline_limit.or(self.inline_limit),
             elicit_decisions: over.elicit_decisions.or(self.elicit_decisions),
             open_probes: over.open_probes.or(self.open_probes),
+            agents: over.agents.or(self.agents),
         }
     }
 
@@ -284,6 +291,24 @@ impl Settings {
             root,
             owner: Some((id(block.uid), id(block.gid))),
         })
+    }
+
+    /// The delegated agents: the settings' entries, transcripts kept in
+    /// `<data_dir>/agents/transcripts`, calls' homes in `calls` (see
+    /// [`Settings::agent_calls`]).
+    pub fn agents(&self, data_dir: &Path) -> Result<AgentsConfig, String> {
+        Ok(AgentsConfig {
+            entries: AgentsConfig::parse(self.agents.as_ref())?,
+            transcripts: Some(data_dir.join("agents").join("transcripts")),
+            calls: Some(Settings::agent_calls(data_dir)),
+        })
+    }
+
+    /// Where delegated agents' homes are made: beside the default
+    /// workspaces (a path the sandbox user can reach), hidden from every
+    /// other sandbox.
+    pub fn agent_calls(data_dir: &Path) -> PathBuf {
+        Workspaces::default_root(data_dir).with_file_name("agent-calls")
     }
 
     /// The circuit breakers' settings.

@@ -8,12 +8,10 @@ use opcode_compiler::Compiler;
 use opcode_stdlib::cel::CelHost;
 use opcode_stdlib::cel::budget::Budget;
 use opcode_stdlib::exec::{Actions, ExternalActions, Services};
-use opcode_stdlib::isolation::IsolationConfig;
-use opcode_stdlib::limits::Limits;
 use opcode_vm::catalog::ActionSpec;
 use opcode_vm::{Plan, Program};
 
-use super::ExecError;
+use super::{Config, ExecError};
 
 /// A program ready to run: its plan, its compiled expressions, its bytes.
 pub struct Loaded {
@@ -119,13 +117,13 @@ impl Programs {
             .cloned()
     }
 
-    /// The actions resolving relative paths against `base_dir`.
+    /// The actions resolving relative paths against `base_dir`, configured
+    /// by `config`.
     pub fn actions(
         &self,
         base_dir: &Path,
         services: &Arc<dyn Services>,
-        isolation: &IsolationConfig,
-        limits: &Limits,
+        config: &Config,
         external: Option<&Arc<dyn ExternalActions>>,
     ) -> Arc<Actions> {
         self.actions
@@ -134,10 +132,11 @@ impl Programs {
             .entry(base_dir.to_path_buf())
             .or_insert_with(|| {
                 let actions = Actions::new(services.clone(), base_dir.to_path_buf())
-                    .with_isolation(isolation.clone())
-                    .with_limits(*limits)
-                    .with_evaluator(isolation.helper.clone())
-                    .with_external(external.cloned());
+                    .with_isolation(config.isolation.clone())
+                    .with_limits(config.limits)
+                    .with_evaluator(config.isolation.helper.clone())
+                    .with_external(external.cloned())
+                    .with_agents(config.agents.clone());
                 Arc::new(actions)
             })
             .clone()

@@ -211,8 +211,7 @@ impl RunTask {
         let actions = inner.programs.actions(
             &setup.base_dir,
             &inner.services,
-            &inner.config.isolation,
-            &inner.config.limits,
+            &inner.config,
             inner.external.get(),
         );
         let caller = Arc::new(Caller::new(&inner, actions));

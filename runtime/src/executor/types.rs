@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use opcode_stdlib::agents::AgentsConfig;
 use opcode_stdlib::isolation::IsolationConfig;
 use opcode_stdlib::limits::Limits;
 use opcode_vm::Program;
@@ -54,6 +55,8 @@ pub struct Config {
     pub workspaces: Option<Workspaces>,
     /// The run-time bounds of spec/limits.md.
     pub limits: Limits,
+    /// The delegated agents `agent.*` runs (spec/agents.md).
+    pub agents: AgentsConfig,
 }
 
 impl Default for Config {
@@ -70,6 +73,7 @@ impl Default for Config {
             breakers: BreakerConfig::default(),
             workspaces: None,
             limits: Limits::default(),
+            agents: AgentsConfig::default(),
         }
     }
 }

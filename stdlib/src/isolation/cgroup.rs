@@ -96,7 +96,7 @@ impl Cgroup {
         match result {
             Ok(()) => Ok(group),
             Err(missing) => {
-                group.remove();
+                let _ = group.remove();
                 Err(missing)
             }
         }
@@ -243,9 +243,11 @@ impl Cgroup {
         }
     }
 
-    /// Kills what is left and removes the directories.
-    pub fn remove(&mut self) {
+    /// Kills what is left and removes the directories; the error names
+    /// those that stayed (a process in them survived).
+    pub fn remove(&mut self) -> Result<(), String> {
         self.kill_all();
+        let mut stayed = Vec::new();
         for (_, dir) in self.dirs.drain(..) {
             for _ in 0..50 {
                 if fs::remove_dir(&dir).is_ok() || !dir.exists() {
@@ -253,13 +255,24 @@ impl Cgroup {
                 }
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
+            if dir.exists() {
+                stayed.push(dir.display().to_string());
+            }
+        }
+        if stayed.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "processes survived in its cgroup {}",
+                stayed.join(", ")
+            ))
         }
     }
 }
 
 impl Drop for Cgroup {
     fn drop(&mut self) {
-        self.remove();
+        let _ = self.remove();
     }
 }
 
@@ -294,7 +307,7 @@ pub fn sweep(root: &Path) -> usize {
                 version,
                 dirs: vec![("stale", child.path())],
             };
-            stale.remove();
+            let _ = stale.remove();
             swept += 1;
         }
     }

@@ -88,6 +88,19 @@ pub struct Spec {
     /// runs' workspaces): covered by an empty file system, or by an empty
     /// file for a file.
     pub hidden: Vec<PathBuf>,
+    /// Host paths bound at their own place after the workspace, each
+    /// writable or not (an agent's home, a `.git` kept read-only).
+    #[serde(default)]
+    pub binds: Vec<Bind>,
+}
+
+/// A host path the sandbox sees at the same place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bind {
+    /// The path (absolute).
+    pub path: PathBuf,
+    /// May the command write it?
+    pub writable: bool,
 }
 
 /// Runs the helper and exits if this process was started as one; returns

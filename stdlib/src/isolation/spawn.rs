@@ -115,6 +115,7 @@ pub fn sandboxed(
         seccomp: *seccomp,
         parent: std::process::id(),
         hidden: policy.hidden.clone(),
+        binds: policy.binds.clone(),
     };
     let mut command = tokio::process::Command::new(helper);
     command

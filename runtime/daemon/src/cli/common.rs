@@ -137,9 +137,10 @@ pub async fn executor_and_vault(
     };
     let data_dir = home().join(".opcode");
     let workspaces = settings.workspaces(&data_dir).map_err(fail)?;
-    let isolation = settings
-        .isolation(files.hidden(&data_dir), &workspaces)
-        .map_err(fail)?;
+    let mut hidden = files.hidden(&data_dir);
+    hidden.push(Settings::agent_calls(&data_dir));
+    let isolation = settings.isolation(hidden, &workspaces).map_err(fail)?;
+    let agents = settings.agents(&data_dir).map_err(fail)?;
     // What a killed process left running must not overlap the steps
     // this executor dispatches again.
     let swept = opcode_stdlib::isolation::cgroup::sweep(&isolation.cgroup_root());
@@ -168,6 +169,7 @@ pub async fn executor_and_vault(
         breakers,
         workspaces: Some(workspaces),
         limits,
+        agents,
         ..defaults
     };
     let exec = Executor::new(store, Arc::new(RuntimeSecrets::new(vault.clone())), config);

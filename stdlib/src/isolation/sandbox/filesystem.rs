@@ -31,6 +31,14 @@ pub(super) fn build(spec: &Spec) -> Result<(), String> {
         )),
         None => None,
     };
+    let binds = spec
+        .binds
+        .iter()
+        .map(|bind| {
+            let handle = File::open(&bind.path).map_err(|e| unreachable(spec, &bind.path, &e))?;
+            Ok((bind, handle))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
     let devices = device_handles()?;
     let host_mounts = mounts()?;
     read_only_host(&host_mounts)?;
@@ -38,7 +46,10 @@ pub(super) fn build(spec: &Spec) -> Result<(), String> {
     private_dev(spec, &devices)?;
     let masks = hide(&spec.hidden, &devices)?;
     if let Some((ws, handle)) = &workspace {
-        bind_workspace(ws, handle, spec.writable, &host_mounts)?;
+        bind_back(ws, handle, spec.writable, &host_mounts)?;
+    }
+    for (bind, handle) in &binds {
+        bind_back(&bind.path, handle, bind.writable, &host_mounts)?;
     }
     for dir in masks {
         remount(&dir, MsFlags::MS_RDONLY | MASKED)
@@ -50,7 +61,7 @@ pub(super) fn build(spec: &Spec) -> Result<(), String> {
 /// The error for a workspace the sandbox user cannot open.
 fn unreachable(spec: &Spec, ws: &Path, e: &std::io::Error) -> String {
     format!(
-        "the sandbox user (uid {}) cannot open the workspace {}: {e}; give that user access \
+        "the sandbox user (uid {}) cannot open {}: {e}; give that user access \
          (every parent directory must be searchable) or choose another workspace",
         spec.uid,
         ws.display()
@@ -206,20 +217,29 @@ fn hide(hidden: &[PathBuf], devices: &[(&'static str, OwnedFd)]) -> Result<Vec<P
     Ok(covered)
 }
 
-/// Binds the workspace (opened before anything covered it) back at its
-/// path, writable or not; its mount point is made where a cover hides it.
-fn bind_workspace(
+/// Binds the workspace, or another kept path (opened before anything
+/// covered it), back at its path, writable or not; its mount point is made
+/// where a cover hides it.
+fn bind_back(
     ws: &Path,
     handle: &File,
     writable: bool,
     host_mounts: &[(PathBuf, String)],
 ) -> Result<(), String> {
-    std::fs::create_dir_all(ws).map_err(|e| {
-        format!(
-            "cannot make the workspace's mount point {}: {e}",
-            ws.display()
-        )
-    })?;
+    let made = if handle.metadata().is_ok_and(|m| m.is_dir()) {
+        std::fs::create_dir_all(ws)
+    } else {
+        ws.parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(ws)
+                    .map(drop)
+            })
+    };
+    made.map_err(|e| format!("cannot make the mount point {}: {e}", ws.display()))?;
     let source = by_handle(handle);
     mount(
         Some(source.as_str()),

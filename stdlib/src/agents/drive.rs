@@ -1,0 +1,194 @@
+//! Driving an agent's process: its input, its output lines read as
+//! events and kept in the transcript, its permission requests answered,
+//! and its budget enforced (spec/agents.md, "Budgets").
+
+use std::process::Stdio;
+
+use opcode_vm::error::ActionError;
+use serde_json::json;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
+
+use super::entry::{Entry, Stdin};
+use super::observed::Observed;
+use super::protocol::{self, Event};
+use super::reader::next_line;
+use super::task::{Budget, Task};
+use super::transcript::Transcript;
+use crate::exec::Call;
+use crate::isolation::cgroup::Cgroup;
+use crate::isolation::sandbox;
+
+/// How the agent's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// It exited by itself.
+    Exited,
+    /// Its time ran out.
+    Timeout,
+    /// It started a step beyond its budget.
+    StepLimit,
+}
+
+/// What a run gave: how it ended, what it reported, its exit code, and
+/// the last lines of its stderr.
+pub type Outcome = (Ending, Observed, i32, Vec<String>);
+
+/// Lines of stderr kept for an error message.
+const STDERR_TAIL: usize = 5;
+
+/// Runs `command` (the sandboxed agent) to its end or its budget's.
+pub async fn drive(
+    mut command: tokio::process::Command,
+    cgroup: Option<&Cgroup>,
+    entry: &Entry,
+    task: &Task,
+    budget: &Budget,
+    call: &Call,
+    transcript: &mut Transcript,
+) -> Result<Outcome, ActionError> {
+    command.process_group(0);
+    command.kill_on_drop(true);
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().map_err(|e| {
+        crate::isolation::unavailable(&[format!("cannot enter new namespaces: {e}")])
+    })?;
+    let start = Instant::now();
+    let deadline = start + budget.timeout;
+    let wrap_at = start + budget.wrap_up_at();
+    let (to_agent, mut lines) = mpsc::unbounded_channel::<String>();
+    let mut stdin = child.stdin.take();
+    let first = match entry.stdin() {
+        Stdin::Task => Some(format!("{}\n", task.json)),
+        Stdin::Prompt => Some(task.prompt.clone()),
+        Stdin::Control | Stdin::None => None,
+    };
+    let keep_open = matches!(entry.stdin(), Stdin::Task | Stdin::Control);
+    if let Some(first) = &first {
+        transcript
+            .line("stdin", &call.revealed.text(first.trim_end()))
+            .await;
+    }
+    // The agent's input, written apart so a full pipe never stops reading.
+    let writer = tokio::spawn(async move {
+        let Some(pipe) = stdin.as_mut() else { return };
+        if let Some(first) = first
+            && pipe.write_all(first.as_bytes()).await.is_err()
+        {
+            return;
+        }
+        if !keep_open {
+            return;
+        }
+        while let Some(line) = lines.recv().await {
+            if pipe.write_all(line.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut out = BufReader::new(child.stdout.take().ok_or_else(no_pipe)?);
+    let mut err = BufReader::new(child.stderr.take().ok_or_else(no_pipe)?);
+    let (mut out_open, mut err_open) = (true, true);
+    let mut observed = Observed::default();
+    let mut stderr_tail: Vec<String> = Vec::new();
+    let mut wrapped = false;
+    let send = async |line: serde_json::Value, transcript: &mut Transcript| {
+        let text = line.to_string();
+        transcript.line("stdin", &text).await;
+        let _ = to_agent.send(format!("{text}\n"));
+    };
+    let mut ending = Ending::Exited;
+    while out_open || err_open {
+        tokio::select! {
+            line = next_line(&mut out), if out_open => {
+                let Some((text, _cut)) = line else {
+                    out_open = false;
+                    continue;
+                };
+                transcript.line("stdout", &call.revealed.text(&text)).await;
+                let Some(event) = protocol::parse(entry.protocol, &text) else { continue };
+                if let Event::Permission { id, action, detail } = &event {
+                    send(json!({"type": "permission_response", "id": id, "answer": "deny"}), transcript).await;
+                    observed.permissions.push(json!({"id": id, "action": action, "detail": detail, "answer": "deny"}));
+                }
+                let starts_step = matches!(event, Event::StepStart | Event::ToolStart { .. });
+                observed.apply(&event);
+                if observed.steps > budget.max_steps
+                    || (starts_step && observed.steps >= budget.max_steps)
+                {
+                    ending = Ending::StepLimit;
+                    break;
+                }
+                if !wrapped && observed.steps >= budget.max_steps - budget.reserve {
+                    wrapped = true;
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    send(json!({"type": "wrap_up", "reason": "steps", "remaining_ms": left.as_millis() as u64}), transcript).await;
+                }
+            }
+            line = next_line(&mut err), if err_open => {
+                let Some((text, _cut)) = line else {
+                    err_open = false;
+                    continue;
+                };
+                let masked = call.revealed.text(&text);
+                transcript.line("stderr", &masked).await;
+                stderr_tail.push(masked);
+                if stderr_tail.len() > STDERR_TAIL {
+                    stderr_tail.remove(0);
+                }
+            }
+            () = sleep_until(wrap_at), if !wrapped => {
+                wrapped = true;
+                let left = deadline.saturating_duration_since(Instant::now());
+                send(json!({"type": "wrap_up", "reason": "time", "remaining_ms": left.as_millis() as u64}), transcript).await;
+            }
+            () = sleep_until(deadline) => {
+                ending = Ending::Timeout;
+                break;
+            }
+        }
+    }
+    if ending == Ending::Exited {
+        tokio::select! {
+            _ = child.wait() => {}
+            () = sleep_until(deadline) => ending = Ending::Timeout,
+        }
+    }
+    if ending != Ending::Exited {
+        if let Some(cgroup) = cgroup {
+            cgroup.kill_all();
+        }
+        let _ = child.start_kill();
+        let reason = if ending == Ending::Timeout {
+            format!("stopped: its {}s ran out", budget.timeout.as_secs())
+        } else {
+            format!("stopped: it started a step beyond its {}", budget.max_steps)
+        };
+        transcript.line("opcode", &reason).await;
+    }
+    writer.abort();
+    let status = child.wait().await;
+    let exit_code = status
+        .ok()
+        .and_then(|s| {
+            use std::os::unix::process::ExitStatusExt;
+            s.code().or_else(|| s.signal().map(|n| 128 + n))
+        })
+        .unwrap_or(-1);
+    if exit_code == sandbox::SETUP_FAILED
+        && let Some(line) = stderr_tail
+            .iter()
+            .find_map(|l| l.strip_prefix(sandbox::PREFIX))
+    {
+        return Err(crate::isolation::unavailable(&[line.to_owned()]));
+    }
+    Ok((ending, observed, exit_code, stderr_tail))
+}
+
+fn no_pipe() -> ActionError {
+    ActionError::execution("the agent's output could not be read")
+}

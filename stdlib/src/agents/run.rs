@@ -1,0 +1,373 @@
+//! One delegated agent call: its sandbox, its home, its worktree, the
+//! agent driven within its budget, and the result (spec/agents.md).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use opcode_vm::error::ActionError;
+use serde_json::{Value, json};
+
+use super::AgentsConfig;
+use super::drive::{self, Ending};
+use super::entry::Entry;
+use super::home::CallDir;
+use super::role::Role;
+use super::snapshot::Snapshot;
+use super::task::{self, Budget, Task};
+use super::transcript::{self, Transcript};
+use super::worktree::{self, Writer};
+use crate::exec::Call;
+use crate::isolation::sandbox::Bind;
+use crate::isolation::{IsolationConfig, Policy, cgroup::Cgroup, spawn};
+
+/// Runs `call` of an `agent.*` action.
+pub async fn run(
+    call: &Call,
+    base: &Path,
+    isolation: &IsolationConfig,
+    agents: &AgentsConfig,
+) -> Result<Value, ActionError> {
+    let role = Role::of(&call.action)?;
+    let (name, entry) = agents.entry(call.str("agent"))?;
+    let budget = Budget::of(call, role)?;
+    let mut policy = policy(call, role, entry, isolation, base)?;
+    let workspace = policy
+        .workspace
+        .clone()
+        .unwrap_or_else(|| base.to_path_buf());
+    if !workspace.is_dir() {
+        return Err(ActionError::validation(format!(
+            "the agent's workspace {} is not a directory",
+            workspace.display()
+        )));
+    }
+    let calls_root = agents
+        .calls
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("opcode-agent-calls"));
+    let attempt = call.idempotency_key.rsplit('/').next().unwrap_or("1");
+    let call_name = transcript::file_name(&format!("{}.{}.{attempt}", call.run_id, call.step));
+    let owner = (policy.uid, policy.gid);
+    let dir = CallDir::make(&calls_root, &call_name, owner)?;
+    let mut cleanup = Cleanup {
+        writer: None,
+        cgroup: None,
+        dir: Some(dir.clone()),
+    };
+    dir.provision(
+        &skills(call)?,
+        call.params.get("mcp").and_then(Value::as_object),
+        owner,
+    )?;
+    let scratch = (role == Role::Runner).then(|| dir.scratch());
+    let task = task::build(call, role, &budget, &workspace, scratch.as_deref())?;
+    binds(&mut policy, role, &workspace, &dir);
+    policy.hidden.push(calls_root);
+    policy.hidden.extend(agents.transcripts.iter().cloned());
+    if role.writes() {
+        let holder = format!("{}/{}", call.run_id, call.step);
+        cleanup.writer = Some(Writer::acquire(worktree::canonical(&workspace), &holder)?);
+    }
+    let argv = entry.argv(&placeholders(call, role, &budget, &workspace, &task));
+    let (program, arguments) = argv.split_first().map_or_else(
+        || (String::new(), Vec::new()),
+        |(p, rest)| (p.clone(), rest.to_vec()),
+    );
+    let env = environment(call, role, entry, &budget, &dir, scratch.as_deref());
+    let before = Snapshot::take(&workspace);
+    let sandboxed = spawn::sandboxed(
+        &policy,
+        isolation.helper.as_deref(),
+        &program,
+        arguments,
+        env,
+        &workspace,
+    )?;
+    cleanup.cgroup = Some(sandboxed.cgroup);
+    let transcripts = agents
+        .transcripts
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("opcode-agent-transcripts"));
+    let mut transcript = Transcript::create(transcript::path(
+        &transcripts,
+        &call.run_id,
+        &call.step,
+        attempt,
+    ))
+    .await;
+    let started = Instant::now();
+    let outcome = drive::drive(
+        sandboxed.command,
+        cleanup.cgroup.as_ref(),
+        entry,
+        &task,
+        &budget,
+        call,
+        &mut transcript,
+    )
+    .await;
+    let cleaned = cleanup.finish();
+    let (ending, mut observed, exit_code, stderr_tail) = outcome?;
+    let after = Snapshot::take(&workspace);
+    let report = observed.report(&entry.report);
+    let mut result = json!({
+        "role": role.name(),
+        "agent": name,
+        "status": match ending {
+            Ending::Exited => "completed",
+            Ending::Timeout => "timeout",
+            Ending::StepLimit => "step_limit",
+        },
+        "files_changed": before.changes(&after),
+        "max_steps": budget.max_steps,
+        "duration_ms": started.elapsed().as_millis() as u64,
+        "exit_code": exit_code,
+        "transcript": transcript.finish().await,
+    });
+    if let Some(out) = result.as_object_mut() {
+        out.extend(observed.fields(report.as_ref(), role == Role::Runner));
+        if before.cut || after.cut {
+            out.insert("files_cut".into(), json!(true));
+        }
+    }
+    if let Err(why) = cleaned {
+        return Err(quarantined(&why, &result));
+    }
+    let broken =
+        ending == Ending::Exited && report.is_none() && (exit_code != 0 || !observed.any());
+    if broken {
+        let why = if exit_code == 0 {
+            "wrote nothing its protocol reads".to_owned()
+        } else {
+            format!("exited with code {exit_code} without a report")
+        };
+        let tail = if stderr_tail.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", stderr_tail.join(" | "))
+        };
+        return Err(
+            ActionError::execution(format!("the agent `{name}` {why}{tail}")).with_details(result),
+        );
+    }
+    Ok(result)
+}
+
+/// The sandbox policy of a role: the step's block with the role's
+/// workspace mode, which the step may not change, and the entry's network.
+fn policy(
+    call: &Call,
+    role: Role,
+    entry: &Entry,
+    isolation: &IsolationConfig,
+    base: &Path,
+) -> Result<Policy, ActionError> {
+    let mut block = match &call.isolation {
+        Some(Value::Object(block)) => block.clone(),
+        _ => serde_json::Map::new(),
+    };
+    if block.get("writable").and_then(Value::as_bool) == Some(true) && !role.writes() {
+        return Err(ActionError::new(
+            opcode_vm::codes::R0129,
+            "ISOLATION_WIDENED",
+            format!(
+                "`isolation.writable`: a {}'s workspace is read-only; use agent.worker to change it",
+                role.name()
+            ),
+            false,
+        ));
+    }
+    if block.get("enabled").and_then(Value::as_bool) == Some(false) {
+        return Err(crate::isolation::unavailable(&[
+            "delegated agents run only in a sandbox (`isolation.enabled: false` is refused)".into(),
+        ]));
+    }
+    if let Some(ws) = call.str("workspace") {
+        block.insert("workspace".into(), json!(ws));
+    }
+    block.insert("writable".into(), json!(role.writes()));
+    let shaped = Call {
+        isolation: Some(Value::Object(block)),
+        ..call.clone()
+    };
+    let mut policy = Policy::of(isolation, &shaped, base)?;
+    if !policy.enabled {
+        return Err(crate::isolation::unavailable(&[
+            "delegated agents run only in a sandbox, and isolation is off in the settings".into(),
+        ]));
+    }
+    policy.network |= entry.network;
+    Ok(policy)
+}
+
+/// What the sandbox binds besides the workspace: the home, the runner's
+/// scratch, and `.git` read-only under a worker's writable workspace.
+fn binds(policy: &mut Policy, role: Role, workspace: &Path, dir: &CallDir) {
+    policy.binds.push(Bind {
+        path: dir.home(),
+        writable: true,
+    });
+    if role == Role::Runner {
+        policy.binds.push(Bind {
+            path: dir.scratch(),
+            writable: true,
+        });
+    }
+    let git = workspace.join(".git");
+    if role.writes() && git.exists() {
+        policy.binds.push(Bind {
+            path: git,
+            writable: false,
+        });
+    }
+}
+
+/// The step's skills, `{name, content}` each.
+fn skills(call: &Call) -> Result<Vec<(String, String)>, ActionError> {
+    let Some(list) = call.params.get("skills").and_then(Value::as_array) else {
+        return Ok(Vec::new());
+    };
+    list.iter()
+        .map(|skill| {
+            let name = skill.get("name").and_then(Value::as_str).unwrap_or_default();
+            let content = skill.get("content").and_then(Value::as_str);
+            let plain = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'));
+            match content {
+                Some(content) if plain => Ok((name.to_owned(), content.to_owned())),
+                _ => Err(ActionError::validation(format!(
+                    "each of `skills` is {{\"name\": \"a-plain-name\", \"content\": \"…\"}}, not {skill}"
+                ))),
+            }
+        })
+        .collect()
+}
+
+/// The values of the command line's placeholders.
+fn placeholders<'a>(
+    call: &Call,
+    role: Role,
+    budget: &Budget,
+    workspace: &Path,
+    task: &Task,
+) -> BTreeMap<&'a str, String> {
+    let mut values = BTreeMap::from([
+        ("prompt", task.prompt.clone()),
+        ("max_steps", budget.max_steps.to_string()),
+        ("timeout_s", budget.timeout.as_secs().to_string()),
+        ("role", role.name().to_owned()),
+        ("workspace", workspace.to_string_lossy().into_owned()),
+    ]);
+    for key in ["model", "variant"] {
+        if let Some(value) = call.str(key).filter(|v| !v.is_empty()) {
+            values.insert(key, value.to_owned());
+        }
+    }
+    values
+}
+
+/// The agent's environment: the entry's, the step's, then what the daemon
+/// sets (which neither may change).
+fn environment(
+    call: &Call,
+    role: Role,
+    entry: &Entry,
+    budget: &Budget,
+    dir: &CallDir,
+    scratch: Option<&Path>,
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = entry
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if let Some(Value::Object(given)) = call.params.get("env") {
+        for (key, value) in given {
+            let text = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
+            env.push((key.clone(), text));
+        }
+    }
+    let scratch = scratch.map_or_else(|| PathBuf::from("/tmp"), Path::to_path_buf);
+    for (key, value) in [
+        ("HOME", dir.home()),
+        ("TMPDIR", scratch.clone()),
+        ("OPCODE_AGENT_SCRATCH", scratch),
+    ] {
+        env.push((key.to_owned(), value.to_string_lossy().into_owned()));
+    }
+    env.push(("OPCODE_AGENT_ROLE".into(), role.name().into()));
+    env.push((
+        "OPCODE_AGENT_MAX_STEPS".into(),
+        budget.max_steps.to_string(),
+    ));
+    env.push((
+        "OPCODE_AGENT_TIMEOUT_MS".into(),
+        budget.timeout.as_millis().to_string(),
+    ));
+    env
+}
+
+/// What a call leaves to clean: its processes, its home, its worktree.
+struct Cleanup {
+    writer: Option<Writer>,
+    cgroup: Option<Cgroup>,
+    dir: Option<CallDir>,
+}
+
+impl Cleanup {
+    /// Kills what is left, removes the home, frees the worktree; why the
+    /// worktree is quarantined, if it is.
+    fn finish(&mut self) -> Result<(), String> {
+        if let Some(writer) = &self.writer {
+            writer.cleaning();
+        }
+        let mut failed = Vec::new();
+        if let Some(mut cgroup) = self.cgroup.take()
+            && let Err(e) = cgroup.remove()
+        {
+            failed.push(e);
+        }
+        if let Some(dir) = self.dir.take()
+            && let Err(e) = dir.remove()
+        {
+            failed.push(e);
+        }
+        let why = failed.join("; ");
+        match self.writer.take() {
+            Some(writer) if failed.is_empty() => writer.release(),
+            Some(writer) => {
+                writer.quarantine(&why);
+                return Err(why);
+            }
+            None => {}
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        // A cancelled call cleans up here, failing closed as above.
+        let _ = self.finish();
+    }
+}
+
+/// The error of a call whose cleanup failed: its worktree is quarantined.
+fn quarantined(why: &str, result: &Value) -> ActionError {
+    ActionError::new(
+        opcode_vm::codes::R0132,
+        "WORKTREE_BUSY",
+        format!(
+            "the agent finished, but its cleanup failed ({why}); its worktree is quarantined: \
+             check that no process of it still runs and that the worktree is as it should be, \
+             then restart the daemon"
+        ),
+        false,
+    )
+    .with_details(json!({"state": "quarantined", "result": result}))
+}

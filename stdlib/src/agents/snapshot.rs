@@ -1,0 +1,109 @@
+//! What changed in a workspace while an agent worked: a snapshot of every
+//! file before and after (size, modification time, inode), `.git` left out.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+/// The most files a snapshot records.
+pub const MAX_FILES: usize = 50_000;
+
+/// The files of a workspace, by path relative to it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    files: BTreeMap<PathBuf, (u64, i64, i64, u64)>,
+    /// More files than [`MAX_FILES`] were there.
+    pub cut: bool,
+}
+
+impl Snapshot {
+    /// Records the files under `root` (symbolic links as links).
+    pub fn take(root: &Path) -> Snapshot {
+        let mut snapshot = Snapshot::default();
+        let mut pending = vec![root.to_path_buf()];
+        while let Some(dir) = pending.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if entry.file_name() == ".git" {
+                    continue;
+                }
+                let path = entry.path();
+                let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                    continue;
+                };
+                if meta.is_dir() {
+                    pending.push(path);
+                    continue;
+                }
+                if snapshot.files.len() >= MAX_FILES {
+                    snapshot.cut = true;
+                    return snapshot;
+                }
+                let relative = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
+                snapshot.files.insert(
+                    relative,
+                    (meta.len(), meta.mtime(), meta.mtime_nsec(), meta.ino()),
+                );
+            }
+        }
+        snapshot
+    }
+
+    /// What changed from `self` to `after`: `[{path, change}]`, change
+    /// `added`, `modified` or `deleted`.
+    pub fn changes(&self, after: &Snapshot) -> Vec<Value> {
+        let mut changes = Vec::new();
+        for (path, before) in &self.files {
+            match after.files.get(path) {
+                None => changes.push(change(path, "deleted")),
+                Some(now) if now != before => changes.push(change(path, "modified")),
+                Some(_) => {}
+            }
+        }
+        for path in after.files.keys() {
+            if !self.files.contains_key(path) {
+                changes.push(change(path, "added"));
+            }
+        }
+        changes.sort_by(|a, b| a["path"].as_str().cmp(&b["path"].as_str()));
+        changes
+    }
+}
+
+fn change(path: &Path, kind: &str) -> Value {
+    json!({"path": path.to_string_lossy(), "change": kind})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn added_modified_and_deleted_files_but_not_git() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::write(root.join("src/a.rs"), "a").unwrap();
+        std::fs::write(root.join("b.txt"), "b").unwrap();
+        let before = Snapshot::take(root);
+        std::fs::write(root.join("src/a.rs"), "changed").unwrap();
+        std::fs::remove_file(root.join("b.txt")).unwrap();
+        std::fs::write(root.join("c.txt"), "c").unwrap();
+        std::fs::write(root.join(".git/index"), "x").unwrap();
+        let after = Snapshot::take(root);
+        assert_eq!(
+            before.changes(&after),
+            vec![
+                json!({"path": "b.txt", "change": "deleted"}),
+                json!({"path": "c.txt", "change": "added"}),
+                json!({"path": "src/a.rs", "change": "modified"}),
+            ]
+        );
+        assert!(after.changes(&Snapshot::take(root)).is_empty());
+    }
+}

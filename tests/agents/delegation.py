@@ -1,0 +1,189 @@
+"""Delegated agents through a real daemon (spec/agents.md): `agent.scout`,
+`agent.worker` and `agent.runner` steps run tests/agents/scripted_agent.py
+— a real program speaking the plain protocol and OpenCode's event stream —
+in the real sandbox, with the real worktree lock, budgets, permission
+answers and transcripts. Each section prints `ok` when it held.
+
+Usage: python delegation.py PATH_TO_OPCODE
+"""
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "security"))
+
+from common import Expectations, call, operator_daemon  # noqa: E402
+
+SANDBOX_USER = 65534
+TEMPLATES = ["scout", "worker", "pair", "budget", "runner", "oc", "broken", "ask", "secret", "slow"]
+
+
+def world(nonce):
+    """A base the sandbox user can reach, holding the agent and a Git
+    checkout the worker may write."""
+    base = f"/var/tmp/opcode-agents-{nonce}"
+    os.makedirs(f"{base}/repo/src", mode=0o755)
+    os.chmod(base, 0o755)
+    shutil.copy(os.path.join(os.path.dirname(__file__), "scripted_agent.py"), f"{base}/agent.py")
+    os.chmod(f"{base}/agent.py", 0o755)
+    with open(f"{base}/repo/src/app.txt", "w") as f:
+        f.write("v1\n")
+    if shutil.which("git"):
+        subprocess.run(["git", "init", "-q", f"{base}/repo"], check=True)
+    else:
+        os.makedirs(f"{base}/repo/.git")
+        with open(f"{base}/repo/.git/config", "w") as f:
+            f.write("[core]\n")
+    for root, dirs, files in os.walk(f"{base}/repo"):
+        for name in dirs + files:
+            os.chown(os.path.join(root, name), SANDBOX_USER, SANDBOX_USER)
+    os.chown(f"{base}/repo", SANDBOX_USER, SANDBOX_USER)
+    return base
+
+
+def settings(base):
+    agent = ["python3", f"{base}/agent.py"]
+    return {
+        "agents": {
+            "script": {"protocol": "plain", "command": [*agent, "plain"], "default": True},
+            "oc": {"protocol": "opencode", "command": [*agent, "opencode", ["--model", "{model}"], "{prompt}"]},
+        },
+        "isolation": {"grants": [{"template": t, "workspaces": [base]} for t in TEMPLATES]},
+    }
+
+
+def step(step_id, role, script, repo, **params):
+    return {"id": step_id, "action": f"agent.{role}",
+            "params": {"prompt": "\n".join(script), "workspace": repo, **params}}
+
+
+def run(daemon, name, steps, **arguments):
+    call(daemon, "opcode.define", {"name": name, "definition": {"steps": steps}})
+    return call(daemon, "opcode.run", {"template_name": name, "include": ["outputs"], **arguments})
+
+
+def output(result, step_id):
+    return result["steps"][step_id].get("output") or {}
+
+
+def main(binary):
+    nonce = secrets.token_hex(4)
+    base = world(nonce)
+    repo = f"{base}/repo"
+    expect = Expectations()
+    try:
+        with tempfile.TemporaryDirectory() as home:
+            daemon = operator_daemon(binary, home, settings=settings(base), log=f"{home}/daemon.log")
+            try:
+                scout = run(daemon, "scout", [step("look", "scout", [
+                    "read src/app.txt", "write src/app.txt hacked", "run touch src/made-by-scout", "say looked"], repo)])
+                seen = output(scout, "look")
+                expect.that(scout["status"] == "completed", f"scout run: {json.dumps(scout)[:2000]}")
+                expect.that(open(f"{repo}/src/app.txt").read() == "v1\n", "the scout changed app.txt")
+                expect.that(not os.path.exists(f"{repo}/src/made-by-scout"), "the scout made a file")
+                expect.that(seen.get("files_changed") == [], f"files changed by a scout: {seen.get('files_changed')}")
+                expect.that(seen.get("summary") == "looked" and seen.get("role") == "scout", f"scout result: {seen}")
+                expect.that(any(c["exit_code"] not in (0, None) for c in seen.get("commands", [])),
+                            f"the scout's touch did not fail: {seen.get('commands')}")
+                expect.section("a scout reads the workspace and cannot write it")
+
+                worker = run(daemon, "worker", [step("fix", "worker", [
+                    "write src/app.txt v2", "write .git/hooks/post-commit evil", "run echo built",
+                    "say changed app.txt"], repo)])
+                done = output(worker, "fix")
+                expect.that(worker["status"] == "completed", f"worker run: {json.dumps(worker)[:2000]}")
+                expect.that(open(f"{repo}/src/app.txt").read() == "v2\n", "the worker did not write app.txt")
+                expect.that(not os.path.exists(f"{repo}/.git/hooks/post-commit"), "the worker wrote into .git")
+                expect.that(done.get("files_changed") == [{"path": "src/app.txt", "change": "modified"}],
+                            f"files changed: {done.get('files_changed')}")
+                expect.that({"command": "echo built", "exit_code": 0} in done.get("commands", []),
+                            f"commands: {done.get('commands')}")
+                transcript = done.get("transcript", {})
+                expect.that(transcript.get("lines", 0) > 3 and os.path.isfile(transcript.get("path", "")),
+                            f"no transcript file: {transcript}")
+                expect.that(done.get("steps", 0) >= 4 and done.get("tokens", {}).get("input", 0) >= 400,
+                            f"steps and tokens: {done}")
+                expect.section("a worker edits the workspace, not .git; the result says what changed, from a snapshot")
+
+                ignore = {"on_error": {"strategy": "ignore"}}
+                pair = run(daemon, "pair", [
+                    {**step("one", "worker", ["sleep 3", "write src/one.txt 1", "say one"], repo), **ignore},
+                    {**step("two", "worker", ["sleep 3", "write src/two.txt 2", "say two"], repo), **ignore}])
+                worked = [s for s in ("one", "two") if output(pair, s).get("status") == "completed"]
+                errors = [pair["steps"][s].get("error") or {} for s in ("one", "two")]
+                codes = [e.get("code") for e in errors if e]
+                expect.that(len(worked) == 1, f"two workers: {json.dumps(pair)[:3000]}")
+                expect.that(codes == ["R0132"] and "one writer per worktree" in json.dumps(errors),
+                            f"the refusal: {errors}")
+                expect.section("two workers on one worktree: one works, the other is refused (R0132)")
+
+                budget = run(daemon, "budget", [
+                    step("slow", "worker", ["write src/notes.txt started", "loop stubborn"], repo,
+                         timeout="10s", max_steps=256),
+                    step("many", "scout", ["loop stubborn"], repo, max_steps=8),
+                    step("polite", "scout", ["loop"], repo, max_steps=10)])
+                slow, many, polite = (output(budget, s) for s in ("slow", "many", "polite"))
+                expect.that(slow.get("status") == "timeout", f"over its time: {slow}")
+                expect.that({"path": "src/notes.txt", "change": "added"} in slow.get("files_changed", []),
+                            f"what it did before the stop: {slow.get('files_changed')}")
+                expect.that(9_000 <= slow.get("duration_ms", 0) < 20_000, f"stopped at {slow.get('duration_ms')} ms")
+                expect.that(many.get("status") == "step_limit" and many.get("steps", 99) <= 9, f"over its steps: {many}")
+                expect.that(polite.get("status") == "completed" and polite.get("summary") == "wrapping up as told"
+                            and polite.get("steps", 99) <= 10, f"told to wrap up: {polite}")
+                expect.section("budgets: stopped at its timeout and its steps, reporting what it did; wrap-up heeded")
+
+                failing = "sh -c 'echo compiling; echo \"error[E0425]: cannot find value x\" >&2; exit 101'"
+                runner = run(daemon, "runner", [step("test", "runner", [
+                    f"run {failing}", "run echo scratch > $OPCODE_AGENT_SCRATCH/log && cat $OPCODE_AGENT_SCRATCH/log",
+                    "write src/runner.txt no", "say one command failed"], repo)])
+                ran = output(runner, "test")
+                commands = ran.get("commands", [])
+                expect.that([c["exit_code"] for c in commands] == [101, 0], f"runner commands: {commands}")
+                expect.that(any("cannot find value x" in e for e in ran.get("errors", [])), f"errors: {ran.get('errors')}")
+                expect.that(not os.path.exists(f"{repo}/src/runner.txt"), "the runner wrote the workspace")
+                lines = open(ran["transcript"]["path"]).read()
+                expect.that("cannot find value x" in lines and "compiling" in lines, "the whole output is not kept")
+                expect.section("a runner: read-only workspace, a scratch dir, errors extracted, output kept whole")
+
+                oc = run(daemon, "oc", [step("look", "scout", ["say hello from opencode", "run ls src"], repo,
+                                              agent="oc", model="test/model")])
+                seen = output(oc, "look")
+                expect.that(seen.get("summary") == "hello from opencode", f"opencode summary: {seen}")
+                expect.that((seen.get("commands") or [{}])[0].get("command") == "ls src", f"opencode commands: {seen}")
+                expect.that(abs(seen.get("cost", 0) - 0.0025) < 1e-9 and seen.get("agent") == "oc", f"cost: {seen}")
+                expect.section("the OpenCode protocol: text, tool calls with exit codes, tokens and cost")
+
+                broken = run(daemon, "broken", [step("boom", "scout", ["say about to", "crash 3"], repo)])
+                error = broken["steps"]["boom"].get("error") or {}
+                expect.that(broken["status"] == "failed" and "exited with code 3" in error.get("message", "")
+                            and "crashing as told" in error.get("message", ""), f"broken agent: {error}")
+                expect.section("an agent that dies without a report fails its step, with its stderr")
+
+                ask = run(daemon, "ask", [step("asks", "worker", ["ask delete build/", "say asked"], repo)])
+                asked = output(ask, "asks")
+                expect.that(asked.get("permissions", [{}])[0].get("answer") == "deny", f"permissions: {asked}")
+                lines = open(asked["transcript"]["path"]).read()
+                expect.that("permission_response" in lines and "delete build/: deny" in lines,
+                            "the answer did not reach the agent")
+                expect.section("a permission request is answered (deny) on the agent's stdin, and logged")
+
+                refused = call(daemon, "opcode.define", {"name": "tight", "definition": {"steps": [
+                    step("fix", "worker", ["say x"], repo, max_steps=2)]}})
+                expect.that("E0057" in json.dumps(refused), f"an impossible budget was defined: {refused}")
+                expect.section("an impossible budget is refused when the workflow is defined (E0057)")
+            finally:
+                daemon.terminate()
+                if expect.failed or expect.current:
+                    print(open(f"{home}/daemon.log").read()[-4000:])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    expect.done()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
