@@ -14,10 +14,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "security"))
 
-from common import Expectations, call, operator_daemon  # noqa: E402
+from common import VAULT_KEY, Expectations, call, operator_daemon  # noqa: E402
+
+API = "sk-agent-" + secrets.token_hex(8)
 
 SANDBOX_USER = 65534
 TEMPLATES = ["scout", "worker", "pair", "budget", "runner", "oc", "broken", "ask", "secret", "slow"]
@@ -78,6 +81,8 @@ def main(binary):
     expect = Expectations()
     try:
         with tempfile.TemporaryDirectory() as home:
+            subprocess.run([binary, "secret", "set", "API", "--db", f"{home}/opcode.db"], input=API, text=True,
+                           check=True, env=dict(os.environ, OPCODE_VAULT_KEY=VAULT_KEY), capture_output=True)
             daemon = operator_daemon(binary, home, settings=settings(base), log=f"{home}/daemon.log")
             try:
                 scout = run(daemon, "scout", [step("look", "scout", [
@@ -171,6 +176,38 @@ def main(binary):
                 expect.that("permission_response" in lines and "delete build/: deny" in lines,
                             "the answer did not reach the agent")
                 expect.section("a permission request is answered (deny) on the agent's stdin, and logged")
+
+                secret = run(daemon, "secret", [step("key", "scout", ["env API_KEY", "run echo $API_KEY"], repo,
+                                                      env={"API_KEY": "${{secrets.API}}"})])
+                told = output(secret, "key")
+                stored = open(told["transcript"]["path"]).read()
+                expect.that(told.get("summary", "").startswith("API_KEY=") and API not in json.dumps(secret),
+                            f"the secret in the result: {told}")
+                expect.that(API not in stored and stored.count("API_KEY=") >= 1, "the secret in the transcript")
+                expect.section("a secret passed to the agent is masked in its result and its transcript")
+
+                slow = call(daemon, "opcode.define", {"name": "slow", "definition": {"steps": [
+                    step("fix", "worker", ["write src/slow.txt begun", "sleep 3", "write src/slow.txt done",
+                                           "say finished"], repo)]}})
+                started = call(daemon, "opcode.run", {"template_name": "slow", "wait": False})
+                time.sleep(1.5)
+                daemon.kill()
+                time.sleep(0.5)
+                survivors = subprocess.run(["pgrep", "-f", f"{base}/agent.py"], capture_output=True, text=True)
+                daemon.start()
+                status = {}
+                for _ in range(150):
+                    status = call(daemon, "opcode.status", {"workflow_id": started["workflow_id"],
+                                                             "include": ["outputs"]})
+                    if status.get("status") in ("completed", "failed"):
+                        break
+                    time.sleep(0.2)
+                redone = output(status, "fix")
+                expect.that("version" in slow and status.get("status") == "completed"
+                            and redone.get("summary") == "finished", f"after kill -9: {json.dumps(status)[:2000]}")
+                expect.that(open(f"{repo}/src/slow.txt").read() == "done\n", "the step did not run again")
+                expect.that(survivors.stdout.strip() == "", f"the agent outlived its daemon: {survivors.stdout}")
+                expect.section("kill -9 during an agent step: the agent dies with it, the step runs again at start")
 
                 refused = call(daemon, "opcode.define", {"name": "tight", "definition": {"steps": [
                     step("fix", "worker", ["say x"], repo, max_steps=2)]}})
