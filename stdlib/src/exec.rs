@@ -540,13 +540,9 @@ impl Actions {
             "expr" => expr::run(call, self.evaluator.as_deref(), &self.limits).await,
             "json" => json::run(call, self.evaluator.as_deref(), &self.limits).await,
             "agent" => {
-                crate::agents::run(
-                    call,
-                    call.base(&self.base_dir),
-                    &self.isolation,
-                    &self.agents,
-                )
-                .await
+                let base = call.base(&self.base_dir);
+                let services = self.services.as_ref();
+                crate::agents::run(call, base, &self.isolation, &self.agents, services).await
             }
             "workflow" if matches!(name, "log" | "emit" | "notify") => {
                 workflow::run(name, &call.masked(), self.services.as_ref()).await

@@ -90,3 +90,29 @@ await within(twice.runAgent({ resume: [{ interruptId: "second", status: "resolve
   "the last resume");
 check(twice.state.status === "completed" && twice.pendingInterrupts.length === 0, `completed: ${JSON.stringify(twice.state)}`);
 console.log("ag-ui: reasoning then reasoning: the resumed stream ends on the next interrupt, then completes");
+
+// 6. A delegated agent's stream (spec/agents.md): while its step runs, its
+// words are text messages, its tool calls tool calls, its plan and metrics
+// a state delta under /agents/<step> — verified by the client as they arrive.
+await define(base, { name: "agui-agent", definition: { steps: [{ id: "look", action: "agent.scout", params: {
+  prompt: ["sleep 1.5", "say looking around", "run echo hi", "plan read, report", "say done looking"].join("\n") } }] } });
+const agentRun = await run(base, "agui-agent");
+const watcher = new HttpAgent({ url: `${base}/api/runs/${encodeURIComponent(agentRun)}/ag-ui`, threadId: agentRun });
+const stream = [];
+watcher.subscribe({ onEvent: ({ event }) => { stream.push(event); } });
+await within(watcher.runAgent(), "the agent's stream");
+const kinds = stream.map((e) => e.type);
+const said = stream.filter((e) => e.type === "TEXT_MESSAGE_CONTENT").map((e) => e.delta);
+const toolResult = stream.find((e) => e.type === "TOOL_CALL_RESULT");
+check(said.includes("looking around") && said.includes("done looking"), `text: ${JSON.stringify(said)}`);
+check(stream.some((e) => e.type === "TOOL_CALL_START" && e.toolCallName === "bash"), `tool calls: ${kinds}`);
+check(toolResult && toolResult.content.trim() === "hi", `tool result: ${JSON.stringify(toolResult)}`);
+check(kinds.indexOf("TEXT_MESSAGE_START") > kinds.indexOf("STEP_STARTED")
+  && kinds.lastIndexOf("TEXT_MESSAGE_END") < kinds.lastIndexOf("STEP_FINISHED"), `order: ${kinds}`);
+const agentState = watcher.state.agents.look;
+check(JSON.stringify(agentState.todos) === '["read","report"]' && agentState.metrics.steps >= 3,
+  `the agent's state: ${JSON.stringify(watcher.state)}`);
+const stepState = watcher.state.steps.look;
+check(stepState.status === "completed" && stepState.output.summary === "done looking", `the step: ${JSON.stringify(stepState)}`);
+check(watcher.messages.some((m) => m.role === "assistant" && m.content === "looking around"), "the agent's words as messages");
+console.log(`ag-ui: a delegated agent streamed live (${stream.length} events: text, tool calls, plan, metrics)`);

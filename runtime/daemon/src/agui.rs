@@ -4,6 +4,7 @@
 //! (decisions) before following. The log is read from the store; the
 //! executor's feed only says when to read again.
 
+mod agent;
 pub mod map;
 
 use std::convert::Infallible;
@@ -19,8 +20,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
+use self::agent::AgentStream;
 use self::map::{Mapper, Stop, stop_of, stop_of_row};
 use crate::api::{Api, ToolError};
+use opcode_runtime::executor::Emitted;
 
 /// How often a stream re-reads the log when no change was announced (a
 /// workflow another process drives announces nothing here).
@@ -114,6 +117,9 @@ async fn follow(
 ) -> Result<(), ToolError> {
     let store = api.executor().store().clone();
     let mut feed = api.executor().appended();
+    let mut live = api.executor().emitted();
+    let mut agents = AgentStream::default();
+    let mut pending: Vec<Emitted> = Vec::new();
     let row = store
         .workflow(id)
         .await?
@@ -147,10 +153,28 @@ async fn follow(
         }));
     }
     loop {
+        take_live(&mut live, id, &mut pending);
         for entry in store.entries(id, last_seq, false).await? {
             last_seq = entry.seq;
+            // What an agent said while its step ran comes before the step ends.
+            if let Some(step) = entry
+                .step_id
+                .as_deref()
+                .filter(|_| ends_step(&entry.event_type))
+            {
+                send(
+                    tx,
+                    agent_events(&mut mapper, &mut agents, &mut pending, Some(step)),
+                )
+                .await;
+            }
             send(tx, mapper.entry(&entry)).await;
             if let Some(stop) = stop_of(&entry) {
+                send(
+                    tx,
+                    agent_events(&mut mapper, &mut agents, &mut pending, None),
+                )
+                .await;
                 let stop = match stop {
                     Stop::Suspended(_) => Stop::Suspended(
                         store
@@ -166,13 +190,22 @@ async fn follow(
                 return Ok(());
             }
         }
+        send(
+            tx,
+            agent_events(&mut mapper, &mut agents, &mut pending, None),
+        )
+        .await;
         if tx.is_closed() {
             return Ok(());
         }
         match answering.as_mut() {
-            None => wait_for_change(&mut feed, id).await,
+            None => tokio::select! {
+                () = wait_for_change(&mut feed, id) => {}
+                () = wait_for_live(&mut live, id, &mut pending) => {}
+            },
             Some(task) => tokio::select! {
                 () = wait_for_change(&mut feed, id) => {}
+                () = wait_for_live(&mut live, id, &mut pending) => {}
                 answered = task => {
                     answering = None;
                     answered.map_err(|e| {
@@ -180,6 +213,67 @@ async fn follow(
                     })??;
                 }
             },
+        }
+    }
+}
+
+/// Does a log entry of this type end its step?
+fn ends_step(event_type: &str) -> bool {
+    matches!(
+        event_type,
+        "step_completed" | "step_failed" | "step_ignored" | "step_skipped" | "step_suspended"
+    )
+}
+
+/// The AG-UI events of the pending agent events of `step` (all, if none
+/// is named), taken out of `pending`.
+fn agent_events(
+    mapper: &mut Mapper,
+    agents: &mut AgentStream,
+    pending: &mut Vec<Emitted>,
+    step: Option<&str>,
+) -> Vec<Value> {
+    let (now, later): (Vec<Emitted>, Vec<Emitted>) = std::mem::take(pending)
+        .into_iter()
+        .partition(|e| step.is_none_or(|s| e.step_id == s));
+    *pending = later;
+    let mut events = Vec::new();
+    for e in &now {
+        let said = agents.event(&e.step_id, &e.event_type, &e.payload);
+        if !said.is_empty() {
+            events.extend(mapper.open(&e.step_id));
+            events.extend(said);
+        }
+    }
+    events
+}
+
+/// Keeps the live events of `id` published so far (a lagging receiver
+/// loses some: the transcript keeps everything).
+fn take_live(live: &mut broadcast::Receiver<Emitted>, id: &str, pending: &mut Vec<Emitted>) {
+    loop {
+        match live.try_recv() {
+            Ok(e) if e.workflow_id == id => pending.push(e),
+            Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Waits for a live event of `id` (forever, once the channel closed).
+async fn wait_for_live(
+    live: &mut broadcast::Receiver<Emitted>,
+    id: &str,
+    pending: &mut Vec<Emitted>,
+) {
+    loop {
+        match live.recv().await {
+            Ok(e) if e.workflow_id == id => {
+                pending.push(e);
+                return;
+            }
+            Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+            Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
         }
     }
 }

@@ -16,7 +16,7 @@ use super::protocol::{self, Event};
 use super::reader::next_line;
 use super::task::{Budget, Task};
 use super::transcript::Transcript;
-use crate::exec::Call;
+use crate::exec::{Call, Services};
 use crate::isolation::cgroup::Cgroup;
 use crate::isolation::sandbox;
 
@@ -39,6 +39,10 @@ pub type Outcome = (Ending, Observed, i32, Vec<String>);
 const STDERR_TAIL: usize = 5;
 
 /// Runs `command` (the sandboxed agent) to its end or its budget's.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call's parts, each used once"
+)]
 pub async fn drive(
     mut command: tokio::process::Command,
     cgroup: Option<&Cgroup>,
@@ -46,6 +50,7 @@ pub async fn drive(
     task: &Task,
     budget: &Budget,
     call: &Call,
+    services: &dyn Services,
     transcript: &mut Transcript,
 ) -> Result<Outcome, ActionError> {
     command.process_group(0);
@@ -117,6 +122,7 @@ pub async fn drive(
                 }
                 let starts_step = matches!(event, Event::StepStart | Event::ToolStart { .. });
                 observed.apply(&event);
+                publish(services, call, &event, &observed);
                 if observed.steps > budget.max_steps
                     || (starts_step && observed.steps >= budget.max_steps)
                 {
@@ -187,6 +193,49 @@ pub async fn drive(
         return Err(crate::isolation::unavailable(&[line.to_owned()]));
     }
     Ok((ending, observed, exit_code, stderr_tail))
+}
+
+/// The most characters of a tool's output published live (the
+/// transcript keeps it whole).
+const LIVE_OUTPUT: usize = 4096;
+
+/// Publishes one event to the run's live subscribers (the AG-UI stream),
+/// its secrets masked: `agent.text`, `agent.tool_start`,
+/// `agent.tool_finish`, `agent.plan`, `agent.step`, `agent.permission`,
+/// `agent.summary`.
+fn publish(services: &dyn Services, call: &Call, event: &Event, seen: &Observed) {
+    let (kind, payload) = match event {
+        Event::Text(text) if !text.trim().is_empty() => ("agent.text", json!({"text": text})),
+        Event::ToolStart { id, tool, input } => (
+            "agent.tool_start",
+            json!({"id": id, "tool": tool, "input": input}),
+        ),
+        Event::ToolFinish {
+            id,
+            tool,
+            input,
+            output,
+            exit_code,
+            is_error,
+        } => {
+            let shown: String = output.chars().take(LIVE_OUTPUT).collect();
+            let payload = json!({"id": id, "tool": tool, "input": input, "output": shown,
+                                 "exit_code": exit_code, "is_error": is_error});
+            ("agent.tool_finish", payload)
+        }
+        Event::Plan(todos) => ("agent.plan", json!({"todos": todos})),
+        Event::Step { tokens, cost } => (
+            "agent.step",
+            json!({"steps": seen.steps, "tokens": tokens, "cost": cost}),
+        ),
+        Event::Permission { id, action, .. } => (
+            "agent.permission",
+            json!({"id": id, "action": action, "answer": "deny"}),
+        ),
+        Event::Compacted(summary) => ("agent.summary", json!({"summary": summary})),
+        _ => return,
+    };
+    services.emit(call, kind, &call.revealed.value(&payload));
 }
 
 fn no_pipe() -> ActionError {

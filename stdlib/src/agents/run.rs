@@ -17,7 +17,7 @@ use super::snapshot::Snapshot;
 use super::task::{self, Budget, Task};
 use super::transcript::{self, Transcript};
 use super::worktree::{self, Writer};
-use crate::exec::Call;
+use crate::exec::{Call, Services};
 use crate::isolation::sandbox::Bind;
 use crate::isolation::{IsolationConfig, Policy, cgroup::Cgroup, spawn};
 
@@ -27,6 +27,7 @@ pub async fn run(
     base: &Path,
     isolation: &IsolationConfig,
     agents: &AgentsConfig,
+    services: &dyn Services,
 ) -> Result<Value, ActionError> {
     let role = Role::of(&call.action)?;
     let (name, entry) = agents.entry(call.str("agent"))?;
@@ -104,6 +105,7 @@ pub async fn run(
         &task,
         &budget,
         call,
+        services,
         &mut transcript,
     )
     .await;

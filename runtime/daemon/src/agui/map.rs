@@ -97,6 +97,7 @@ impl Mapper {
                 "workflow_id": row.id,
                 "status": row.status,
                 "steps": states,
+                "agents": {},
             }}),
         ];
         let mapper = Mapper {
@@ -105,6 +106,16 @@ impl Mapper {
             open: BTreeSet::new(),
         };
         (mapper, events)
+    }
+
+    /// `STEP_STARTED` for `step` unless it is open already (a step that
+    /// was running when the stream began, whose agent speaks).
+    pub fn open(&mut self, step: &str) -> Vec<Value> {
+        if self.open.insert(step.to_owned()) {
+            vec![json!({"type": "STEP_STARTED", "stepName": step})]
+        } else {
+            Vec::new()
+        }
     }
 
     /// The events one log entry gives.
@@ -256,7 +267,7 @@ fn step_state_of_row(step: &StepRow) -> Value {
 }
 
 /// `token` escaped for a JSON Pointer (RFC 6901).
-fn pointer_token(token: &str) -> String {
+pub(super) fn pointer_token(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
 }
 
