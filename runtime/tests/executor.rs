@@ -554,6 +554,41 @@ fn a_run_whose_recoveries_keep_ending_the_process_is_quarantined_until_resumed()
 }
 
 #[test]
+fn an_interrupted_run_that_a_due_timer_loads_is_recovered_and_counted() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    // A timer runs beside the slow step: after the crash it is due, and the
+    // background loop, not `recover`, is the first to see the run.
+    let workflow = json!({"steps": [
+        {"id": "slow", "action": "shell.exec", "params": {"command": "sleep 0.5; echo done >> trace", "shell": true}},
+        {"id": "nap", "type": "wait", "config": {"duration": "50ms"}}
+    ]});
+    let first = runtime();
+    let id = first.block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let id = exec.start(request(&workflow, &json!({}))).await.unwrap();
+        await_entries(&store, &id, "step_started", 2).await;
+        id
+    });
+    first.shutdown_timeout(Duration::from_millis(10));
+    store.expire_leases();
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let _background = exec.background();
+        let row = settle(&exec, &id, Until::Ended).await;
+        assert_eq!(row.status.as_str(), "completed");
+        let log = entries(&store, &id).await;
+        assert!(
+            log.iter().any(|e| e.event_type == "workflow_recovered"),
+            "the recovery was not counted: {:?}",
+            log.iter()
+                .map(|e| e.event_type.as_str())
+                .collect::<Vec<_>>()
+        );
+    });
+}
+
+#[test]
 fn a_quarantined_run_can_be_cancelled_without_running_its_step_again() {
     let store = Arc::new(MemoryStore::new());
     let dir = tempfile::tempdir().unwrap();

@@ -209,6 +209,28 @@ def main(binary):
                 expect.that(survivors.stdout.strip() == "", f"the agent outlived its daemon: {survivors.stdout}")
                 expect.section("kill -9 during an agent step: the agent dies with it, the step runs again at start")
 
+                with tempfile.TemporaryDirectory() as other_home:
+                    other = operator_daemon(binary, other_home, settings=settings(base),
+                                            log=f"{other_home}/daemon.log")
+                    try:
+                        call(daemon, "opcode.define", {"name": "slow", "definition": {"steps": [
+                            step("fix", "worker", ["sleep 3", "say mine"], repo)]}})
+                        held = call(daemon, "opcode.run", {"template_name": "slow", "wait": False})
+                        time.sleep(1.5)
+                        theirs = run(other, "worker", [step("fix", "worker", ["say theirs"], repo)])
+                        error = theirs["steps"]["fix"].get("error") or {}
+                        expect.that(error.get("code") == "R0132" and "(process" in error.get("message", ""),
+                                    f"a second daemon's worker: {json.dumps(theirs)[:2000]}")
+                        for _ in range(100):
+                            if call(daemon, "opcode.status", {"workflow_id": held["workflow_id"]})["status"] != "active":
+                                break
+                            time.sleep(0.1)
+                        again = run(other, "worker", [step("fix", "worker", ["say theirs"], repo)])
+                        expect.that(output(again, "fix").get("summary") == "theirs", f"after the first: {again}")
+                    finally:
+                        other.terminate()
+                expect.section("two daemons on one host: one writer per worktree between them too")
+
                 refused = call(daemon, "opcode.define", {"name": "tight", "definition": {"steps": [
                     step("fix", "worker", ["say x"], repo, max_steps=2)]}})
                 expect.that("E0057" in json.dumps(refused), f"an impossible budget was defined: {refused}")

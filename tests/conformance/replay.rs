@@ -145,8 +145,11 @@ async fn recover(
     let store = Arc::new(store);
     let executor = engine_over(store.clone(), dir);
     executor.set_stand_in(recorded);
-    let _background = executor.background();
+    // Recovery first: started before it, the background loop may load a
+    // run with a due timer itself (recovered and counted all the same, but
+    // not in this list).
     let recovered = executor.recover().await.map_err(|e| e.to_string())?;
+    let _background = executor.background();
     let interrupted = matches!(row.status, WorkflowStatus::Pending | WorkflowStatus::Active);
     if interrupted && !recovered.iter().any(|r| r == id) {
         return Err(format!(

@@ -15,7 +15,7 @@ use tokio::sync::broadcast;
 use super::run::Msg;
 use super::{Appended, Change, ExecError, Inner, writes};
 use crate::owner;
-use crate::store::{Commit, Notice, StoreError};
+use crate::store::{Commit, Notice, StoreError, WorkflowStatus};
 use crate::time::{now_ms, parse_ms};
 
 /// A workflow that failed to load is not tried again for this long.
@@ -121,7 +121,7 @@ async fn serve(inner: Arc<Inner>) {
             if failed.contains_key(&id) || inner.runs().contains_key(&id) {
                 continue;
             }
-            match inner.load(&id, Vec::new(), false).await {
+            match adopt(&inner, &id).await {
                 // A quarantined run waits for a hand to resume it.
                 Ok(()) | Err(ExecError::Held { .. } | ExecError::Quarantined(_)) => {}
                 Err(ExecError::Ended { .. }) => {
@@ -254,4 +254,16 @@ async fn renew(inner: &Arc<Inner>, since: Duration) -> bool {
         }
     }
     false
+}
+
+/// Loads `id`, which a timer or its inbox wants: through recovery when a
+/// dead process left it running (counted, and quarantined when it keeps
+/// ending the process, whichever path finds it first), else as it is.
+async fn adopt(inner: &Arc<Inner>, id: &str) -> Result<(), ExecError> {
+    match inner.store.workflow(id).await? {
+        Some(row) if matches!(row.status, WorkflowStatus::Pending | WorkflowStatus::Active) => {
+            inner.recover_one(&row).await.map(|_| ())
+        }
+        _ => inner.load(id, Vec::new(), false).await,
+    }
 }

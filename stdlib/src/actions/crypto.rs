@@ -44,15 +44,6 @@ pub fn run(
             Some(other) => other.to_string().into_bytes(),
         }
     }
-    fn hex(bytes: &[u8]) -> String {
-        use std::fmt::Write;
-        bytes
-            .iter()
-            .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-                let _ = write!(s, "{b:02x}");
-                s
-            })
-    }
     let algorithm = call
         .str("algorithm")
         .unwrap_or("sha256")
@@ -99,4 +90,16 @@ pub fn run(
         "uuid" => Ok(json!({"uuid": uuid::Uuid::new_v4().to_string()})),
         _ => Err(super::unknown(call)),
     }
+}
+
+/// Bytes as lower-case hexadecimal.
+#[cfg(feature = "runtime")]
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }

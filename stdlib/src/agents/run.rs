@@ -68,7 +68,9 @@ pub async fn run(
     policy.hidden.extend(agents.transcripts.iter().cloned());
     if role.writes() {
         let holder = format!("{}/{}", call.run_id, call.step);
-        cleanup.writer = Some(Writer::acquire(worktree::canonical(&workspace), &holder)?);
+        let locks = agents.calls.as_ref().map(|calls| calls.join(".worktrees"));
+        let tree = worktree::canonical(&workspace);
+        cleanup.writer = Some(Writer::acquire(tree, &holder, locks.as_deref())?);
     }
     let argv = entry.argv(&placeholders(call, role, &budget, &workspace, &task));
     let (program, arguments) = argv.split_first().map_or_else(

@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
+use crate::actions::crypto::hex;
+
 /// The most bytes a transcript keeps.
 pub const MAX_BYTES: u64 = 128 << 20;
 
@@ -93,17 +95,6 @@ impl Transcript {
             "stored": stored,
         })
     }
-}
-
-/// Lower-case hexadecimal.
-fn hex(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
-            use std::fmt::Write as _;
-            let _ = write!(out, "{b:02x}");
-            out
-        })
 }
 
 /// Where the transcript of `attempt` of `step` in `run` goes under `dir`.

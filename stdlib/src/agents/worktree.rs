@@ -1,12 +1,19 @@
 //! One writer per worktree (spec/agents.md, "Roles"): a worker holds its
 //! worktree `active` while its agent works and `cleaning` while the call's
 //! processes and home go; a failed cleanup leaves it `quarantined` until
-//! the daemon restarts. Kept in this process's memory.
+//! the daemon restarts. Kept in this process's memory, and, where the
+//! embedding names a directory for them, in a lock file per worktree that
+//! other daemons on the host respect (`flock`; a quarantined worktree
+//! keeps its lock until this process ends).
 
 use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 use opcode_vm::error::ActionError;
 use serde_json::json;
 
@@ -47,17 +54,26 @@ pub fn state(worktree: &Path) -> Option<State> {
     with(|all| all.get(worktree).cloned())
 }
 
+/// Lock files of quarantined worktrees, held until this process ends.
+static KEPT: Mutex<Vec<Flock<File>>> = Mutex::new(Vec::new());
+
 /// A worktree held by one writer; dropped without [`Writer::release`] or
 /// [`Writer::quarantine`], it is quarantined (fail closed).
 #[derive(Debug)]
 pub struct Writer {
     worktree: PathBuf,
+    lock: Option<Flock<File>>,
     done: bool,
 }
 
 impl Writer {
-    /// Takes `worktree` for `holder`, or says why not (R0132).
-    pub fn acquire(worktree: PathBuf, holder: &str) -> Result<Writer, ActionError> {
+    /// Takes `worktree` for `holder`, or says why not (R0132); with
+    /// `locks`, its lock file there too.
+    pub fn acquire(
+        worktree: PathBuf,
+        holder: &str,
+        locks: Option<&Path>,
+    ) -> Result<Writer, ActionError> {
         with(|all| {
             if let Some(state) = all.get(&worktree) {
                 return Err(busy(&worktree, state));
@@ -68,11 +84,24 @@ impl Writer {
                     holder: holder.to_owned(),
                 },
             );
-            Ok(Writer {
-                worktree,
-                done: false,
-            })
-        })
+            Ok(())
+        })?;
+        let mut writer = Writer {
+            worktree,
+            lock: None,
+            done: false,
+        };
+        if let Some(dir) = locks {
+            match lock_file(dir, &writer.worktree, holder) {
+                Ok(lock) => writer.lock = Some(lock),
+                Err(error) => {
+                    writer.done = true;
+                    with(|all| all.remove(&writer.worktree));
+                    return Err(error);
+                }
+            }
+        }
+        Ok(writer)
     }
 
     /// The worktree.
@@ -88,12 +117,22 @@ impl Writer {
     /// Cleaned up: the next writer may come.
     pub fn release(mut self) {
         self.done = true;
+        self.lock = None;
         with(|all| all.remove(&self.worktree));
     }
 
     /// The cleanup failed: no writer until the daemon restarts.
     pub fn quarantine(mut self, why: &str) {
+        self.keep(why);
+    }
+
+    fn keep(&mut self, why: &str) {
         self.done = true;
+        if let Some(lock) = self.lock.take() {
+            KEPT.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(lock);
+        }
         with(|all| all.insert(self.worktree.clone(), State::Quarantined(why.to_owned())));
     }
 }
@@ -101,15 +140,54 @@ impl Writer {
 impl Drop for Writer {
     fn drop(&mut self) {
         if !self.done {
-            with(|all| {
-                all.insert(
-                    self.worktree.clone(),
-                    State::Quarantined(
-                        "its last worker was stopped before its cleanup finished".into(),
-                    ),
-                )
-            });
+            self.keep("its last worker was stopped before its cleanup finished");
         }
+    }
+}
+
+/// Takes the lock file of `worktree` in `dir`, naming `holder` in it; a
+/// lock another process holds is R0132.
+fn lock_file(dir: &Path, worktree: &Path, holder: &str) -> Result<Flock<File>, ActionError> {
+    use sha2::{Digest, Sha256};
+    use std::io::{Read, Seek, Write};
+    let fail = |e: &dyn std::fmt::Display| {
+        ActionError::execution(format!(
+            "cannot take the worktree's lock in {}: {e}",
+            dir.display()
+        ))
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| fail(&e))?;
+    let digest = Sha256::digest(worktree.as_os_str().as_encoded_bytes());
+    let name = crate::actions::crypto::hex(&digest[..16]);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.join(format!("{name}.lock")))
+        .map_err(|e| fail(&e))?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(mut lock) => {
+            let _ = lock.set_len(0);
+            let _ = lock.rewind();
+            let _ = write!(lock, "{holder} (process {})", std::process::id());
+            Ok(lock)
+        }
+        Err((mut file, Errno::EWOULDBLOCK)) => {
+            let mut other = String::new();
+            let _ = file.read_to_string(&mut other);
+            let holder = if other.trim().is_empty() {
+                "another process on this host".to_owned()
+            } else {
+                other.trim().to_owned()
+            };
+            Err(busy(worktree, &State::Active { holder }))
+        }
+        Err((_, e)) => Err(fail(&e)),
     }
 }
 
@@ -156,8 +234,8 @@ mod tests {
             tree,
             std::fs::canonicalize(dir.path().join("repo")).unwrap()
         );
-        let first = Writer::acquire(tree.clone(), "r1/fix").unwrap();
-        let second = Writer::acquire(tree.clone(), "r2/fix").unwrap_err();
+        let first = Writer::acquire(tree.clone(), "r1/fix", None).unwrap();
+        let second = Writer::acquire(tree.clone(), "r2/fix", None).unwrap_err();
         assert_eq!(second.code, "R0132");
         assert!(
             second.retryable && second.message.contains("r1/fix"),
@@ -167,14 +245,37 @@ mod tests {
         first.cleaning();
         assert_eq!(state(&tree), Some(State::Cleaning));
         first.release();
-        let again = Writer::acquire(tree.clone(), "r2/fix").unwrap();
+        let again = Writer::acquire(tree.clone(), "r2/fix", None).unwrap();
         drop(again);
-        let stuck = Writer::acquire(tree.clone(), "r3/fix").unwrap_err();
+        let stuck = Writer::acquire(tree.clone(), "r3/fix", None).unwrap_err();
         assert!(
             !stuck.retryable && stuck.message.contains("quarantined"),
             "{}",
             stuck.message
         );
         assert_eq!(stuck.details.unwrap()["state"], "quarantined");
+    }
+
+    #[test]
+    fn another_process_holding_the_lock_file_is_a_writer_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let locks = dir.path().join("locks");
+        let tree = dir.path().join("elsewhere");
+        let mine = Writer::acquire(tree.clone(), "r1/fix", Some(&locks)).unwrap();
+        // Another daemon: a separate open file description, as another
+        // process would have; the in-memory registry does not know it.
+        with(|all| all.remove(&tree));
+        let theirs = Writer::acquire(tree.clone(), "r2/fix", Some(&locks)).unwrap_err();
+        assert!(
+            theirs.message.contains("r1/fix (process"),
+            "{}",
+            theirs.message
+        );
+        assert_eq!(state(&tree), None, "a refused writer leaves nothing behind");
+        with(|all| all.insert(tree.clone(), State::Cleaning));
+        mine.release();
+        Writer::acquire(tree, "r2/fix", Some(&locks))
+            .unwrap()
+            .release();
     }
 }
