@@ -10,6 +10,7 @@ pub mod protocol;
 mod reader;
 mod role;
 mod run;
+pub mod session;
 pub mod snapshot;
 mod task;
 mod transcript;
@@ -36,6 +37,8 @@ pub struct AgentsConfig {
     /// Where calls' homes are made: a directory the sandbox user can
     /// reach, hidden from other sandboxes; none: the temporary directory.
     pub calls: Option<PathBuf>,
+    /// Where sessions' turns are kept; none: the temporary directory.
+    pub sessions: Option<PathBuf>,
 }
 
 impl AgentsConfig {

@@ -23,7 +23,7 @@ from common import VAULT_KEY, Expectations, call, operator_daemon  # noqa: E402
 API = "sk-agent-" + secrets.token_hex(8)
 
 SANDBOX_USER = 65534
-TEMPLATES = ["scout", "worker", "pair", "budget", "runner", "oc", "broken", "ask", "secret", "slow"]
+TEMPLATES = ["scout", "worker", "pair", "budget", "runner", "oc", "broken", "ask", "secret", "slow", "session"]
 
 
 def world(nonce):
@@ -230,6 +230,23 @@ def main(binary):
                     finally:
                         other.terminate()
                 expect.section("two daemons on one host: one writer per worktree between them too")
+
+                chat = f"chat-{nonce}"
+                said = run(daemon, "session", [step("talk", "scout", ["say the password is swordfish"], repo,
+                                                    session=chat)])
+                later = run(daemon, "session", [step("talk", "scout", ["recall swordfish"], repo, session=chat)])
+                stranger = run(daemon, "session", [step("talk", "scout", ["recall swordfish"], repo,
+                                                        session=f"other-{nonce}")])
+                brief = run(daemon, "session", [step("talk", "scout", ["recall swordfish"], repo, session=chat,
+                                                     history=0)])
+                heard, forgot, squeezed = (output(r, "talk") for r in (later, stranger, brief))
+                expect.that(output(said, "talk").get("session", {}).get("turns") == 0, f"first turn: {said}")
+                expect.that(heard.get("summary") == "recalled swordfish" and heard["session"]["turns"] == 1,
+                            f"the next turn of the session: {heard}")
+                expect.that(forgot.get("summary") == "forgot swordfish", f"another session: {forgot}")
+                expect.that(squeezed.get("summary") == "recalled swordfish" and squeezed["session"]["compacted"]
+                            and squeezed["session"]["turns"] == 0, f"history 0, compacted: {squeezed}")
+                expect.section("session memory: a later turn gets the earlier ones, bounded, other sessions not")
 
                 refused = call(daemon, "opcode.define", {"name": "tight", "definition": {"steps": [
                     step("fix", "worker", ["say x"], repo, max_steps=2)]}})

@@ -10,6 +10,7 @@ lines in) or OpenCode's `run --format json` stream, that does what the
     ask WHAT          asks permission and waits for the answer (plain)
     plan A, B         a plan update
     loop              steps until told to wrap up (or forever: `loop stubborn`)
+    recall WORD       says whether WORD is in the session history it was given
     sleep SECONDS     waits
     env NAME          says the variable's value
     crash CODE        exits with CODE without a report
@@ -165,6 +166,9 @@ for number, line in enumerate(script):
             end_step()
             begin_step()
         text("wrapping up as told")
+    elif verb == "recall":
+        history = prompt.split("=== TASK ===", 1)[0].split("=== BUDGET ===", 1)[-1]
+        text(f"{'recalled' if rest in history else 'forgot'} {rest}")
     elif verb == "sleep":
         time.sleep(float(rest))
     elif verb == "env":

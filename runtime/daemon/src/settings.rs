@@ -301,6 +301,7 @@ impl Settings {
             entries: AgentsConfig::parse(self.agents.as_ref())?,
             transcripts: Some(data_dir.join("agents").join("transcripts")),
             calls: Some(Settings::agent_calls(data_dir)),
+            sessions: Some(data_dir.join("agents").join("sessions")),
         })
     }
 

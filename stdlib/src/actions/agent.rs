@@ -39,6 +39,8 @@ pub fn specs() -> Vec<ActionSpec> {
                 .opt("skills", Ty::array(Ty::object([("name", Ty::String), ("content", Ty::String)])), "skills provisioned in its home as SKILL.md files")
                 .opt("mcp", Ty::map(Ty::Any), "MCP servers provisioned in its configuration")
                 .opt("env", Ty::map(Ty::String), "environment variables of the agent's process")
+                .opt("session", Ty::String, "a session name: earlier turns of steps naming it are given with the task")
+                .opt("history", Ty::Int, "turns of the session given in full (0–50, default 10; older ones as a summary)")
                 .output(output())
         })
         .collect()
@@ -69,6 +71,7 @@ fn output() -> Ty {
         ("exit_code", Ty::Int),
         ("tokens", Ty::Any),
         ("cost", Ty::Any),
+        ("session", Ty::Any),
         (
             "transcript",
             Ty::object([

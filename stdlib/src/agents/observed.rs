@@ -95,6 +95,11 @@ impl Observed {
         }
     }
 
+    /// The summary the agent compacted its session into, if it did.
+    pub fn compacted(&self) -> Option<&str> {
+        self.compacted.as_deref()
+    }
+
     /// Did the agent write anything the protocol reads?
     pub fn any(&self) -> bool {
         self.steps > 0

@@ -13,6 +13,7 @@ use super::drive::{self, Ending};
 use super::entry::Entry;
 use super::home::CallDir;
 use super::role::Role;
+use super::session::Session;
 use super::snapshot::Snapshot;
 use super::task::{self, Budget, Task};
 use super::transcript::{self, Transcript};
@@ -62,7 +63,20 @@ pub async fn run(
         owner,
     )?;
     let scratch = (role == Role::Runner).then(|| dir.scratch());
-    let task = task::build(call, role, &budget, &workspace, scratch.as_deref())?;
+    let sessions = agents
+        .sessions
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("opcode-agent-sessions"));
+    let session = Session::of(&call.params, &sessions)?;
+    let prefix = session.as_ref().map(Session::prefix).unwrap_or_default();
+    let task = task::build(
+        call,
+        role,
+        &budget,
+        &workspace,
+        scratch.as_deref(),
+        &prefix.text,
+    )?;
     binds(&mut policy, role, &workspace, &dir);
     policy.hidden.push(calls_root);
     policy.hidden.extend(agents.transcripts.iter().cloned());
@@ -78,7 +92,7 @@ pub async fn run(
         |(p, rest)| (p.clone(), rest.to_vec()),
     );
     let env = environment(call, role, entry, &budget, &dir, scratch.as_deref());
-    let before = Snapshot::take(&workspace);
+    let before = Snapshot::of(&workspace).await;
     let sandboxed = spawn::sandboxed(
         &policy,
         isolation.helper.as_deref(),
@@ -113,7 +127,7 @@ pub async fn run(
     .await;
     let cleaned = cleanup.finish();
     let (ending, mut observed, exit_code, stderr_tail) = outcome?;
-    let after = Snapshot::take(&workspace);
+    let after = Snapshot::of(&workspace).await;
     let report = observed.report(&entry.report);
     let mut result = json!({
         "role": role.name(),
@@ -135,6 +149,10 @@ pub async fn run(
             out.insert("files_cut".into(), json!(true));
         }
     }
+    if let Some(session) = &session {
+        result["session"] = json!({"id": session.id(), "turns": prefix.turns,
+                                   "compacted": prefix.compacted, "prefix": prefix.text});
+    }
     if let Err(why) = cleaned {
         return Err(quarantined(&why, &result));
     }
@@ -155,7 +173,33 @@ pub async fn run(
             ActionError::execution(format!("the agent `{name}` {why}{tail}")).with_details(result),
         );
     }
+    if let Some(session) = &session {
+        remember(session, call, role, &result, observed.compacted()).await;
+    }
     Ok(result)
+}
+
+/// Records the call's turn in its session, its secrets masked; a session
+/// that cannot be written loses the turn, not the call.
+async fn remember(
+    session: &Session,
+    call: &Call,
+    role: Role,
+    result: &Value,
+    compacted: Option<&str>,
+) {
+    let mask = |text: &str| call.revealed.text(text);
+    let mut turn = json!({
+        "role": role.name(),
+        "prompt": mask(call.str("prompt").unwrap_or_default()),
+        "summary": mask(result["summary"].as_str().unwrap_or_default()),
+        "status": result["status"],
+    });
+    if let Some(compacted) = compacted {
+        turn["compacted"] = json!(mask(compacted));
+    }
+    let (session, run, step) = (session.clone(), call.run_id.clone(), call.step.clone());
+    let _ = tokio::task::spawn_blocking(move || session.record(&run, &step, turn)).await;
 }
 
 /// The sandbox policy of a role: the step's block with the role's

@@ -53,6 +53,14 @@ impl Snapshot {
         snapshot
     }
 
+    /// [`Snapshot::take`] on a blocking thread, off the runtime's workers.
+    pub async fn of(root: &Path) -> Snapshot {
+        let root = root.to_path_buf();
+        tokio::task::spawn_blocking(move || Snapshot::take(&root))
+            .await
+            .unwrap_or_default()
+    }
+
     /// What changed from `self` to `after`: `[{path, change}]`, change
     /// `added`, `modified` or `deleted`.
     pub fn changes(&self, after: &Snapshot) -> Vec<Value> {

@@ -84,6 +84,7 @@ pub fn build(
     budget: &Budget,
     workspace: &Path,
     scratch: Option<&Path>,
+    history: &str,
 ) -> Result<Task, ActionError> {
     let prompt = call.required("prompt")?;
     let files = included_files(call, workspace)?;
@@ -113,6 +114,10 @@ pub fn build(
     if let Some(context) = context {
         let shown = serde_json::to_string_pretty(context).unwrap_or_default();
         let _ = write!(text, "\n=== CONTEXT ===\n{shown}\n");
+    }
+    if !history.is_empty() {
+        let _ = write!(text, "\n{}", history.trim_end());
+        text.push('\n');
     }
     let _ = write!(text, "\n=== TASK ===\n{prompt}\n");
     let json = json!({
@@ -215,6 +220,7 @@ mod tests {
             &budget,
             dir.path(),
             None,
+            "",
         )
         .unwrap();
         assert!(task.prompt.contains("=== FILE notes.md ===\nremember"));
@@ -226,6 +232,7 @@ mod tests {
             &budget,
             dir.path(),
             None,
+            "",
         )
         .unwrap_err();
         assert_eq!(outside.code, "R0126");
