@@ -129,6 +129,11 @@ pub async fn attend(executor: &Executor, id: &str, answers: &Answers) -> Result<
             }
         }
         if !gave && let Some(status) = rest_or_unstick(executor, id, answers, &mut notes).await? {
+            // A decision asked after the look above, by a run that then
+            // went to rest, is answered before the run is said to rest.
+            if answerable(executor, answers, &answered).await? {
+                continue;
+            }
             refused.extend(unused(answers, &used));
             return Ok(Rest {
                 status,
@@ -141,6 +146,23 @@ pub async fn attend(executor: &Executor, id: &str, answers: &Answers) -> Result<
             Ok(Err(RecvError::Closed)) => return Err(ExecError::Stopped(id.to_owned())),
         }
     }
+}
+
+/// Is a decision pending that `answers` answer and that was not answered yet?
+async fn answerable(
+    executor: &Executor,
+    answers: &Answers,
+    answered: &HashSet<(String, String)>,
+) -> Result<bool, ExecError> {
+    let asked = executor
+        .store()
+        .decisions(None, Some(DecisionStatus::Pending))
+        .await?;
+    Ok(asked.iter().any(|decision| {
+        let given = answers.decisions.contains_key(&decision.id)
+            || answers.decisions.contains_key(&decision.step_id);
+        given && !answered.contains(&(decision.workflow_id.clone(), decision.id.clone()))
+    }))
 }
 
 /// The decision's answer as an event.

@@ -23,7 +23,7 @@ from common import VAULT_KEY, Expectations, call, operator_daemon  # noqa: E402
 API = "sk-agent-" + secrets.token_hex(8)
 
 SANDBOX_USER = 65534
-TEMPLATES = ["scout", "worker", "pair", "budget", "runner", "oc", "broken", "ask", "secret", "slow", "session"]
+TEMPLATES = ["scout", "worker", "pair", "budget", "runner", "oc", "broken", "ask", "secret", "slow", "session", "delegated-change"]
 
 
 def world(nonce):
@@ -247,6 +247,26 @@ def main(binary):
                 expect.that(squeezed.get("summary") == "recalled swordfish" and squeezed["session"]["compacted"]
                             and squeezed["session"]["turns"] == 0, f"history 0, compacted: {squeezed}")
                 expect.section("session memory: a later turn gets the earlier ones, bounded, other sessions not")
+
+                example = json.load(open(os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                                                      "delegated-change", "workflow.json")))
+                call(daemon, "opcode.define", {k: example[k] for k in ("name", "description", "input_schema",
+                                                                        "definition")})
+                flow = call(daemon, "opcode.run", {"template_name": "delegated-change", "include": ["outputs"],
+                                                   "params": {"repo": repo, "change": "write src/app.txt v3",
+                                                              "test_command": "grep -q v3 src/app.txt"}})
+                waiting = flow.get("status") == "suspended"
+                kept = call(daemon, "opcode.signal", {"workflow_id": flow["workflow_id"], "signal_type": "decision",
+                                                      "step_id": "approve", "payload": {"choice": "keep"},
+                                                      "include": ["outputs"]})
+                steps = kept.get("steps", {})
+                expect.that(waiting and kept.get("status") == "completed", f"the example: {json.dumps(kept)[:2000]}")
+                expect.that(open(f"{repo}/src/app.txt").read() == "v3\n", "the worker's change is not there")
+                expect.that((steps.get("test", {}).get("output") or {}).get("commands", [{}])[0].get("exit_code") == 0,
+                            f"the runner's test: {steps.get('test')}")
+                expect.that((steps.get("investigate", {}).get("output") or {}).get("files_changed") == [],
+                            f"the scout changed files: {steps.get('investigate')}")
+                expect.section("examples/delegated-change: scout, worker, runner, then a person keeps the change")
 
                 refused = call(daemon, "opcode.define", {"name": "tight", "definition": {"steps": [
                     step("fix", "worker", ["say x"], repo, max_steps=2)]}})

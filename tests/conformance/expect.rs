@@ -16,6 +16,9 @@ pub struct Expect {
     pub original: Option<Check>,
     /// How the example runs.
     pub run: Option<Run>,
+    /// Where the example is run instead of here (its steps need what this
+    /// suite does not give: a delegated agent, a sandbox).
+    pub run_elsewhere: Option<String>,
 }
 
 /// Expected diagnostic codes.

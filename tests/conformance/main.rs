@@ -132,8 +132,9 @@ fn on_path(program: &str) -> bool {
 }
 
 fn run_trial(dir: PathBuf) -> Trial {
-    let present: Vec<String> = expect::load(&dir)
-        .ok()
+    let expected = expect::load(&dir).ok();
+    let elsewhere = expected.as_ref().is_some_and(|e| e.run_elsewhere.is_some());
+    let present: Vec<String> = expected
         .and_then(|e| e.run)
         .map(|r| {
             r.assumes_absent
@@ -142,7 +143,7 @@ fn run_trial(dir: PathBuf) -> Trial {
                 .collect()
         })
         .unwrap_or_default();
-    let ignored = !present.is_empty();
+    let ignored = !present.is_empty() || elsewhere;
     Trial::test(format!("run::{}", name_of(&dir)), move || {
         let outcome = run::check_run(&dir)?;
         match outcome {
