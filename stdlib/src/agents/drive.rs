@@ -13,7 +13,7 @@ use tokio::time::{Instant, sleep_until};
 use super::entry::{Entry, Stdin};
 use super::observed::Observed;
 use super::protocol::{self, Event};
-use super::reader::next_line;
+use super::reader::Lines;
 use super::task::{Budget, Task};
 use super::transcript::Transcript;
 use crate::exec::{Call, Services};
@@ -95,8 +95,8 @@ pub async fn drive(
             }
         }
     });
-    let mut out = BufReader::new(child.stdout.take().ok_or_else(no_pipe)?);
-    let mut err = BufReader::new(child.stderr.take().ok_or_else(no_pipe)?);
+    let mut out = Lines::new(BufReader::new(child.stdout.take().ok_or_else(no_pipe)?));
+    let mut err = Lines::new(BufReader::new(child.stderr.take().ok_or_else(no_pipe)?));
     let (mut out_open, mut err_open) = (true, true);
     let mut observed = Observed::default();
     let mut stderr_tail: Vec<String> = Vec::new();
@@ -109,7 +109,7 @@ pub async fn drive(
     let mut ending = Ending::Exited;
     while out_open || err_open {
         tokio::select! {
-            line = next_line(&mut out), if out_open => {
+            line = out.next(), if out_open => {
                 let Some((text, _cut)) = line else {
                     out_open = false;
                     continue;
@@ -135,7 +135,7 @@ pub async fn drive(
                     send(json!({"type": "wrap_up", "reason": "steps", "remaining_ms": left.as_millis() as u64}), transcript).await;
                 }
             }
-            line = next_line(&mut err), if err_open => {
+            line = err.next(), if err_open => {
                 let Some((text, _cut)) = line else {
                     err_open = false;
                     continue;
