@@ -42,7 +42,8 @@ impl<R: AsyncBufRead + Unpin> Lines<R> {
             };
             let room = MAX_LINE.saturating_sub(self.partial.len());
             self.cut |= chunk.len() > room;
-            self.partial.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            self.partial
+                .extend_from_slice(&chunk[..chunk.len().min(room)]);
             let used = found.unwrap_or(buf.len());
             self.reader.consume(used);
             if found.is_some() {
@@ -77,12 +78,19 @@ mod tests {
     async fn a_line_read_in_parts_survives_a_cancelled_read() {
         let (mut tx, rx) = tokio::io::duplex(64);
         let mut lines = Lines::new(tokio::io::BufReader::with_capacity(8, rx));
-        tokio::io::AsyncWriteExt::write_all(&mut tx, b"first half ").await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut tx, b"first half ")
+            .await
+            .unwrap();
         // Cancelled after reading part of the line, as a select! would.
         let cancelled =
             tokio::time::timeout(std::time::Duration::from_millis(50), lines.next()).await;
         assert!(cancelled.is_err());
-        tokio::io::AsyncWriteExt::write_all(&mut tx, b"second half\n").await.unwrap();
-        assert_eq!(lines.next().await, Some(("first half second half".into(), false)));
+        tokio::io::AsyncWriteExt::write_all(&mut tx, b"second half\n")
+            .await
+            .unwrap();
+        assert_eq!(
+            lines.next().await,
+            Some(("first half second half".into(), false))
+        );
     }
 }
