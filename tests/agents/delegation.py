@@ -87,6 +87,16 @@ def processes_running(text):
     return found
 
 
+def until_running(text, within=20):
+    """Waits until a process whose command line holds `text` runs."""
+    deadline = time.time() + within
+    while time.time() < deadline:
+        if processes_running(text):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def main(binary):
     nonce = secrets.token_hex(4)
     base = world(nonce)
@@ -203,7 +213,8 @@ def main(binary):
                     step("fix", "worker", ["write src/slow.txt begun", "sleep 3", "write src/slow.txt done",
                                            "say finished"], repo)]}})
                 started = call(daemon, "opcode.run", {"template_name": "slow", "wait": False})
-                time.sleep(1.5)
+                expect.that(until_running(f"{base}/agent.py"), "the slow agent never started")
+                time.sleep(0.5)
                 daemon.kill()
                 time.sleep(0.5)
                 survivors = processes_running(f"{base}/agent.py")
@@ -229,7 +240,7 @@ def main(binary):
                         call(daemon, "opcode.define", {"name": "slow", "definition": {"steps": [
                             step("fix", "worker", ["sleep 3", "say mine"], repo)]}})
                         held = call(daemon, "opcode.run", {"template_name": "slow", "wait": False})
-                        time.sleep(1.5)
+                        expect.that(until_running(f"{base}/agent.py"), "the first worker never started")
                         theirs = run(other, "worker", [step("fix", "worker", ["say theirs"], repo)])
                         error = theirs["steps"]["fix"].get("error") or {}
                         expect.that(error.get("code") == "R0132" and "(process" in error.get("message", ""),
