@@ -316,6 +316,12 @@ impl Executor {
         Background::spawn(self.inner.clone())
     }
 
+    /// The delegated agents this executor's actions run (where their
+    /// transcripts are kept).
+    pub fn agents(&self) -> &opcode_stdlib::agents::AgentsConfig {
+        &self.inner.config.agents
+    }
+
     /// Ids of the workflows loaded in this process.
     pub fn loaded(&self) -> Vec<String> {
         let mut ids: Vec<String> = self.inner.runs().keys().cloned().collect();

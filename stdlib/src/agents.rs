@@ -63,6 +63,13 @@ impl AgentsConfig {
         Ok(entries)
     }
 
+    /// The transcript file of `attempt` of `step` of `run`, if transcripts
+    /// are kept in a directory of their own.
+    pub fn transcript_of(&self, run: &str, step: &str, attempt: u32) -> Option<PathBuf> {
+        let dir = self.transcripts.as_ref()?;
+        Some(transcript::path(dir, run, step, &attempt.to_string()))
+    }
+
     /// The entry `name` names, or the default one.
     pub fn entry(&self, name: Option<&str>) -> Result<(&str, &Entry), ActionError> {
         let found = match name {

@@ -39,7 +39,7 @@ pub struct Listed {
 }
 
 /// The URI templates of the resources that are not listed one by one.
-pub const TEMPLATES: [(&str, &str, &str); 6] = [
+pub const TEMPLATES: [(&str, &str, &str); 7] = [
     (
         "opcode://runs/{workflow_id}",
         "run",
@@ -54,6 +54,11 @@ pub const TEMPLATES: [(&str, &str, &str); 6] = [
         "opcode://runs/{workflow_id}/steps/{step}/output",
         "step-output",
         "A step instance's whole output (fetch, fetch%5B2%5D); also /error. Add ?offset=N&length=M to read a byte range.",
+    ),
+    (
+        "opcode://runs/{workflow_id}/steps/{step}/transcript",
+        "agent-transcript",
+        "The whole transcript of a delegated agent's step (agent.*), one JSON line each; ?offset=N&length=M for a byte range.",
     ),
     (
         "opcode://runs/{workflow_id}/events/{sequence}",
@@ -158,6 +163,9 @@ impl Api {
                 let found = self.template_resource(name, Some(number)).await?;
                 (found.to_string(), "application/json")
             }
+            ["runs", id, "steps", step, "transcript"] => {
+                (self.transcript(id, step).await?, "application/x-ndjson")
+            }
             ["runs", id, what @ ..] => (self.run_part(uri, id, what).await?, "application/json"),
             _ => return Err(unknown(uri)),
         };
@@ -213,6 +221,31 @@ impl Api {
             out["diagram"] = json!(diagram);
         }
         Ok(out)
+    }
+
+    /// The transcript of the last attempt of `step` of run `id`: the file
+    /// the agent's call wrote, named from the run, step and attempt (never
+    /// from a path a step's output holds).
+    async fn transcript(&self, id: &str, step: &str) -> Result<String, ToolError> {
+        let missing = || {
+            ToolError::new(
+                codes::R0121,
+                format!("workflow `{id}` has no transcript for step `{step}`"),
+            )
+        };
+        let steps = self.store().steps(id).await?;
+        let row = steps
+            .iter()
+            .find(|s| s.step_id == step)
+            .ok_or_else(missing)?;
+        let file = self
+            .exec
+            .agents()
+            .transcript_of(id, step, row.attempt)
+            .ok_or_else(missing)?;
+        tokio::fs::read_to_string(&file)
+            .await
+            .map_err(|_| missing())
     }
 
     /// A part of run `id`: its view, or one stored value.
