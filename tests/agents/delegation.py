@@ -15,11 +15,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "security"))
 
-from common import TOKEN, VAULT_KEY, Expectations, call, operator_daemon  # noqa: E402
+from common import VAULT_KEY, Expectations, call, operator_daemon, read  # noqa: E402
 
 API = "sk-agent-" + secrets.token_hex(8)
 
@@ -73,20 +72,6 @@ def run(daemon, name, steps, **arguments):
 
 def output(result, step_id):
     return result["steps"][step_id].get("output") or {}
-
-
-def read_resource(daemon, uri):
-    """The text of resource `uri` (stateless `resources/read`)."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {
-        "uri": uri, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                              "io.modelcontextprotocol/clientCapabilities": {}}}}
-    request = urllib.request.Request(f"{daemon.url}/mcp", data=json.dumps(body).encode(), method="POST", headers={
-        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/read", "Mcp-Name": uri,
-        "Authorization": f"Bearer {TOKEN}"})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        answer = json.loads(response.read())
-    return answer.get("result", {}).get("contents", [{}])[0].get("text", json.dumps(answer))
 
 
 def processes_running(text):
@@ -151,7 +136,7 @@ def main(binary):
                             f"no transcript file: {transcript}")
                 expect.that(done.get("steps", 0) >= 4 and done.get("tokens", {}).get("input", 0) >= 400,
                             f"steps and tokens: {done}")
-                served = read_resource(daemon, f"opcode://runs/{worker['workflow_id']}/steps/fix/transcript")
+                served = read(daemon, f"opcode://runs/{worker['workflow_id']}/steps/fix/transcript")
                 expect.that(served == open(transcript["path"]).read() and "echo built" in served,
                             f"the transcript resource: {served[:300]}")
                 expect.section("a worker edits the workspace, not .git; the result says what changed, from a snapshot; "

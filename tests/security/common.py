@@ -79,23 +79,28 @@ def call(daemon, tool, arguments, token=TOKEN):
     return answer["result"].get("structuredContent") or json.loads(answer["result"]["content"][0]["text"])
 
 
+def read(daemon, uri, token=TOKEN):
+    """The text of resource `uri` (a stateless `resources/read`)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {
+        "uri": uri,
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}}
+    request = urllib.request.Request(f"{daemon.url}/mcp", data=json.dumps(body).encode(), method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/read", "Mcp-Name": uri,
+        "Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        answer = json.loads(response.read())
+    check("result" in answer, f"resources/read {uri}: {answer}")
+    return answer["result"]["contents"][0]["text"]
+
+
 def whole(daemon, value, token=TOKEN):
     """`value`, read from its resource when a result replaced it by
     `{bytes, uri}` (over the inline limit)."""
     if not (isinstance(value, dict) and set(value) == {"bytes", "uri"}):
         return value
-    body = {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {
-        "uri": value["uri"],
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                  "io.modelcontextprotocol/clientCapabilities": {}}}}
-    request = urllib.request.Request(f"{daemon.url}/mcp", data=json.dumps(body).encode(), method="POST", headers={
-        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/read", "Mcp-Name": value["uri"],
-        "Authorization": f"Bearer {token}"})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        answer = json.loads(response.read())
-    check("result" in answer, f"resources/read {value['uri']}: {answer}")
-    return json.loads(answer["result"]["contents"][0]["text"])
+    return json.loads(read(daemon, value["uri"], token))
 
 
 def get(daemon, path, token=TOKEN, headers=None):
