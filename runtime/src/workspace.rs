@@ -106,11 +106,7 @@ fn dir_name(run_id: &str) -> String {
         return run_id.to_owned();
     }
     let digest = <sha2::Sha256 as sha2::Digest>::digest(run_id.as_bytes());
-    digest.iter().take(16).fold(String::new(), |mut out, b| {
-        use std::fmt::Write;
-        let _ = write!(out, "{b:02x}");
-        out
-    })
+    opcode_stdlib::actions::crypto::hex(&digest[..16])
 }
 
 #[cfg(test)]
