@@ -26,19 +26,33 @@ pub use self::role::Role;
 pub use self::run::run;
 
 /// What the embedding configures: the agents, where transcripts are kept,
-/// and where each call's home and scratch directory are made.
-#[derive(Debug, Clone, Default)]
+/// where each call's home and scratch directory are made, and where
+/// sessions' turns are kept. The default keeps all three in the system's
+/// temporary directory.
+#[derive(Debug, Clone)]
 pub struct AgentsConfig {
     /// The settings' `agents`, by name.
     pub entries: BTreeMap<String, Entry>,
-    /// Where transcripts are written (`<dir>/<run>/<step>.<attempt>.jsonl`);
-    /// none: the system's temporary directory.
-    pub transcripts: Option<PathBuf>,
+    /// Where transcripts are written (`<dir>/<run>/<step>.<attempt>.jsonl`).
+    pub transcripts: PathBuf,
     /// Where calls' homes are made: a directory the sandbox user can
-    /// reach, hidden from other sandboxes; none: the temporary directory.
-    pub calls: Option<PathBuf>,
-    /// Where sessions' turns are kept; none: the temporary directory.
-    pub sessions: Option<PathBuf>,
+    /// reach, hidden from other sandboxes (and worktrees' lock files, in
+    /// `.worktrees`).
+    pub calls: PathBuf,
+    /// Where sessions' turns are kept.
+    pub sessions: PathBuf,
+}
+
+impl Default for AgentsConfig {
+    fn default() -> AgentsConfig {
+        let temporary = std::env::temp_dir();
+        AgentsConfig {
+            entries: BTreeMap::new(),
+            transcripts: temporary.join("opcode-agent-transcripts"),
+            calls: temporary.join("opcode-agent-calls"),
+            sessions: temporary.join("opcode-agent-sessions"),
+        }
+    }
 }
 
 impl AgentsConfig {
@@ -63,11 +77,9 @@ impl AgentsConfig {
         Ok(entries)
     }
 
-    /// The transcript file of `attempt` of `step` of `run`, if transcripts
-    /// are kept in a directory of their own.
-    pub fn transcript_of(&self, run: &str, step: &str, attempt: u32) -> Option<PathBuf> {
-        let dir = self.transcripts.as_ref()?;
-        Some(transcript::path(dir, run, step, &attempt.to_string()))
+    /// The transcript file of `attempt` of `step` of `run`.
+    pub fn transcript_of(&self, run: &str, step: &str, attempt: u32) -> PathBuf {
+        transcript::path(&self.transcripts, run, step, &attempt.to_string())
     }
 
     /// The entry `name` names, or the default one.

@@ -10,6 +10,25 @@
 //! depth, so a text within it cannot overflow the stack however the parser
 //! builds its tree.
 
+/// The fewest model steps a delegated agent's budget may give (the last
+/// 20%, at least two, are kept for its report; spec/agents.md).
+pub const AGENT_MIN_STEPS: i64 = 4;
+/// The most model steps a delegated agent's budget may give.
+pub const AGENT_MAX_STEPS: i64 = 256;
+/// The shortest wall-clock budget of a delegated agent, in milliseconds.
+pub const AGENT_MIN_TIMEOUT_MS: u64 = 10_000;
+
+/// The budget of an `agent.*` action whose step gives none: (model steps,
+/// timeout in milliseconds); `None` for another action.
+pub fn agent_defaults(action: &str) -> Option<(i64, u64)> {
+    match action {
+        "agent.scout" => Some((16, 300_000)),
+        "agent.worker" => Some((32, 600_000)),
+        "agent.runner" => Some((40, 1_200_000)),
+        _ => None,
+    }
+}
+
 /// Largest CEL expression, in bytes.
 pub const CEL_BYTES: usize = 16 * 1024;
 /// Deepest CEL nesting (the `cel` crate's parser and evaluator overflow a

@@ -9,18 +9,10 @@ use crate::diagnostics::{Diagnostic, Diagnostics, Fix, PatchOp};
 use crate::duration::parse_millis;
 use crate::syntax::lower::child_pointer;
 
-/// The fewest and most steps (the last 20%, at least two, are the report's).
-const STEPS: std::ops::RangeInclusive<i64> = 4..=256;
-/// The shortest agent timeout, in milliseconds.
-const MIN_TIMEOUT_MS: u64 = 10_000;
-/// Each role's timeout when the step gives none, in milliseconds.
-fn default_timeout_ms(action: &str) -> u64 {
-    match action {
-        "agent.scout" => 300_000,
-        "agent.worker" => 600_000,
-        _ => 1_200_000,
-    }
-}
+use opcode_vm::limits::{AGENT_MAX_STEPS, AGENT_MIN_STEPS, AGENT_MIN_TIMEOUT_MS, agent_defaults};
+
+/// The steps a budget may give (the last 20%, at least two, are the report's).
+const STEPS: std::ops::RangeInclusive<i64> = AGENT_MIN_STEPS..=AGENT_MAX_STEPS;
 
 /// Checks the literal budget of an `agent.*` step.
 pub(super) fn check(
@@ -65,7 +57,7 @@ pub(super) fn check(
     }
     let agent_ms = match literal("timeout").and_then(|(p, v)| Some((p, v.as_str()?))) {
         Some((given, text)) => match parse_millis(text) {
-            Ok(ms) if ms < MIN_TIMEOUT_MS => {
+            Ok(ms) if ms < AGENT_MIN_TIMEOUT_MS => {
                 sink.push(
                     Diagnostic::error(
                         E0057,
@@ -89,7 +81,7 @@ pub(super) fn check(
             Err(_) => return,
         },
         None if params.iter().any(|p| p.key == "timeout") => return,
-        None => Some(default_timeout_ms(action)),
+        None => agent_defaults(action).map(|(_, ms)| ms),
     };
     if let (Some(agent_ms), Some(step_timeout)) = (agent_ms, &step.timeout)
         && step_timeout.value < agent_ms

@@ -233,6 +233,9 @@ fn agent_events(
     pending: &mut Vec<Emitted>,
     step: Option<&str>,
 ) -> Vec<Value> {
+    if pending.is_empty() {
+        return Vec::new();
+    }
     let (now, later): (Vec<Emitted>, Vec<Emitted>) = std::mem::take(pending)
         .into_iter()
         .partition(|e| step.is_none_or(|s| e.step_id == s));

@@ -293,15 +293,15 @@ impl Settings {
         })
     }
 
-    /// The delegated agents: the settings' entries, transcripts kept in
-    /// `<data_dir>/agents/transcripts`, calls' homes in `calls` (see
-    /// [`Settings::agent_calls`]).
+    /// The delegated agents: the settings' entries, transcripts and
+    /// sessions kept in `<data_dir>/agents/`, calls' homes in
+    /// [`Settings::agent_calls`].
     pub fn agents(&self, data_dir: &Path) -> Result<AgentsConfig, String> {
         Ok(AgentsConfig {
             entries: AgentsConfig::parse(self.agents.as_ref())?,
-            transcripts: Some(data_dir.join("agents").join("transcripts")),
-            calls: Some(Settings::agent_calls(data_dir)),
-            sessions: Some(data_dir.join("agents").join("sessions")),
+            transcripts: data_dir.join("agents").join("transcripts"),
+            calls: Settings::agent_calls(data_dir),
+            sessions: data_dir.join("agents").join("sessions"),
         })
     }
 

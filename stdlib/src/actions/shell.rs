@@ -240,21 +240,10 @@ pub async fn run(
             Err(std::io::Error::other("killed")),
         )
     });
-    let exit_code = status
-        .ok()
-        .and_then(|s| {
-            use std::os::unix::process::ExitStatusExt;
-            s.code().or_else(|| s.signal().map(|n| 128 + n))
-        })
-        .unwrap_or(-1);
+    let exit_code = sandbox::exit_code(status);
     let stderr_text = String::from_utf8_lossy(&err).into_owned();
-    if isolated
-        && exit_code == sandbox::SETUP_FAILED
-        && let Some(line) = stderr_text
-            .lines()
-            .find_map(|l| l.strip_prefix(sandbox::PREFIX))
-    {
-        return Err(crate::isolation::unavailable(&[line.to_owned()]));
+    if isolated && let Some(error) = sandbox::setup_failure(exit_code, stderr_text.lines()) {
+        return Err(error);
     }
     if !isolated
         && matches!(exit_code, 126 | 127)

@@ -177,20 +177,9 @@ pub async fn drive(
         transcript.line("opcode", &reason).await;
     }
     writer.abort();
-    let status = child.wait().await;
-    let exit_code = status
-        .ok()
-        .and_then(|s| {
-            use std::os::unix::process::ExitStatusExt;
-            s.code().or_else(|| s.signal().map(|n| 128 + n))
-        })
-        .unwrap_or(-1);
-    if exit_code == sandbox::SETUP_FAILED
-        && let Some(line) = stderr_tail
-            .iter()
-            .find_map(|l| l.strip_prefix(sandbox::PREFIX))
-    {
-        return Err(crate::isolation::unavailable(&[line.to_owned()]));
+    let exit_code = sandbox::exit_code(child.wait().await);
+    if let Some(error) = sandbox::setup_failure(exit_code, stderr_tail.iter().map(String::as_str)) {
+        return Err(error);
     }
     Ok((ending, observed, exit_code, stderr_tail))
 }

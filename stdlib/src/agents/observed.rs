@@ -243,7 +243,7 @@ fn add_tokens(sum: &mut Map<String, Value>, tokens: &Map<String, Value>) {
 }
 
 /// The lines of command output that read as errors.
-pub fn error_lines(output: &str) -> Vec<String> {
+fn error_lines(output: &str) -> Vec<String> {
     const MARKS: [&str; 10] = [
         "error",
         "failed",

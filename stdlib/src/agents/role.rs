@@ -16,11 +16,11 @@ pub enum Role {
 }
 
 /// The fewest steps a budget may give (the reserve needs two).
-pub const MIN_STEPS: i64 = 4;
+pub const MIN_STEPS: i64 = opcode_vm::limits::AGENT_MIN_STEPS;
 /// The most steps a budget may give.
-pub const MAX_STEPS: i64 = 256;
+pub const MAX_STEPS: i64 = opcode_vm::limits::AGENT_MAX_STEPS;
 /// The shortest wall-clock budget.
-pub const MIN_TIMEOUT: Duration = Duration::from_secs(10);
+pub const MIN_TIMEOUT: Duration = Duration::from_millis(opcode_vm::limits::AGENT_MIN_TIMEOUT_MS);
 
 impl Role {
     /// The role of `action`.
@@ -49,22 +49,28 @@ impl Role {
         self == Role::Worker
     }
 
+    /// Its action's name.
+    pub fn action(self) -> &'static str {
+        match self {
+            Role::Scout => "agent.scout",
+            Role::Worker => "agent.worker",
+            Role::Runner => "agent.runner",
+        }
+    }
+
+    /// Steps and time unless the step says.
+    fn defaults(self) -> (i64, u64) {
+        opcode_vm::limits::agent_defaults(self.action()).unwrap_or((MIN_STEPS, 0))
+    }
+
     /// Steps unless the step says.
     pub fn default_steps(self) -> i64 {
-        match self {
-            Role::Scout => 16,
-            Role::Worker => 32,
-            Role::Runner => 40,
-        }
+        self.defaults().0
     }
 
     /// Time unless the step says.
     pub fn default_timeout(self) -> Duration {
-        Duration::from_secs(match self {
-            Role::Scout => 300,
-            Role::Worker => 600,
-            Role::Runner => 1200,
-        })
+        Duration::from_millis(self.defaults().1)
     }
 
     /// The rules the agent is told.

@@ -44,14 +44,10 @@ pub async fn run(
             workspace.display()
         )));
     }
-    let calls_root = agents
-        .calls
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join("opcode-agent-calls"));
     let attempt = call.idempotency_key.rsplit('/').next().unwrap_or("1");
     let call_name = transcript::file_name(&format!("{}.{}.{attempt}", call.run_id, call.step));
     let owner = (policy.uid, policy.gid);
-    let dir = CallDir::make(&calls_root, &call_name, owner)?;
+    let dir = CallDir::make(&agents.calls, &call_name, owner)?;
     let mut cleanup = Cleanup {
         writer: None,
         cgroup: None,
@@ -63,11 +59,7 @@ pub async fn run(
         owner,
     )?;
     let scratch = (role == Role::Runner).then(|| dir.scratch());
-    let sessions = agents
-        .sessions
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join("opcode-agent-sessions"));
-    let session = Session::of(&call.params, &sessions)?;
+    let session = Session::of(&call.params, &agents.sessions)?;
     let prefix = session.as_ref().map(Session::prefix).unwrap_or_default();
     let task = task::build(
         call,
@@ -78,13 +70,13 @@ pub async fn run(
         &prefix.text,
     )?;
     binds(&mut policy, role, &workspace, &dir);
-    policy.hidden.push(calls_root);
-    policy.hidden.extend(agents.transcripts.iter().cloned());
+    policy.hidden.push(agents.calls.clone());
+    policy.hidden.push(agents.transcripts.clone());
     if role.writes() {
         let holder = format!("{}/{}", call.run_id, call.step);
-        let locks = agents.calls.as_ref().map(|calls| calls.join(".worktrees"));
+        let locks = agents.calls.join(".worktrees");
         let tree = worktree::canonical(&workspace);
-        cleanup.writer = Some(Writer::acquire(tree, &holder, locks.as_deref())?);
+        cleanup.writer = Some(Writer::acquire(tree, &holder, Some(&locks))?);
     }
     let argv = entry.argv(&placeholders(call, role, &budget, &workspace, &task));
     let (program, arguments) = argv.split_first().map_or_else(
@@ -102,12 +94,8 @@ pub async fn run(
         &workspace,
     )?;
     cleanup.cgroup = Some(sandboxed.cgroup);
-    let transcripts = agents
-        .transcripts
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join("opcode-agent-transcripts"));
     let mut transcript = Transcript::create(transcript::path(
-        &transcripts,
+        &agents.transcripts,
         &call.run_id,
         &call.step,
         attempt,

@@ -50,7 +50,8 @@ pub fn canonical(workspace: &Path) -> PathBuf {
 }
 
 /// The state of `worktree`, if any writer left one.
-pub fn state(worktree: &Path) -> Option<State> {
+#[cfg(test)]
+fn state(worktree: &Path) -> Option<State> {
     with(|all| all.get(worktree).cloned())
 }
 
@@ -102,11 +103,6 @@ impl Writer {
             }
         }
         Ok(writer)
-    }
-
-    /// The worktree.
-    pub fn worktree(&self) -> &Path {
-        &self.worktree
     }
 
     /// The agent has ended; its processes and home are being removed.

@@ -103,6 +103,29 @@ pub struct Bind {
     pub writable: bool,
 }
 
+/// The exit code a shell would report for a child's status: its code, or
+/// 128 plus the signal that ended it; -1 when it could not be waited for.
+pub fn exit_code(status: std::io::Result<std::process::ExitStatus>) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .ok()
+        .and_then(|s| s.code().or_else(|| s.signal().map(|n| 128 + n)))
+        .unwrap_or(-1)
+}
+
+/// The isolation error of a sandboxed command that exited with `code`,
+/// when the helper's setup failed (its message among `stderr`'s lines).
+pub fn setup_failure<'a>(
+    code: i32,
+    mut stderr: impl Iterator<Item = &'a str>,
+) -> Option<opcode_vm::error::ActionError> {
+    if code != SETUP_FAILED {
+        return None;
+    }
+    let line = stderr.find_map(|l| l.strip_prefix(PREFIX))?;
+    Some(super::unavailable(&[line.to_owned()]))
+}
+
 /// Runs the helper and exits if this process was started as one; returns
 /// otherwise. Call it first thing in `main`, before any thread starts.
 pub fn main_if_sandbox() {

@@ -238,11 +238,7 @@ impl Api {
             .iter()
             .find(|s| s.step_id == step)
             .ok_or_else(missing)?;
-        let file = self
-            .exec
-            .agents()
-            .transcript_of(id, step, row.attempt)
-            .ok_or_else(missing)?;
+        let file = self.exec.agents().transcript_of(id, step, row.attempt);
         tokio::fs::read_to_string(&file)
             .await
             .map_err(|_| missing())
