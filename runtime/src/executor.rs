@@ -16,6 +16,7 @@
 //! sharing a database never drive the same workflow; an event for a
 //! workflow another live process owns is left in its inbox.
 
+mod asks;
 mod background;
 mod caller;
 mod ceiling;
@@ -103,6 +104,7 @@ pub(crate) struct Inner {
     notifier: std::sync::OnceLock<Arc<dyn Notifier>>,
     external: std::sync::OnceLock<Arc<dyn ExternalActions>>,
     stand_in: std::sync::OnceLock<Arc<dyn StandIn>>,
+    asks: asks::Asks,
 }
 
 /// Delivers `workflow.notify` messages to the agent that started a run.
@@ -139,6 +141,7 @@ impl Executor {
                 notifier: std::sync::OnceLock::new(),
                 external: std::sync::OnceLock::new(),
                 stand_in: std::sync::OnceLock::new(),
+                asks: asks::Asks::default(),
             }
         });
         Executor { inner }
@@ -407,6 +410,20 @@ impl Inner {
             loaded,
             state,
             error: None,
+            asking: false,
+        });
+    }
+
+    /// Tells waiters an action of `id` asked a question: the run waits for
+    /// its answer.
+    fn publish_asking(&self, id: &str) {
+        let _ = self.changes.send(Change {
+            id: id.to_owned(),
+            status: Some(WorkflowStatus::Active),
+            loaded: true,
+            state: None,
+            error: None,
+            asking: true,
         });
     }
 
@@ -418,6 +435,7 @@ impl Inner {
             loaded: false,
             state: None,
             error: Some(error.clone()),
+            asking: false,
         });
     }
 

@@ -228,10 +228,11 @@ pub async fn find_pending(
 }
 
 /// An active run whose running steps all wait on suspended child runs
-/// (waiting for decisions or signals) is held by them: it reads as
-/// `suspended`, `waiting_runs` names them, and their decisions are its
-/// `pending_decisions`, each with its run's `workflow_id` (spec/mcp.md,
-/// "Decisions of child runs").
+/// (waiting for decisions or signals), or for answers to questions their
+/// actions asked (spec/agents.md, "Permission requests"), is held by
+/// them: it reads as `suspended`, `waiting_runs` names the runs, and their
+/// decisions are its `pending_decisions`, each with its run's
+/// `workflow_id` (spec/mcp.md, "Decisions of child runs").
 async fn add_held(
     store: &dyn EventStore,
     state: &WorkflowState,
@@ -248,15 +249,21 @@ async fn add_held(
         return Ok(());
     }
     let waiting = waiting_below(store, id).await?;
-    if waiting.is_empty() {
-        return Ok(());
-    }
+    let asks = |step: &StepRow| {
+        state
+            .pending_decisions
+            .iter()
+            .any(|d| asked_by(&d.id) == Some(step.step_id.as_str()))
+    };
     let holds = |step: &StepRow| {
         let prefix = format!("{id}.{}.", step.step_id.replace('/', "."));
-        waiting.iter().any(|(child, _)| child.starts_with(&prefix))
+        asks(step) || waiting.iter().any(|(child, _)| child.starts_with(&prefix))
     };
     if running.iter().all(|s| holds(s)) {
         out["status"] = json!("suspended");
+    }
+    if waiting.is_empty() {
+        return Ok(());
     }
     let runs: Vec<&String> = waiting.iter().map(|(child, _)| child).collect();
     out["waiting_runs"] = json!(runs);
@@ -275,6 +282,13 @@ async fn add_held(
         out["pending_decisions"] = Value::Array(pending);
     }
     Ok(())
+}
+
+/// The step instance whose action asked the question that opened decision
+/// `id` (`fix.ask.<key>` → `fix`), if it is such a decision: a reasoning
+/// step's decision is named by its instance, which has no dot.
+pub fn asked_by(id: &str) -> Option<&str> {
+    id.split_once(".ask.").map(|(step, _)| step)
 }
 
 /// The summary of `state`, its steps in the DAG order of its stored program

@@ -6,6 +6,7 @@ mod drive;
 pub mod entry;
 mod home;
 pub mod observed;
+pub mod permission;
 pub mod protocol;
 mod reader;
 mod role;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use opcode_vm::catalog::Placement;
 use opcode_vm::effect::{Dispatch, SecretPart, SecretSite};
 use opcode_vm::error::ActionError;
+use opcode_vm::event::{Ask, EffectId};
 use opcode_vm::program::PathSeg;
 use opcode_vm::value::follow_mut;
 use serde_json::Value;
@@ -34,6 +35,9 @@ pub struct Call {
     pub step: String,
     /// `run_id/step/attempt`: the same for a re-run of an interrupted attempt.
     pub idempotency_key: String,
+    /// The dispatch this call answers (the same for a re-run of an
+    /// interrupted attempt): what a question it asks names.
+    pub effect: EffectId,
     /// The agent that started the run.
     pub agent_id: Option<String>,
     /// The template the run was started from.
@@ -95,6 +99,7 @@ impl Call {
             run_id: run_id.to_owned(),
             step: step.to_owned(),
             idempotency_key: format!("{run_id}/{step}/{}", dispatch.attempt),
+            effect: dispatch.effect,
             agent_id: agent_id.map(str::to_owned),
             template: None,
             workspace: None,
@@ -185,6 +190,12 @@ pub trait Services: Send + Sync {
     /// the call.
     fn cancel_child<'a>(&'a self, _call: &'a Call, _index: usize) -> BoxFuture<'a, ()> {
         Box::pin(std::future::ready(()))
+    }
+    /// Asks `ask` (its `effect` is the call's) as a decision of the run and
+    /// waits for the chosen option; the default answers `ask.default` at
+    /// once, for embeddings that cannot ask anyone.
+    fn ask<'a>(&'a self, _call: &'a Call, ask: Ask) -> BoxFuture<'a, String> {
+        Box::pin(std::future::ready(ask.default))
     }
 }
 

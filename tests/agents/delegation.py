@@ -9,16 +9,21 @@ Usage: python delegation.py PATH_TO_OPCODE
 
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "security"))
 
-from common import VAULT_KEY, Expectations, call, operator_daemon, read  # noqa: E402
+from common import TOKEN, VAULT_KEY, Expectations, call, operator_daemon, read  # noqa: E402
+from raw import Session  # noqa: E402
 
 API = "sk-agent-" + secrets.token_hex(8)
 
@@ -95,6 +100,83 @@ def until_running(text, within=20):
             return True
         time.sleep(0.05)
     return False
+
+
+def until_decision(daemon, run_id, besides=None, within=30):
+    """The id of a pending decision of `run_id` other than `besides`."""
+    deadline = time.time() + within
+    while time.time() < deadline:
+        found = call(daemon, "opcode.query", {"resource": "decisions", "filter": {
+            "workflow_id": run_id, "status": "pending"}})["decisions"]
+        ids = [d["id"] for d in found if d["id"] != besides]
+        if ids:
+            return ids[0]
+        time.sleep(0.1)
+    raise AssertionError(f"{run_id} never asked (besides {besides})")
+
+
+class Authorized(Session):
+    """A raw MCP session that carries the daemon's bearer token."""
+
+    def headers(self, message=None):
+        return {**super().headers(message), "Authorization": f"Bearer {TOKEN}"}
+
+
+def until_task(client, task_id, status, within=30):
+    """The task once it has `status`."""
+    deadline = time.time() + within
+    task = {}
+    while time.time() < deadline:
+        task, _ = client.call("tasks/get", {"taskId": task_id})
+        if task["status"] == status:
+            return task
+        time.sleep(0.1)
+    raise AssertionError(f"task {task_id} is {task.get('status')}, not {status}: {task}")
+
+
+def until_event(daemon, run_id, event_type, within=30):
+    """The log entries of `run_id` of `event_type`, once there is one."""
+    deadline = time.time() + within
+    while time.time() < deadline:
+        found = call(daemon, "opcode.query", {"resource": "events", "filter": {
+            "workflow_id": run_id, "event_type": event_type}})["events"]
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"{run_id} logged no {event_type}")
+
+
+def until_ended(daemon, run_id, within=60):
+    """The run's status view with outputs, once it has ended."""
+    deadline = time.time() + within
+    status = {}
+    while time.time() < deadline:
+        status = call(daemon, "opcode.status", {"workflow_id": run_id, "include": ["outputs"]})
+        if status.get("status") in ("completed", "failed", "cancelled"):
+            return status
+        time.sleep(0.1)
+    raise AssertionError(f"{run_id} did not end: {json.dumps(status)[:2000]}")
+
+
+def panel_post(daemon, path, fields):
+    """Posts a panel form as a signed-in browser would; (status, Location)."""
+    page = urllib.request.Request(f"{daemon.url}/", headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(page, timeout=30) as response:
+        cookie = response.headers.get("Set-Cookie", "").split(";")[0]
+        csrf = re.search(r'name="csrf-token" content="([^"]+)"', response.read().decode()).group(1)
+    body = urllib.parse.urlencode({"csrf": csrf, **fields}).encode()
+    request = urllib.request.Request(f"{daemon.url}{path}", data=body, method="POST", headers={
+        "Authorization": f"Bearer {TOKEN}", "Cookie": cookie,
+        "Content-Type": "application/x-www-form-urlencoded"})
+
+    class Keep(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+    try:
+        with urllib.request.build_opener(Keep).open(request, timeout=60) as response:
+            return response.status, response.headers.get("Location")
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Location")
 
 
 def main(binary):
@@ -196,13 +278,73 @@ def main(binary):
                             and "crashing as told" in error.get("message", ""), f"broken agent: {error}")
                 expect.section("an agent that dies without a report fails its step, with its stderr")
 
-                ask = run(daemon, "ask", [step("asks", "worker", ["ask delete build/", "say asked"], repo)])
+                ask = run(daemon, "ask", [step("asks", "worker", ["ask delete build/", "say asked"], repo,
+                                               permissions="deny")])
                 asked = output(ask, "asks")
                 expect.that(asked.get("permissions", [{}])[0].get("answer") == "deny", f"permissions: {asked}")
                 lines = open(asked["transcript"]["path"]).read()
                 expect.that("permission_response" in lines and "delete build/: deny" in lines,
                             "the answer did not reach the agent")
-                expect.section("a permission request is answered (deny) on the agent's stdin, and logged")
+                expect.section("permissions: deny answers a permission request at once on the agent's stdin, logged")
+
+                held = run(daemon, "ask", [step("asks", "worker", ["ask delete build/", "say asked"], repo)])
+                pending = held.get("pending_decisions") or [{}]
+                question = pending[0].get("id", "")
+                expect.that(held.get("status") == "suspended" and question.startswith("asks.ask.")
+                            and "delete build/" in pending[0].get("context", {}).get("prompt", ""),
+                            f"opcode.run while the agent asks: {json.dumps(held)[:2000]}")
+                expect.that(call(daemon, "opcode.query", {"resource": "workflows", "filter": {
+                    "status": "active"}})["total"] >= 1, "the asking run is not active in the store")
+                answered = call(daemon, "opcode.signal", {"workflow_id": held["workflow_id"], "signal_type": "decision",
+                                                          "step_id": question, "payload": {"choice": "allow"},
+                                                          "agent_id": "reviewer", "include": ["outputs"]})
+                told = output(answered, "asks")
+                expect.that(answered.get("status") == "completed"
+                            and told.get("permissions", [{}])[0].get("answer") == "allow",
+                            f"after the answer: {json.dumps(answered)[:2000]}")
+                expect.that("delete build/: allow" in open(told["transcript"]["path"]).read(),
+                            "the allow did not reach the agent")
+                logged = call(daemon, "opcode.query", {"resource": "decisions", "filter": {
+                    "workflow_id": held["workflow_id"], "status": "all"}})["decisions"]
+                expect.that([(d["status"], d.get("resolved_by")) for d in logged] == [("resolved", "reviewer")],
+                            f"the decision's record: {logged}")
+                expect.section("a permission request is a decision of the run: opcode.run returns it, "
+                               "opcode.signal answers it, the agent gets the answer, the log keeps it")
+
+                started = call(daemon, "opcode.run", {"template_name": "ask", "wait": False})
+                question = until_decision(daemon, started["workflow_id"])
+                status, _ = panel_post(daemon, "/decisions/resolve", {
+                    "workflow_id": started["workflow_id"], "decision": question, "choice": "allow"})
+                done = until_ended(daemon, started["workflow_id"])
+                expect.that(status == 303 and output(done, "asks").get("permissions", [{}])[0].get("answer") == "allow",
+                            f"answered from the panel ({status}): {json.dumps(done)[:2000]}")
+                expect.section("a permission request answered from the panel")
+
+                tasks = Authorized(f"{daemon.url}/mcp", "2026-07-28",
+                                   {"extensions": {"io.modelcontextprotocol/tasks": {}}})
+                created, _ = tasks.call("tools/call", {"name": "opcode.run", "arguments": {"template_name": "ask"}})
+                task = until_task(tasks, created["taskId"], "input_required")
+                (question, form), = task["inputRequests"].items()
+                tasks.call("tasks/update", {"taskId": created["taskId"], "inputResponses": {
+                    question: {"action": "accept", "content": {"choice": "allow"}}}})
+                task = until_task(tasks, created["taskId"], "completed")
+                permissions = output(call(daemon, "opcode.status", {"workflow_id": created["taskId"],
+                                                                     "include": ["outputs"]}), "asks")["permissions"]
+                expect.that(question.startswith("asks.ask.") and "delete build/" in form["params"]["message"]
+                            and form["params"]["requestedSchema"]["properties"]["choice"]["enum"] == ["allow", "deny"],
+                            f"the task's input request: {task}")
+                expect.that([p["answer"] for p in permissions] == ["allow"], f"the task's result: {task}")
+                expect.section("a permission request answered as an MCP task's input (tasks/update)")
+
+                call(daemon, "opcode.define", {"name": "ask", "definition": {"steps": [
+                    step("asks", "worker", ["ask delete build/", "say asked"], repo, permission_timeout="1s")]}})
+                started = call(daemon, "opcode.run", {"template_name": "ask", "wait": False})
+                done = until_ended(daemon, started["workflow_id"])
+                gone = call(daemon, "opcode.query", {"resource": "decisions", "filter": {
+                    "workflow_id": started["workflow_id"], "status": "all"}})["decisions"]
+                expect.that(output(done, "asks").get("permissions", [{}])[0].get("answer") == "deny"
+                            and [d["status"] for d in gone] == ["timed_out"], f"unanswered: {done} {gone}")
+                expect.section("an unanswered permission request is denied at its timeout")
 
                 secret = run(daemon, "secret", [step("key", "scout", ["env API_KEY", "run echo $API_KEY"], repo,
                                                       env={"API_KEY": "${{secrets.API}}"})])
@@ -236,6 +378,31 @@ def main(binary):
                 expect.that(open(f"{repo}/src/slow.txt").read() == "done\n", "the step did not run again")
                 expect.that(not survivors, f"the agent outlived its daemon: {survivors}")
                 expect.section("kill -9 during an agent step: the agent dies with it, the step runs again at start")
+
+                call(daemon, "opcode.define", {"name": "ask", "definition": {"steps": [
+                    step("asks", "worker", ["ask touch first", "ask touch second", "say both asked"], repo)]}})
+                started = call(daemon, "opcode.run", {"template_name": "ask", "wait": False})
+                run_id = started["workflow_id"]
+                first = until_decision(daemon, run_id)
+                call(daemon, "opcode.signal", {"workflow_id": run_id, "signal_type": "decision", "step_id": first,
+                                               "payload": {"choice": "allow"}, "wait": False})
+                second = until_decision(daemon, run_id, besides=first)
+                daemon.kill()
+                time.sleep(0.5)
+                survivors = processes_running(f"{base}/agent.py")
+                daemon.start()
+                replayed = until_event(daemon, run_id, "decision_replayed")
+                again = until_decision(daemon, run_id, besides=first)
+                call(daemon, "opcode.signal", {"workflow_id": run_id, "signal_type": "decision", "step_id": second,
+                                               "payload": {"choice": "deny"}, "wait": False})
+                done = until_ended(daemon, run_id)
+                answers = [p.get("answer") for p in output(done, "asks").get("permissions", [])]
+                expect.that(not survivors, f"the agent outlived its daemon: {survivors}")
+                expect.that(again == second and len(replayed) == 1, f"after kill -9: {again} {second} {replayed}")
+                expect.that(done.get("status") == "completed" and answers == ["allow", "deny"],
+                            f"the re-run's answers: {json.dumps(done)[:2000]}")
+                expect.section("kill -9 while an agent waits for permission: the step runs again, the earlier "
+                               "answer is replayed from the log, the open question is asked again")
 
                 with tempfile.TemporaryDirectory() as other_home:
                     other = operator_daemon(binary, other_home, settings=settings(base),

@@ -116,3 +116,23 @@ const stepState = watcher.state.steps.look;
 check(stepState.status === "completed" && stepState.output.summary === "done looking", `the step: ${JSON.stringify(stepState)}`);
 check(watcher.messages.some((m) => m.role === "assistant" && m.content === "looking around"), "the agent's words as messages");
 console.log(`ag-ui: a delegated agent streamed live (${stream.length} events: text, tool calls, plan, metrics)`);
+
+// 7. A delegated agent's permission request (spec/agents.md): the AG-UI run
+// stops on its interrupt while the workflow stays active; resuming with the
+// answer writes it to the agent, and the stream follows to the end.
+await define(base, { name: "agui-permission", definition: { steps: [{ id: "peek", action: "agent.scout", params: {
+  prompt: ["ask read secrets.txt", "say asked"].join("\n") } }] } });
+const permissionRun = await run(base, "agui-permission");
+await untilDecision(base, permissionRun);
+const asker = new HttpAgent({ url: `${base}/api/runs/${encodeURIComponent(permissionRun)}/ag-ui`, threadId: permissionRun });
+await within(asker.runAgent(), "the stream up to the permission request");
+const [permission] = asker.pendingInterrupts;
+check(asker.pendingInterrupts.length === 1 && permission.id.startsWith("peek.ask.")
+  && JSON.stringify(permission.responseSchema.properties.choice.enum) === '["allow","deny"]',
+  `the permission's interrupt: ${JSON.stringify(asker.pendingInterrupts)}`);
+await within(asker.runAgent({ resume: [{ interruptId: permission.id, status: "resolved", payload: { choice: "allow" } }] }),
+  "the stream after the answer");
+const peeked = asker.state.steps.peek;
+check(asker.state.status === "completed" && peeked.output.permissions[0].answer === "allow",
+  `after allowing: ${JSON.stringify(asker.state)}`);
+console.log("ag-ui: an agent's permission request is an interrupt; resuming answers the agent");

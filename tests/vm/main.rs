@@ -634,3 +634,173 @@ fn programs_of_another_version_are_rejected() {
         Err(LoadError::Invalid(_))
     ));
 }
+
+/// A question the in-flight action of step `a` asks.
+fn question(sim: &Sim, key: &str, timeout_ms: u64) -> Event {
+    let effect = sim.dispatch_of("a").expect("a is in flight").effect;
+    let option = |id: &str| opcode_vm::program::DecisionOption {
+        id: id.into(),
+        description: None,
+        description_template: None,
+    };
+    Event::ActionAsked(Box::new(opcode_vm::event::Ask {
+        effect,
+        key: key.into(),
+        prompt: "rm -rf build?".into(),
+        options: vec![option("allow"), option("deny")],
+        data: json!({"detail": "rm -rf build"}),
+        timeout_ms,
+        default: "deny".into(),
+    }))
+}
+
+fn answers(effects: &[Effect]) -> Vec<(String, String)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::AnswerAction { key, choice, .. } => Some((key.clone(), choice.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+const ASKING: &str =
+    r#"{"steps": [{"id": "a", "action": "http.get", "params": {"url": "http://x"}}]}"#;
+
+#[test]
+fn a_question_an_action_asks_is_a_decision_on_its_running_step() {
+    let mut sim = Sim::start(ASKING, json!({}));
+    let asked = sim.apply(question(&sim, "k1", 60_000)).unwrap();
+    let decision = sim.decisions().pop().expect("a decision is pending");
+    assert_eq!(decision.id, "a.ask.k1");
+    assert_eq!(decision.fallback.as_deref(), Some("deny"));
+    assert!(
+        asked
+            .iter()
+            .any(|e| matches!(e, Effect::RequestDecision(r) if r.id == "a.ask.k1"))
+    );
+    assert_eq!(
+        sim.step("a").status,
+        StepStatus::Running,
+        "the step runs on"
+    );
+    assert_eq!(sim.status(), RunStatus::Active);
+    assert!(
+        sim.apply(question(&sim, "k1", 60_000))
+            .unwrap()
+            .iter()
+            .all(|e| !matches!(e, Effect::RequestDecision(_))),
+        "the same question asked twice is one decision"
+    );
+    assert!(sim.decide("a.ask.k1", "maybe", "ops").is_err());
+    let answered = sim.decide("a.ask.k1", "allow", "ops").unwrap();
+    assert_eq!(answers(&answered), [("k1".into(), "allow".into())]);
+    assert!(sim.decisions().is_empty());
+    assert!(sim.timers.is_empty(), "the question's timeout is cancelled");
+    sim.finish("a", Ok(json!({})));
+    assert_eq!(sim.status(), RunStatus::Completed);
+}
+
+#[test]
+fn an_unanswered_question_takes_its_default_at_its_timeout_or_when_cancelled() {
+    let mut sim = Sim::start(ASKING, json!({}));
+    sim.apply(question(&sim, "k1", 5_000)).unwrap();
+    let mark = sim.effects.len();
+    sim.advance(5_000);
+    assert_eq!(
+        answers(&sim.effects[mark..]),
+        [("k1".into(), "deny".into())]
+    );
+    assert!(
+        sim.effects[mark..]
+            .iter()
+            .any(|e| matches!(e, Effect::CancelDecision { id } if id == "a.ask.k1")),
+        "the decision timed out"
+    );
+    assert_eq!(sim.step("a").status, StepStatus::Running);
+    sim.apply(question(&sim, "k2", 5_000)).unwrap();
+    let cancelled = sim
+        .apply(Event::DecisionCancelled {
+            decision: "a.ask.k2".into(),
+        })
+        .unwrap();
+    assert_eq!(answers(&cancelled), [("k2".into(), "deny".into())]);
+    assert_eq!(sim.step("a").status, StepStatus::Running, "not skipped");
+}
+
+#[test]
+fn a_question_left_open_is_withdrawn_when_its_action_ends() {
+    let mut sim = Sim::start(ASKING, json!({}));
+    sim.apply(question(&sim, "k1", 60_000)).unwrap();
+    let mark = sim.effects.len();
+    sim.finish("a", Ok(json!({})));
+    assert!(
+        sim.effects[mark..]
+            .iter()
+            .any(|e| matches!(e, Effect::CancelDecision { id } if id == "a.ask.k1"))
+    );
+    assert!(sim.timers.is_empty());
+    assert_eq!(sim.status(), RunStatus::Completed);
+    let mut cancelled = Sim::start(ASKING, json!({}));
+    cancelled.apply(question(&cancelled, "k1", 60_000)).unwrap();
+    cancelled
+        .apply(Event::Cancel {
+            reason: "stop".into(),
+        })
+        .unwrap();
+    assert!(cancelled.decisions().is_empty());
+    assert_eq!(cancelled.status(), RunStatus::Cancelled);
+}
+
+#[test]
+fn a_rerun_of_the_dispatch_gets_the_answers_already_given_from_the_log() {
+    let mut sim = Sim::start(ASKING, json!({}));
+    sim.apply(question(&sim, "k1", 60_000)).unwrap();
+    sim.decide("a.ask.k1", "allow", "ops").unwrap();
+    sim.apply(question(&sim, "k2", 60_000)).unwrap();
+    // The process dies: the log is replayed and the action runs again.
+    let mut replayed = sim.replayed();
+    let pending = replayed.pending();
+    assert!(
+        pending
+            .iter()
+            .any(|e| matches!(e, Effect::RequestDecision(r) if r.id == "a.ask.k2")),
+        "the open question is asked again"
+    );
+    let again = replayed
+        .apply(
+            sim.now,
+            &question(&sim, "k1", 60_000),
+            &opcode_stdlib::cel::CelHost::new(&replayed.plan().program),
+        )
+        .unwrap();
+    assert_eq!(answers(&again), [("k1".into(), "allow".into())]);
+    assert!(again.iter().any(|e| matches!(
+        e,
+        Effect::Record(opcode_vm::Record::DecisionReplayed { decision, .. }) if decision == "a.ask.k1"
+    )));
+    assert!(
+        again
+            .iter()
+            .all(|e| !matches!(e, Effect::RequestDecision(_))),
+        "no new decision"
+    );
+}
+
+#[test]
+fn questions_of_no_action_in_flight_or_malformed_are_refused() {
+    let mut sim = Sim::start(ASKING, json!({}));
+    let mut bad_key = question(&sim, "k1", 1000);
+    if let Event::ActionAsked(ask) = &mut bad_key {
+        ask.key = "../etc".into();
+    }
+    assert!(sim.apply(bad_key).is_err());
+    let mut bad_default = question(&sim, "k1", 1000);
+    if let Event::ActionAsked(ask) = &mut bad_default {
+        ask.default = "maybe".into();
+    }
+    assert!(sim.apply(bad_default).is_err());
+    let late = question(&sim, "k1", 1000);
+    sim.finish("a", Ok(json!({})));
+    assert!(sim.apply(late).is_err(), "the action has finished");
+}

@@ -169,6 +169,16 @@ pub enum Effect {
         /// The decision id.
         id: String,
     },
+    /// Give the action in flight that asked a question
+    /// ([`crate::Event::ActionAsked`]) its answer.
+    AnswerAction {
+        /// The dispatch that asked.
+        effect: EffectId,
+        /// The question's key.
+        key: String,
+        /// The option chosen.
+        choice: String,
+    },
     /// A step waits for a named signal.
     AwaitSignal {
         /// The step instance.
@@ -236,6 +246,16 @@ pub enum Record {
         /// The instance.
         inst: InstRef,
     },
+    /// A question an action asked again (its dispatch ran again after a
+    /// crash) got the answer given before, without a new decision.
+    DecisionReplayed {
+        /// The step instance whose action asked.
+        inst: InstRef,
+        /// The decision that was answered.
+        decision: String,
+        /// The answer.
+        choice: String,
+    },
     /// A condition picked a branch.
     ConditionEvaluated {
         /// The instance.
@@ -302,6 +322,7 @@ impl Record {
             Record::StepFailed { .. } => "step_failed",
             Record::StepRetrying { .. } => "step_retrying",
             Record::StepSuspended { .. } => "step_suspended",
+            Record::DecisionReplayed { .. } => "decision_replayed",
             Record::ConditionEvaluated { .. } => "condition_evaluated",
             Record::LoopIteration { .. } => "loop_iter_started",
             Record::FallbackStarted { .. } => "step_fallback",
@@ -324,6 +345,7 @@ impl Record {
             | Record::StepFailed { inst, .. }
             | Record::StepRetrying { inst, .. }
             | Record::StepSuspended { inst }
+            | Record::DecisionReplayed { inst, .. }
             | Record::ConditionEvaluated { inst, .. }
             | Record::LoopIteration { inst, .. }
             | Record::FallbackStarted { inst, .. } => Some(inst),

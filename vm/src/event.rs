@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use crate::effect::SecretSite;
 use crate::error::ActionError;
+use crate::program::DecisionOption;
 
 /// Schema version of [`Event`] records (bump when a variant changes shape,
 /// and keep decoding the old one).
@@ -68,6 +69,59 @@ pub struct RunMeta {
     pub carried: BTreeMap<String, Value>,
 }
 
+/// A question an action in flight asks ([`Event::ActionAsked`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ask {
+    /// The dispatch that asks.
+    pub effect: EffectId,
+    /// What identifies the question within its dispatch: the same question
+    /// asked again (by a re-run of the dispatch after a crash) has the same
+    /// key and gets the answer already given. Letters, digits, `_` and
+    /// `-`, at most [`Ask::MAX_KEY`] of them.
+    pub key: String,
+    /// The question, for people.
+    pub prompt: String,
+    /// The possible answers (at least one).
+    pub options: Vec<DecisionOption>,
+    /// What the decider is shown besides the prompt.
+    #[serde(default)]
+    pub data: Value,
+    /// How long the question waits for an answer, in milliseconds.
+    pub timeout_ms: u64,
+    /// The option taken when nobody answers in time, or the question is
+    /// cancelled.
+    pub default: String,
+}
+
+impl Ask {
+    /// The longest key.
+    pub const MAX_KEY: usize = 64;
+
+    /// Why the question cannot be asked, if it cannot.
+    pub fn problem(&self) -> Option<String> {
+        let key_ok = !self.key.is_empty()
+            && self.key.len() <= Ask::MAX_KEY
+            && self
+                .key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !key_ok {
+            return Some(format!(
+                "a question's key is 1 to {} letters, digits, `_` or `-`, not `{}`",
+                Ask::MAX_KEY,
+                self.key
+            ));
+        }
+        if !self.options.iter().any(|o| o.id == self.default) {
+            return Some(format!(
+                "the question's default `{}` is not one of its options",
+                self.default
+            ));
+        }
+        None
+    }
+}
+
 /// How a decision was made.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Resolution {
@@ -107,6 +161,10 @@ pub enum Event {
         /// Its output, or why it failed.
         result: Result<Value, ActionError>,
     },
+    /// An action in flight asks a question (a delegated agent's
+    /// permission request) and waits for the answer; its step keeps
+    /// running. The answer comes back as [`crate::Effect::AnswerAction`].
+    ActionAsked(Box<Ask>),
     /// A pending decision was resolved.
     DecisionResolved {
         /// The decision id.
@@ -148,6 +206,7 @@ impl Event {
             Event::Started { .. } => "run_started",
             Event::ActionFinished { result: Ok(_), .. } => "action_completed",
             Event::ActionFinished { result: Err(_), .. } => "action_failed",
+            Event::ActionAsked(_) => "action_asked",
             Event::DecisionResolved { .. } => "decision_resolved",
             Event::DecisionCancelled { .. } => "decision_cancelled",
             Event::TimerFired { .. } => "timer_fired",

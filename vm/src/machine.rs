@@ -21,6 +21,7 @@
 //! the run). An unhandled failure fails the frame, which fails its owner's
 //! attempt, so a flow step's `retry` and `on_error` cover its contents.
 
+mod asks;
 mod failure;
 mod flow;
 mod frames;
@@ -153,6 +154,7 @@ impl Vm {
                 secrets,
             } => self.start(inputs, meta, secrets, host),
             Event::ActionFinished { effect, result } => self.action_finished(*effect, result, host),
+            Event::ActionAsked(ask) => self.action_asked(ask),
             Event::DecisionResolved {
                 decision,
                 resolution,
@@ -190,6 +192,13 @@ impl Vm {
             Event::ActionFinished { effect, .. } if !self.inflight.contains_key(effect) => {
                 reject(format!("no action {effect} is in flight"))
             }
+            Event::ActionAsked(ask) if !self.inflight.contains_key(&ask.effect) => {
+                reject(format!("no action {} is in flight", ask.effect))
+            }
+            Event::ActionAsked(ask) => match ask.problem() {
+                Some(problem) => reject(problem),
+                None => Ok(()),
+            },
             Event::TimerFired { timer } if !self.timers.contains_key(timer) => {
                 reject(format!("no timer {timer} is running"))
             }
@@ -302,7 +311,9 @@ impl Vm {
             (TimerPurpose::Sleep, Some(inst)) => self.sleep_done(&inst, host),
             (TimerPurpose::StepTimeout, Some(inst)) => self.step_timed_out(&inst, host),
             (TimerPurpose::SignalTimeout, Some(inst)) => self.signal_timed_out(&inst, host),
-            (TimerPurpose::DecisionTimeout, Some(inst)) => self.decision_timed_out(&inst, host),
+            (TimerPurpose::DecisionTimeout, Some(inst)) => {
+                self.decision_timed_out(timer, &inst, host);
+            }
             _ => {}
         }
     }

@@ -143,6 +143,10 @@ async fn follow(
             send(tx, mapper.finish(&stop)).await;
             return Ok(());
         }
+        if let Some(stop) = asked(&store, id).await? {
+            send(tx, mapper.finish(&stop)).await;
+            return Ok(());
+        }
     } else {
         let (api, id) = (api.clone(), id.to_owned());
         answering = Some(tokio::spawn(async move {
@@ -169,7 +173,11 @@ async fn follow(
                 .await;
             }
             send(tx, mapper.entry(&entry)).await;
-            if let Some(stop) = stop_of(&entry) {
+            let stop = match stop_of(&entry) {
+                None if entry.event_type == "action_asked" => asked(&store, id).await?,
+                stop => stop,
+            };
+            if let Some(stop) = stop {
                 send(
                     tx,
                     agent_events(&mut mapper, &mut agents, &mut pending, None),
@@ -215,6 +223,26 @@ async fn follow(
             },
         }
     }
+}
+
+/// The interrupts of a run whose actions asked questions waiting for
+/// answers (spec/agents.md, "Permission requests"): the run is active, and
+/// the AG-UI run stops until they are answered (`resume`).
+async fn asked(
+    store: &std::sync::Arc<dyn opcode_runtime::store::EventStore>,
+    id: &str,
+) -> Result<Option<Stop>, ToolError> {
+    let pending = store
+        .decisions(
+            Some(id),
+            Some(opcode_runtime::store::DecisionStatus::Pending),
+        )
+        .await?;
+    let asks: Vec<_> = pending
+        .into_iter()
+        .filter(|d| opcode_runtime::summary::asked_by(&d.id).is_some())
+        .collect();
+    Ok((!asks.is_empty()).then_some(Stop::Suspended(asks)))
 }
 
 /// Does a log entry of this type end its step?

@@ -177,6 +177,7 @@ impl Inner {
             loaded: false,
             state: None,
             error: None,
+            asking: false,
         });
         let _ = self.appended.send(Arc::new(Appended {
             workflow_id,

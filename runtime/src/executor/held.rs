@@ -1,6 +1,7 @@
-//! Waiting for a run as an agent does: until it settles, or until a child
+//! Waiting for a run as an agent does: until it settles, until a child
 //! run below it suspends on a decision, which holds it (spec/mcp.md,
-//! "Decisions of child runs").
+//! "Decisions of child runs"), or until one of its actions asks a question
+//! (spec/agents.md, "Permission requests").
 
 use std::sync::Arc;
 
@@ -10,7 +11,8 @@ use super::{Change, ExecError, Executor, Until};
 use crate::store::{WorkflowState, WorkflowStatus};
 
 impl Executor {
-    /// Waits for run `id` to settle, or for a run below it to suspend;
+    /// Waits for run `id` to settle, for a run below it to suspend, or for
+    /// one of its actions to ask a question;
     /// answers the run's state when the settling commit read it.
     /// `children` must be taken (from [`Executor::changes`]) before
     /// whatever it waits for could happen, and so must `changes` when
@@ -32,6 +34,7 @@ impl Executor {
                     {
                         return;
                     }
+                    Ok(change) if change.asking && change.id == id => return,
                     Ok(_) | Err(RecvError::Lagged(_)) => {}
                     Err(RecvError::Closed) => std::future::pending::<()>().await,
                 }

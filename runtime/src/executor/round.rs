@@ -39,6 +39,8 @@ pub struct Round {
     pub perform: Vec<Effect>,
     /// Did the run start in this round?
     pub started: bool,
+    /// Did an action ask a question that opened a decision?
+    pub asked: bool,
 }
 
 impl Round {
@@ -55,6 +57,7 @@ impl Round {
             replies: Vec::new(),
             perform: Vec::new(),
             started: false,
+            asked: false,
         }
     }
 
@@ -122,6 +125,7 @@ impl Round {
                     self.perform.push(effect);
                 }
                 Effect::RequestDecision(ref request) => {
+                    self.asked |= matches!(cause, Event::ActionAsked(_));
                     self.decisions.push(DecisionChange::Ask(Box::new(
                         self.decision_row(request, plan),
                     )));
@@ -141,7 +145,9 @@ impl Round {
                         at: self.at.clone(),
                     });
                 }
-                Effect::Dispatch(_) | Effect::CancelDispatch { .. } => self.perform.push(effect),
+                Effect::Dispatch(_)
+                | Effect::CancelDispatch { .. }
+                | Effect::AnswerAction { .. } => self.perform.push(effect),
             }
         }
     }

@@ -436,6 +436,9 @@ impl RunTask {
             self.last_status = status;
             self.inner.publish(&self.id, status.into(), true, None);
         }
+        if round.asked {
+            self.inner.publish_asking(&self.id);
+        }
         for effect in std::mem::take(&mut round.perform) {
             self.perform(effect);
         }
@@ -558,6 +561,7 @@ impl RunTask {
             Event::ActionFinished { effect, .. } => {
                 self.inflight.get(effect).map(|(_, name)| name.clone())
             }
+            Event::ActionAsked(ask) => self.inflight.get(&ask.effect).map(|(_, n)| n.clone()),
             Event::TimerFired { timer } => self.timers.get(timer).and_then(|t| t.2.clone()),
             Event::DecisionResolved { decision, .. } | Event::DecisionCancelled { decision } => {
                 Some(decision.clone())
@@ -571,6 +575,7 @@ impl RunTask {
         match event {
             Event::ActionFinished { effect, .. } => {
                 self.inflight.remove(effect);
+                self.inner.asks.forget(&self.id, *effect);
             }
             Event::TimerFired { timer } => {
                 self.timers.remove(timer);
@@ -603,7 +608,13 @@ impl RunTask {
                 if let Some((handle, _)) = self.inflight.remove(&effect) {
                     handle.abort();
                 }
+                self.inner.asks.forget(&self.id, effect);
             }
+            Effect::AnswerAction {
+                effect,
+                key,
+                choice,
+            } => self.inner.asks.answer(&self.id, effect, &key, &choice),
             Effect::StartTimer {
                 timer, due, inst, ..
             } => {
@@ -655,6 +666,7 @@ impl RunTask {
         let mut runs = self.inner.runs();
         runs.remove(&self.id);
         self.inner.fences.leaving(&self.id);
+        self.inner.asks.forget_run(&self.id);
     }
 
     /// The run ended (or its channel closed).

@@ -6,10 +6,10 @@ use std::sync::Weak;
 
 use opcode_stdlib::exec::{BoxFuture, Call, Child, Services, child_workflow_id, template_file};
 use opcode_vm::error::ActionError;
-use opcode_vm::event::Event;
+use opcode_vm::event::{Ask, Event};
 use serde_json::{Value, json};
 
-use super::{ExecError, Inner, StartRequest, Until};
+use super::{Delivery, ExecError, Inner, StartRequest, Until};
 use crate::store::WorkflowStatus;
 
 /// A `workflow.emit` event.
@@ -173,6 +173,25 @@ impl Services for RuntimeServices {
                 reason: format!("a sibling of `{}` failed", call.step),
             };
             let _ = inner.deliver(&id, cancel).await;
+        })
+    }
+
+    fn ask<'a>(&'a self, call: &'a Call, ask: Ask) -> BoxFuture<'a, String> {
+        Box::pin(async move {
+            let Some(inner) = self.inner.upgrade() else {
+                return ask.default;
+            };
+            let (effect, key, default) = (call.effect, ask.key.clone(), ask.default.clone());
+            let answer = inner.asks.wait(&call.run_id, effect, &key);
+            let asked = inner
+                .deliver(&call.run_id, Event::ActionAsked(Box::new(ask)))
+                .await;
+            if !matches!(asked, Ok(Delivery::Applied)) {
+                // Refused (the call has ended, or the question is malformed),
+                // or not here to ask: nobody will answer.
+                inner.asks.answer(&call.run_id, effect, &key, &default);
+            }
+            answer.await.unwrap_or(default)
         })
     }
 }

@@ -189,6 +189,9 @@ pub struct Change {
     pub state: Option<Arc<WorkflowState>>,
     /// Why it left before settling (a write the store refused).
     pub error: Option<ExecError>,
+    /// An action of the run asked a question (spec/agents.md): the run
+    /// waits for an answer though its status stays `active`.
+    pub asking: bool,
 }
 
 /// How a waited-for run settled.

@@ -41,6 +41,8 @@ pub fn specs() -> Vec<ActionSpec> {
                 .opt("env", Ty::map(Ty::String), "environment variables of the agent's process")
                 .opt("session", Ty::String, "a session name: earlier turns of steps naming it are given with the task")
                 .opt("history", Ty::Int, "turns of the session given in full (0–50, default 10; older ones as a summary)")
+                .opt("permissions", Ty::one_of_strings(&["ask", "allow", "deny"]), "what the agent's permission requests get: asked as decisions of the run (default), or allowed or denied at once")
+                .opt("permission_timeout", Ty::Duration, "how long a permission decision waits before it is denied (default 5m, never past `timeout`)")
                 .output(output())
         })
         .collect()

@@ -4,16 +4,20 @@
 
 use std::process::Stdio;
 
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use opcode_vm::error::ActionError;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
 use super::entry::{Entry, Stdin};
 use super::observed::Observed;
+use super::permission::{self, Permissions, Policy};
 use super::protocol::{self, Event};
 use super::reader::Lines;
+use super::role::Role;
 use super::task::{Budget, Task};
 use super::transcript::Transcript;
 use crate::exec::{Call, Services};
@@ -38,6 +42,25 @@ pub type Outcome = (Ending, Observed, i32, Vec<String>);
 /// Lines of stderr kept for an error message.
 const STDERR_TAIL: usize = 5;
 
+/// Who the agent is, for the questions its permission requests ask.
+#[derive(Debug, Clone, Copy)]
+pub struct Asker<'a> {
+    /// The step's permission policy.
+    pub permissions: Permissions,
+    /// The call's role.
+    pub role: Role,
+    /// The settings entry that runs it.
+    pub agent: &'a str,
+}
+
+/// A permission request and its answer.
+struct Answered {
+    id: String,
+    action: String,
+    detail: Value,
+    answer: String,
+}
+
 /// Runs `command` (the sandboxed agent) to its end or its budget's.
 #[allow(
     clippy::too_many_arguments,
@@ -51,6 +74,7 @@ pub async fn drive(
     budget: &Budget,
     call: &Call,
     services: &dyn Services,
+    asker: Asker<'_>,
     transcript: &mut Transcript,
 ) -> Result<Outcome, ActionError> {
     command.process_group(0);
@@ -101,11 +125,13 @@ pub async fn drive(
     let mut observed = Observed::default();
     let mut stderr_tail: Vec<String> = Vec::new();
     let mut wrapped = false;
-    let send = async |line: serde_json::Value, transcript: &mut Transcript| {
+    let send = async |line: Value, transcript: &mut Transcript| {
         let text = line.to_string();
         transcript.line("stdin", &text).await;
         let _ = to_agent.send(format!("{text}\n"));
     };
+    // Permission requests waiting for their answers (asked of the run).
+    let mut asking = FuturesUnordered::new();
     let mut ending = Ending::Exited;
     while out_open || err_open {
         tokio::select! {
@@ -117,8 +143,20 @@ pub async fn drive(
                 transcript.line("stdout", &call.revealed.text(&text)).await;
                 let Some(event) = protocol::parse(entry.protocol, &text) else { continue };
                 if let Event::Permission { id, action, detail } = &event {
-                    send(json!({"type": "permission_response", "id": id, "answer": "deny"}), transcript).await;
-                    observed.permissions.push(json!({"id": id, "action": action, "detail": detail, "answer": "deny"}));
+                    // Without a channel for control lines nobody can answer.
+                    let policy = if keep_open { asker.permissions.policy } else { Policy::Deny };
+                    let (id, action, detail) = (id.clone(), action.clone(), detail.clone());
+                    if let Some(answer) = policy.immediate() {
+                        let done = Answered { id, action, detail, answer: answer.to_owned() };
+                        send(answered(&done, &mut observed, services, call), transcript).await;
+                    } else {
+                        publish_permission(services, call, &id, &action, None);
+                        let question = permission::question(call, asker.role, asker.agent, (&action, &detail), asker.permissions.timeout);
+                        asking.push(async move {
+                            let answer = services.ask(call, question).await;
+                            Answered { id, action, detail, answer }
+                        });
+                    }
                 }
                 let starts_step = matches!(event, Event::StepStart | Event::ToolStart { .. });
                 observed.apply(&event);
@@ -146,6 +184,9 @@ pub async fn drive(
                 if stderr_tail.len() > STDERR_TAIL {
                     stderr_tail.remove(0);
                 }
+            }
+            Some(done) = asking.next(), if !asking.is_empty() => {
+                send(answered(&done, &mut observed, services, call), transcript).await;
             }
             () = sleep_until(wrap_at), if !wrapped => {
                 wrapped = true;
@@ -217,14 +258,40 @@ fn publish(services: &dyn Services, call: &Call, event: &Event, seen: &Observed)
             "agent.step",
             json!({"steps": seen.steps, "tokens": tokens, "cost": cost}),
         ),
-        Event::Permission { id, action, .. } => (
-            "agent.permission",
-            json!({"id": id, "action": action, "answer": "deny"}),
-        ),
         Event::Compacted(summary) => ("agent.summary", json!({"summary": summary})),
         _ => return,
     };
     services.emit(call, kind, &call.revealed.value(&payload));
+}
+
+/// Keeps a permission request's answer in the result and publishes it;
+/// answers the line that tells the agent.
+fn answered(
+    done: &Answered,
+    observed: &mut Observed,
+    services: &dyn Services,
+    call: &Call,
+) -> Value {
+    publish_permission(services, call, &done.id, &done.action, Some(&done.answer));
+    let response = json!({"type": "permission_response", "id": done.id, "answer": done.answer});
+    observed
+        .permissions
+        .push(json!({"id": done.id, "action": done.action,
+                                     "detail": done.detail, "answer": done.answer}));
+    response
+}
+
+/// Publishes a permission request (`answer`: none while it is asked).
+fn publish_permission(
+    services: &dyn Services,
+    call: &Call,
+    id: &str,
+    action: &str,
+    answer: Option<&str>,
+) {
+    let payload = json!({"id": id, "action": action, "answer": answer,
+                         "state": if answer.is_some() { "answered" } else { "asked" }});
+    services.emit(call, "agent.permission", &call.revealed.value(&payload));
 }
 
 fn no_pipe() -> ActionError {

@@ -12,6 +12,7 @@ use super::AgentsConfig;
 use super::drive::{self, Ending};
 use super::entry::Entry;
 use super::home::CallDir;
+use super::permission::Permissions;
 use super::role::Role;
 use super::session::Session;
 use super::snapshot::Snapshot;
@@ -33,6 +34,7 @@ pub async fn run(
     let role = Role::of(&call.action)?;
     let (name, entry) = agents.entry(call.str("agent"))?;
     let budget = Budget::of(call, role)?;
+    let permissions = Permissions::of(call, &budget)?;
     let mut policy = policy(call, role, entry, isolation, base)?;
     let workspace = policy
         .workspace
@@ -110,6 +112,11 @@ pub async fn run(
         &budget,
         call,
         services,
+        drive::Asker {
+            permissions,
+            role,
+            agent: name,
+        },
         &mut transcript,
     )
     .await;

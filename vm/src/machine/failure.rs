@@ -172,7 +172,7 @@ impl Vm {
         };
         match wait {
             Wait::Action(effect) => {
-                if self.inflight.remove(&effect).is_some() {
+                if self.drop_flight(effect).is_some() {
                     self.emit(Effect::CancelDispatch { effect });
                 }
             }
@@ -265,7 +265,7 @@ impl Vm {
         }
         let effects: Vec<u64> = self.inflight.keys().copied().collect();
         for effect in effects {
-            self.inflight.remove(&effect);
+            self.drop_flight(effect);
             self.emit(Effect::CancelDispatch { effect });
         }
         let decisions: Vec<String> = self.decisions.keys().cloned().collect();

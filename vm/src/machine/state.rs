@@ -1,5 +1,6 @@
 //! The VM's state types: run and step statuses, frames, instances, waits.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -296,6 +297,18 @@ pub struct Instance {
 pub struct Inflight {
     /// The dispatch, kept to re-issue it after a replay.
     pub dispatch: Arc<Dispatch>,
+    /// The questions it asked, by key: the decision each opened, and its
+    /// answer once given (kept for a re-run of the dispatch that asks again).
+    pub asks: BTreeMap<String, Asked>,
+}
+
+/// A question an action in flight asked.
+#[derive(Debug, Clone)]
+pub struct Asked {
+    /// The decision it opened.
+    pub decision: String,
+    /// The answer, once given.
+    pub answer: Option<String>,
 }
 
 /// A running timer.
@@ -316,6 +329,9 @@ pub struct PendingDecision {
     pub request: Arc<DecisionRequest>,
     /// Its timeout timer.
     pub timer: Option<TimerId>,
+    /// For a question an action asked: the dispatch and the question's key
+    /// (its answer goes to the action, the step keeps running).
+    pub asked_by: Option<(EffectId, String)>,
 }
 
 /// Where the run is.

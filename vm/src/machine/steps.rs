@@ -180,6 +180,7 @@ impl Vm {
             effect,
             super::state::Inflight {
                 dispatch: Arc::clone(&dispatch),
+                asks: std::collections::BTreeMap::new(),
             },
         );
         self.set_wait(key, Wait::Action(effect));
@@ -261,6 +262,7 @@ impl Vm {
             PendingDecision {
                 request: Arc::clone(&request),
                 timer,
+                asked_by: None,
             },
         );
         if let Some(inst) = self.inst_mut(key) {

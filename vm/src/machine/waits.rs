@@ -9,7 +9,7 @@ use super::steps::signal_output;
 use crate::codes;
 use crate::effect::{Effect, InstRef};
 use crate::error::{ActionError, Rejected};
-use crate::event::{EffectId, Resolution};
+use crate::event::{EffectId, Resolution, TimerId};
 use crate::host::Host;
 
 impl Vm {
@@ -20,7 +20,7 @@ impl Vm {
         result: &Result<Value, ActionError>,
         host: &dyn Host,
     ) {
-        let Some(flight) = self.inflight.remove(&effect) else {
+        let Some(flight) = self.drop_flight(effect) else {
             return;
         };
         let key = flight.dispatch.inst.clone();
@@ -160,13 +160,17 @@ impl Vm {
         Ok(())
     }
 
-    /// A decision was made: the reasoning step completes with the resolution.
+    /// A decision was made: the reasoning step completes with the
+    /// resolution (or the action that asked the question gets the answer).
     pub(super) fn decision_resolved(&mut self, id: &str, resolution: &Resolution, host: &dyn Host) {
         let Some(pending) = self.decisions.remove(id) else {
             return;
         };
         if let Some(t) = pending.timer {
             self.cancel_timer(t);
+        }
+        if let Some((effect, key)) = &pending.asked_by {
+            return self.answer_action(*effect, key, &resolution.choice);
         }
         let key = pending.request.inst.clone();
         if let Some(inst) = self.inst_mut(&key) {
@@ -175,7 +179,8 @@ impl Vm {
         self.complete(&key, resolution_output(resolution), host);
     }
 
-    /// A decision was cancelled: its step is skipped and the run goes on.
+    /// A decision was cancelled: its step is skipped and the run goes on
+    /// (a question an action asked is answered with its default).
     pub(super) fn decision_cancelled(&mut self, id: &str, host: &dyn Host) {
         let Some(pending) = self.decisions.remove(id) else {
             return;
@@ -184,18 +189,31 @@ impl Vm {
             self.cancel_timer(t);
         }
         self.emit(Effect::CancelDecision { id: id.to_owned() });
+        if let Some((effect, key)) = &pending.asked_by {
+            let choice = pending.request.fallback.clone().unwrap_or_default();
+            return self.answer_action(*effect, key, &choice);
+        }
         let key = pending.request.inst.clone();
         self.set_wait(&key, Wait::Nothing);
         self.skip(&key, "decision_cancelled", host);
     }
 
-    /// A decision's timeout passed: take the fallback, or fail the step.
-    pub(super) fn decision_timed_out(&mut self, key: &InstRef, host: &dyn Host) {
-        let id = self.instance_name(key);
+    /// A decision's timeout (`timer`) passed: take the fallback, or fail
+    /// the step (a question an action asked is answered with its default).
+    pub(super) fn decision_timed_out(&mut self, timer: TimerId, key: &InstRef, host: &dyn Host) {
+        let id = self
+            .decisions
+            .iter()
+            .find(|(_, d)| d.timer == Some(timer))
+            .map_or_else(|| self.instance_name(key), |(id, _)| id.clone());
         let Some(pending) = self.decisions.remove(&id) else {
             return;
         };
         self.emit(Effect::CancelDecision { id: id.clone() });
+        if let Some((effect, ask)) = &pending.asked_by {
+            let choice = pending.request.fallback.clone().unwrap_or_default();
+            return self.answer_action(*effect, ask, &choice);
+        }
         if let Some(choice) = pending.request.fallback.clone() {
             let resolution = Resolution {
                 choice,

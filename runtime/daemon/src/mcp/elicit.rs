@@ -70,7 +70,7 @@ impl Elicitor {
                             || appended
                                 .entries
                                 .iter()
-                                .any(|e| e.event_type == "decision_requested");
+                                .any(|e| e.event_type == "action_asked");
                         if asks {
                             following.ask_run(Some(&appended.workflow_id)).await;
                         }

@@ -33,16 +33,28 @@ pub async fn detailed(api: &Api, id: &str, terse: bool) -> Result<DetailedTask, 
     let row = row(api, id).await?;
     let payload = match row.status {
         // Quarantined runs wait for someone to resume or cancel them.
-        WorkflowStatus::Pending | WorkflowStatus::Active | WorkflowStatus::Quarantined => {
-            TaskPayload::Working
+        WorkflowStatus::Pending | WorkflowStatus::Quarantined => TaskPayload::Working,
+        // A run whose actions asked questions (spec/agents.md) waits for
+        // their answers while it stays active.
+        WorkflowStatus::Active => {
+            let asks: Vec<DecisionRow> = pending(api, id)
+                .await?
+                .into_iter()
+                .filter(|d| opcode_runtime::summary::asked_by(&d.id).is_some())
+                .collect();
+            if asks.is_empty() {
+                TaskPayload::Working
+            } else {
+                TaskPayload::InputRequired {
+                    input_requests: asks
+                        .iter()
+                        .filter_map(|d| Some((d.id.clone(), ask(d)?)))
+                        .collect::<InputRequests>(),
+                }
+            }
         }
         WorkflowStatus::Suspended => {
-            let pending = api
-                .executor()
-                .store()
-                .decisions(Some(id), Some(DecisionStatus::Pending))
-                .await
-                .map_err(|e| super::internal(e.into()))?;
+            let pending = pending(api, id).await?;
             if pending.is_empty() {
                 // Waiting for a named signal, or halted by its deadline:
                 // nothing a client can answer through the task.
@@ -269,6 +281,15 @@ fn base(row: &WorkflowRow, status: TaskStatus) -> Task {
         row.updated_at.clone(),
     )
     .with_poll_interval_ms(POLL_MS)
+}
+
+/// The pending decisions of run `id`.
+async fn pending(api: &Api, id: &str) -> Result<Vec<DecisionRow>, ErrorData> {
+    api.executor()
+        .store()
+        .decisions(Some(id), Some(DecisionStatus::Pending))
+        .await
+        .map_err(|e| super::internal(e.into()))
 }
 
 async fn row(api: &Api, id: &str) -> Result<WorkflowRow, ErrorData> {
