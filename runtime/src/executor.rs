@@ -462,6 +462,7 @@ impl Inner {
             agent_id: request.agent_id.clone(),
             parent_id: request.parent_id.clone(),
             workspace: workspace.as_ref().map(|w| w.to_string_lossy().into_owned()),
+            session_id: request.session_id.clone(),
             max_loop_iterations: Some(self.config.limits.loop_iterations),
             rerun_of: request.rerun.as_ref().map(|(of, _)| of.clone()),
             carried: request

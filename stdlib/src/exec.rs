@@ -45,6 +45,8 @@ pub struct Call {
     /// The run's workspace: where relative paths resolve and sandboxed
     /// processes work (none: the embedding's directory).
     pub workspace: Option<PathBuf>,
+    /// The session the run belongs to (spec/agents.md, "Sessions").
+    pub session: Option<String>,
     /// The action's full name.
     pub action: String,
     /// Parameters, secrets resolved.
@@ -103,6 +105,7 @@ impl Call {
             agent_id: agent_id.map(str::to_owned),
             template: None,
             workspace: None,
+            session: None,
             action: dispatch.action.clone(),
             params,
             scope: dispatch.scope.clone(),

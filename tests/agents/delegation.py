@@ -28,7 +28,7 @@ from raw import Session  # noqa: E402
 API = "sk-agent-" + secrets.token_hex(8)
 
 SANDBOX_USER = 65534
-TEMPLATES = ["scout", "worker", "pair", "budget", "runner", "oc", "broken", "ask", "secret", "slow", "session", "delegated-change"]
+TEMPLATES = ["scout", "worker", "pair", "budget", "runner", "oc", "broken", "ask", "secret", "slow", "session", "chat", "delegated-change"]
 
 
 def world(nonce):
@@ -442,6 +442,29 @@ def main(binary):
                 expect.that(squeezed.get("summary") == "recalled swordfish" and squeezed["session"]["compacted"]
                             and squeezed["session"]["turns"] == 0, f"history 0, compacted: {squeezed}")
                 expect.section("session memory: a later turn gets the earlier ones, bounded, other sessions not")
+
+                call(daemon, "opcode.define", {"name": "chat", "definition": {"steps": [
+                    step("talk", "scout", ["say the tide turns at noon"], repo),
+                    {"id": "where", "action": "workflow.log", "depends_on": ["talk"],
+                     "params": {"message": "session ${{workflow.session_id}}"}}]}})
+                first = call(daemon, "opcode.run", {"template_name": "chat", "session_id": f"run-{nonce}"})
+                call(daemon, "opcode.define", {"name": "chat", "definition": {"steps": [
+                    step("talk", "scout", ["recall tide"], repo)]}})
+                second = call(daemon, "opcode.run", {"template_name": "chat", "session_id": f"run-{nonce}",
+                                                     "include": ["outputs"]})
+                alone = call(daemon, "opcode.run", {"template_name": "chat", "include": ["outputs"]})
+                named = call(daemon, "opcode.query", {"resource": "events", "filter": {
+                    "workflow_id": first["workflow_id"], "event_type": "step_started", "step_id": "where"}})
+                expect.that(first.get("status") == "completed"
+                            and output(second, "talk").get("summary") == "recalled tide"
+                            and output(second, "talk").get("session", {}).get("id") == f"run-{nonce}",
+                            f"a run's session_id: {json.dumps(second)[:1500]}")
+                expect.that(output(alone, "talk").get("summary") == "forgot tide", f"without a session: {alone}")
+                expect.that(f"session run-{nonce}" in json.dumps(named), f"workflow.session_id: {named}")
+                refused = call(daemon, "opcode.run", {"template_name": "chat", "session_id": "../etc"})
+                expect.that("R0122" in json.dumps(refused), f"a session_id that names a path: {refused}")
+                expect.section("a run's session_id: its agent steps share the session's turns; "
+                               "workflow.session_id reads it")
 
                 example = json.load(open(os.path.join(os.path.dirname(__file__), "..", "..", "examples",
                                                       "delegated-change", "workflow.json")))

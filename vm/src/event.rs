@@ -59,6 +59,10 @@ pub struct RunMeta {
     /// that its replay takes the same path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_loop_iterations: Option<u64>,
+    /// The conversation the run belongs to: delegated agents' steps of
+    /// runs in one session get its earlier turns (spec/agents.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
     /// The failed run this one re-runs from its failed step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rerun_of: Option<String>,

@@ -253,6 +253,7 @@ impl Vm {
         map.insert("agent_id".into(), opt(&meta.agent_id));
         map.insert("parent_id".into(), opt(&meta.parent_id));
         map.insert("workspace".into(), opt(&meta.workspace));
+        map.insert("session_id".into(), opt(&meta.session_id));
         map.insert("started_at".into(), rfc3339(self.started_at).into());
         map.insert("error".into(), Value::Null);
         Value::Object(map)

@@ -32,6 +32,7 @@ pub const WORKFLOW_FIELDS: &[&str] = &[
     "template_version",
     "agent_id",
     "parent_id",
+    "session_id",
     "workspace",
     "started_at",
     "error",

@@ -43,6 +43,8 @@ pub struct Who<'a> {
     pub template: Option<&'a str>,
     /// The run's workspace.
     pub workspace: Option<&'a std::path::Path>,
+    /// The session the run belongs to.
+    pub session: Option<&'a str>,
     /// Every secret the run may reveal.
     pub secrets: &'a [String],
 }
@@ -131,6 +133,7 @@ impl Caller {
         }
         call.template = who.template.map(str::to_owned);
         call.workspace = who.workspace.map(std::path::Path::to_path_buf);
+        call.session = who.session.map(str::to_owned);
         if let Err(e) = self.ensure_workspace(&call) {
             return Finished::alone(Err(e));
         }

@@ -157,6 +157,8 @@ pub struct RunFacts {
     pub workspace: Option<PathBuf>,
     /// Is it a child run?
     pub child: bool,
+    /// The session it belongs to.
+    pub session: Option<String>,
     /// Every secret it may reveal: those its program names and those its
     /// parent passed. Their values are masked in all its actions' results.
     pub secrets: Vec<String>,
@@ -183,6 +185,7 @@ impl RunFacts {
             template: meta.template_name.clone(),
             workspace: meta.workspace.as_ref().map(PathBuf::from),
             child: meta.parent_id.is_some(),
+            session: meta.session_id.clone(),
             secrets,
         }
     }
@@ -195,6 +198,7 @@ impl RunFacts {
             agent_id: self.agent_id.as_deref(),
             template: self.template.as_deref(),
             workspace: self.workspace.as_deref(),
+            session: self.session.as_deref(),
             secrets: &self.secrets,
         }
     }

@@ -249,6 +249,7 @@ async fn start_child(
         template_version,
         base_dir: origin.and_then(|p| p.parent().map(PathBuf::from)),
         workspace: call.workspace.clone(),
+        session_id: call.session.clone(),
         secrets: child.secrets.to_vec(),
         ..StartRequest::default()
     };

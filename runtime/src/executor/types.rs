@@ -171,6 +171,8 @@ pub struct StartRequest {
     /// The caller shows the run's state once it settles: it is read with
     /// the commit that settles the run and comes with [`Settled`].
     pub report_state: bool,
+    /// The session the run belongs to (a child's is its parent's).
+    pub session_id: Option<String>,
     /// The failed run this one re-runs from its failed step, and the
     /// outputs of that run's completed steps, kept (`crate::rerun`).
     pub rerun: Option<(String, BTreeMap<String, Value>)>,

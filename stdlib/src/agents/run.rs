@@ -61,7 +61,7 @@ pub async fn run(
         owner,
     )?;
     let scratch = (role == Role::Runner).then(|| dir.scratch());
-    let session = Session::of(&call.params, &agents.sessions)?;
+    let session = Session::of(&call.params, call.session.as_deref(), &agents.sessions)?;
     let prefix = session.as_ref().map(Session::prefix).unwrap_or_default();
     let task = task::build(
         call,

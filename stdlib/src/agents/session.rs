@@ -24,6 +24,17 @@ const MAX_KEPT: usize = 200;
 /// The most bytes of the compacted summary of older turns.
 const MAX_COMPACTED: usize = 4 << 10;
 
+/// Is `id` a session name: 1 to 128 letters, digits, `-`, `_` or `.`, not
+/// starting with a dot (it names a file)?
+pub fn valid_name(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
 /// A session a call belongs to.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -44,20 +55,19 @@ pub struct Prefix {
 }
 
 impl Session {
-    /// The session `call` names (`session`, `history`), kept under `dir`.
-    pub fn of(params: &Value, dir: &Path) -> Result<Option<Session>, ActionError> {
-        let Some(id) = params.get("session").filter(|v| !v.is_null()) else {
-            return Ok(None);
+    /// The session a call belongs to (its `session` parameter, else its
+    /// run's session) with its `history`, kept under `dir`.
+    pub fn of(
+        params: &Value,
+        run_session: Option<&str>,
+        dir: &Path,
+    ) -> Result<Option<Session>, ActionError> {
+        let id = match params.get("session").filter(|v| !v.is_null()) {
+            Some(id) => id.as_str(),
+            None if run_session.is_some() => run_session,
+            None => return Ok(None),
         };
-        let id = id.as_str().filter(|id| {
-            !id.is_empty()
-                && id.len() <= 128
-                && !id.starts_with('.')
-                && id
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        });
-        let Some(id) = id else {
+        let Some(id) = id.filter(|id| valid_name(id)) else {
             return Err(ActionError::validation(
                 "`session` is a name of 1 to 128 letters, digits, `-`, `_` or `.`",
             ));
@@ -204,7 +214,7 @@ mod tests {
     fn recent_turns_in_full_older_ones_compacted_a_rerun_replaced() {
         let dir = tempfile::tempdir().unwrap();
         let params = json!({"session": "s1", "history": 2});
-        let session = Session::of(&params, dir.path()).unwrap().unwrap();
+        let session = Session::of(&params, None, dir.path()).unwrap().unwrap();
         assert_eq!(session.prefix(), Prefix::default());
         for n in 1..=3 {
             let turn = json!({"role": "worker", "prompt": format!("task {n}"), "summary": format!("did {n}. More words.")});
@@ -241,7 +251,16 @@ mod tests {
             "{}",
             prefix.text
         );
-        assert!(Session::of(&json!({"session": "../x"}), dir.path()).is_err());
-        assert!(Session::of(&json!({"session": "s", "history": 99}), dir.path()).is_err());
+        assert!(Session::of(&json!({"session": "../x"}), None, dir.path()).is_err());
+        assert!(Session::of(&json!({"session": "s", "history": 99}), None, dir.path()).is_err());
+        let run = Session::of(&json!({}), Some("chat-1"), dir.path()).unwrap();
+        assert_eq!(
+            run.unwrap().id(),
+            "chat-1",
+            "the run's session when the step names none"
+        );
+        let step = Session::of(&json!({"session": "mine"}), Some("chat-1"), dir.path()).unwrap();
+        assert_eq!(step.unwrap().id(), "mine", "the step's own session first");
+        assert!(Session::of(&json!({}), None, dir.path()).unwrap().is_none());
     }
 }

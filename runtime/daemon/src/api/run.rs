@@ -19,6 +19,7 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
     let version = args.opt_version("version")?;
     let agent_id = args.opt_str("agent_id")?;
     let wait = args.opt_bool("wait")?.unwrap_or(true);
+    let session_id = session_of(args)?;
     let asked = Asked::from_args(args, api.inline_limit)?;
     let given = args
         .opt_object("params")?
@@ -34,6 +35,7 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
         let mut request = template_request(&api.exec, &template, &given, agent_id, None)?;
         // The run's state is read with the commit that settles it.
         request.report_state = wait;
+        request.session_id.clone_from(&session_id);
         request.template_latest = version.is_none();
         match api.exec.start(request).await {
             // Another process defined a newer version: read it and go again.
@@ -56,6 +58,22 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
         .await
         .map_err(|e| ToolError::from(e).with_details(json!({ "workflow_id": id })))?;
     render(api, &id, state, &asked).await
+}
+
+/// The `session_id` argument, checked: a session name (spec/agents.md).
+fn session_of(args: &Args) -> Result<Option<String>, ToolError> {
+    let Some(id) = args.opt_str("session_id")? else {
+        return Ok(None);
+    };
+    if !opcode_stdlib::agents::session::valid_name(id) {
+        return Err(ToolError::new(
+            codes::R0122,
+            format!(
+                "`session_id` is a name of 1 to 128 letters, digits, `-`, `_` or `.` (not starting with `.`), not `{id}`"
+            ),
+        ));
+    }
+    Ok(Some(id.to_owned()))
 }
 
 /// Starts a run of `template` with `given` params (validated, defaults

@@ -156,6 +156,7 @@ fn build() -> Vec<ToolSpec> {
                     "version": version,
                     "params": {"type": "object", "description": "The workflow's inputs, checked against the template's input_schema."},
                     "agent_id": agent,
+                    "session_id": text("A conversation this run belongs to: delegated agents' steps of runs in one session get its earlier turns; the workflow reads it as workflow.session_id."),
                     "wait": {"type": "boolean", "description": "Wait until the run completes, fails or suspends (default true); false returns its workflow_id at once."}
                 })),
                 "required": ["template_name"]
