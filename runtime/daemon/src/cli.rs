@@ -14,6 +14,7 @@ mod secret;
 mod serve;
 mod signal;
 mod skill;
+mod stacks;
 
 use clap::{Parser, Subcommand};
 

@@ -8,7 +8,8 @@
 //! - [`metrics`], [`otel`]: Prometheus metrics and OpenTelemetry traces;
 //! - [`plugins`]: MCP servers whose tools become actions;
 //! - [`scheduler`]: cron schedules firing runs;
-//! - [`settings`]: `~/.opcode/settings.json` and the environment.
+//! - [`settings`]: `~/.opcode/settings.json` and the environment;
+//! - [`tenants`]: the settings' tenants, each an engine of its own.
 //!
 //! The `opcode` binary (`src/main.rs`, `src/cli/`) is a thin shell over these.
 #![warn(missing_docs)]
@@ -25,3 +26,4 @@ pub mod plugins;
 pub mod scheduler;
 pub mod serve;
 pub mod settings;
+pub mod tenants;

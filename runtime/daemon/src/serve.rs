@@ -9,6 +9,7 @@ pub mod guard;
 pub mod hooks;
 pub mod sessions;
 pub mod sse;
+pub mod tenancy;
 pub mod throttle;
 
 use std::net::SocketAddr;

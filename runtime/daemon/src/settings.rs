@@ -24,11 +24,14 @@ pub struct OwnFiles {
     pub settings: PathBuf,
     /// The vault's passphrase file.
     pub vault_key: Option<PathBuf>,
+    /// Other tenants' folders (spec/security.md, "Tenants").
+    pub others: Vec<PathBuf>,
 }
 
 impl OwnFiles {
     /// The paths to hide: these files (the database with its journal,
-    /// WAL and shared memory) and the data directory.
+    /// WAL and shared memory), the data directory, and other tenants'
+    /// folders.
     pub fn hidden(&self, data_dir: &Path) -> Vec<PathBuf> {
         let mut paths = vec![data_dir.to_path_buf(), self.settings.clone()];
         if let Some(db) = &self.db {
@@ -39,6 +42,7 @@ impl OwnFiles {
             }
         }
         paths.extend(self.vault_key.iter().cloned());
+        paths.extend(self.others.iter().cloned());
         let absolute = |p: PathBuf| {
             if p.is_absolute() {
                 p
@@ -132,6 +136,10 @@ pub struct Settings {
     /// protocol, …}}` (file only; spec/agents.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agents: Option<serde_json::Value>,
+    /// Tenants: `{name: {tokens, db?, grants?}}`, each with a database and
+    /// everything in it of its own (file only; spec/security.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenants: Option<serde_json::Value>,
 }
 
 impl Settings {
@@ -183,6 +191,7 @@ impl Settings {
             open_probes: get("OPCODE_OPEN_PROBES")
                 .map(|v| matches!(v.as_str(), "true" | "1" | "yes" | "on")),
             agents: None,
+            tenants: None,
         }
     }
 
@@ -212,6 +221,7 @@ impl Settings {
             elicit_decisions: over.elicit_decisions.or(self.elicit_decisions),
             open_probes: over.open_probes.or(self.open_probes),
             agents: over.agents.or(self.agents),
+            tenants: over.tenants.or(self.tenants),
         }
     }
 
@@ -294,13 +304,13 @@ impl Settings {
     }
 
     /// The delegated agents: the settings' entries, transcripts and
-    /// sessions kept in `<data_dir>/agents/`, calls' homes in
-    /// [`Settings::agent_calls`].
-    pub fn agents(&self, data_dir: &Path) -> Result<AgentsConfig, String> {
+    /// sessions kept in `<data_dir>/agents/`, calls' homes in `calls`
+    /// ([`Settings::agent_calls`] for the operator's).
+    pub fn agents(&self, data_dir: &Path, calls: PathBuf) -> Result<AgentsConfig, String> {
         Ok(AgentsConfig {
             entries: AgentsConfig::parse(self.agents.as_ref())?,
             transcripts: data_dir.join("agents").join("transcripts"),
-            calls: Settings::agent_calls(data_dir),
+            calls,
             sessions: data_dir.join("agents").join("sessions"),
         })
     }
@@ -320,6 +330,11 @@ impl Settings {
     /// The run-time bounds (spec/limits.md).
     pub fn limits(&self) -> Result<Limits, String> {
         Limits::parse(self.limits.as_ref())
+    }
+
+    /// The tenants (none unless the settings name some).
+    pub fn tenants(&self) -> Result<Vec<crate::tenants::Tenant>, String> {
+        crate::tenants::parse(self.tenants.as_ref(), self.token.as_deref())
     }
 
     /// The configured plugins.

@@ -32,7 +32,7 @@ fn memory_api() -> Api {
 
 async fn serve_api(api: Api, token: Option<&str>, panel: bool) -> String {
     let guard = Guard {
-        token: token.map(str::to_owned),
+        tokens: token.map(str::to_owned).into_iter().collect(),
         ..Guard::default()
     };
     serve_guarded(api, guard, panel).await
@@ -467,7 +467,7 @@ async fn probes_may_answer_without_the_token() {
     let http = client();
     for open_probes in [true, false] {
         let guard = Guard {
-            token: Some(TOKEN.into()),
+            tokens: vec![TOKEN.into()],
             open_probes,
             ..Guard::default()
         };

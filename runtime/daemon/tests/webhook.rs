@@ -47,7 +47,7 @@ async fn daemon() -> (String, Api, Arc<MemoryStore>) {
         Config::default(),
     ));
     let guard = Gate::new(Guard {
-        token: Some(TOKEN.into()),
+        tokens: vec![TOKEN.into()],
         ..Guard::default()
     });
     let app = serve::router(api.clone(), None, guard, &CancellationToken::new(), None)

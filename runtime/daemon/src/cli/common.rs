@@ -80,6 +80,7 @@ impl DbArgs {
             db: database.file().map(Path::to_path_buf),
             settings: Settings::file_in(&home()),
             vault_key: self.vault_key_file.clone(),
+            others: Vec::new(),
         };
         executor(store.clone(), false, None, &files).await
     }
@@ -104,6 +105,28 @@ pub fn home() -> PathBuf {
     std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from)
 }
 
+/// Where one engine of the daemon keeps what it makes: the operator's, or
+/// a tenant's (spec/security.md, "Tenants").
+#[derive(Debug, Clone)]
+pub struct Area {
+    /// Its data directory (transcripts, sessions; fresh workspaces when
+    /// not root).
+    pub data_dir: PathBuf,
+    /// Where its delegated agents' homes are made.
+    pub agent_calls: PathBuf,
+}
+
+impl Area {
+    /// The operator's: `~/.opcode`.
+    pub fn operator() -> Area {
+        let data_dir = home().join(".opcode");
+        Area {
+            agent_calls: Settings::agent_calls(&data_dir),
+            data_dir,
+        }
+    }
+}
+
 /// An executor over `store`, with the vault when a passphrase is set, and
 /// the isolation, workspaces and breakers of `settings` (default: the
 /// settings file); `adopt` lets it pick up other workflows' due timers and
@@ -114,19 +137,21 @@ pub async fn executor(
     settings: Option<&Settings>,
     files: &OwnFiles,
 ) -> Result<Executor, Exit> {
-    executor_and_vault(store, adopt, false, settings, files)
+    executor_and_vault(store, adopt, false, settings, files, &Area::operator())
         .await
         .map(|(exec, _)| exec)
 }
 
 /// [`executor`], and the vault it reads secrets from (if one is open);
-/// `take_over` runs whose lease lapsed (a daemon on a shared database).
+/// `take_over` runs whose lease lapsed (a daemon on a shared database);
+/// it keeps what it makes in `area`.
 pub async fn executor_and_vault(
     store: Arc<dyn EventStore>,
     adopt: bool,
     take_over: bool,
     settings: Option<&Settings>,
     files: &OwnFiles,
+    area: &Area,
 ) -> Result<(Executor, Option<Arc<Vault>>), Exit> {
     let from_file;
     let settings = if let Some(settings) = settings {
@@ -135,12 +160,13 @@ pub async fn executor_and_vault(
         from_file = Settings::load(&files.settings).map_err(fail)?;
         &from_file
     };
-    let data_dir = home().join(".opcode");
-    let workspaces = settings.workspaces(&data_dir).map_err(fail)?;
-    let mut hidden = files.hidden(&data_dir);
-    hidden.push(Settings::agent_calls(&data_dir));
+    let workspaces = settings.workspaces(&area.data_dir).map_err(fail)?;
+    let mut hidden = files.hidden(&Area::operator().data_dir);
+    hidden.push(area.agent_calls.clone());
     let isolation = settings.isolation(hidden, &workspaces).map_err(fail)?;
-    let agents = settings.agents(&data_dir).map_err(fail)?;
+    let agents = settings
+        .agents(&area.data_dir, area.agent_calls.clone())
+        .map_err(fail)?;
     // What a killed process left running must not overlap the steps
     // this executor dispatches again.
     let swept = opcode_stdlib::isolation::cgroup::sweep(&isolation.cgroup_root());

@@ -2,21 +2,27 @@
 //! which writes the settings file.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use opcode_daemon::api::Api;
 use opcode_daemon::panel::Panel;
 use opcode_daemon::plugins::Plugins;
 use opcode_daemon::serve::guard::valid_token;
 use opcode_daemon::serve::{self, Gate, Guard, SharedGuard};
-use opcode_daemon::settings::{OwnFiles, Settings};
+use opcode_daemon::settings::Settings;
 use opcode_runtime::store::Durability;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::reload;
 
-use super::common::{Database, Exit, executor_and_vault, home};
+use super::common::{Database, Exit, home};
+use super::stacks::{self, Stack};
+use opcode_daemon::plugins::PluginConfig;
+use opcode_daemon::serve::tenancy::TenantRoutes;
+use opcode_daemon::tenants::Tenant;
+use opcode_runtime::Executor;
+use opcode_runtime::executor::Background;
 
 /// How long the daemon waits for its plugins to come up before serving.
 const PLUGIN_START_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
@@ -83,8 +89,9 @@ impl Args {
     }
 }
 
-/// The guard the settings describe.
-fn guard_of(settings: &Settings, listen: &SocketAddr) -> Guard {
+/// The guard the settings describe, for the operator's routes or for
+/// `tenant`'s (its tokens instead of the operator's).
+fn guard_of(settings: &Settings, listen: &SocketAddr, tenant: Option<&Tenant>) -> Guard {
     let mut hosts = Vec::new();
     let mut origins = settings.allowed_origins.clone();
     if let Some(base) = &settings.base_url {
@@ -101,7 +108,10 @@ fn guard_of(settings: &Settings, listen: &SocketAddr) -> Guard {
     Guard {
         hosts,
         origins,
-        token: settings.token.clone(),
+        tokens: tenant.map_or_else(
+            || settings.token.iter().cloned().collect(),
+            |t| t.tokens.clone(),
+        ),
         open_probes: settings.open_probes.unwrap_or(false),
     }
 }
@@ -189,9 +199,9 @@ pub async fn serve(args: Args) -> Exit {
         Ok(db) => db,
         Err(message) => return refuse(message),
     };
-    let store = match db.open(durability).await {
-        Ok(store) => store,
-        Err(message) => return refuse(message),
+    let tenants = match settings.tenants() {
+        Ok(tenants) => tenants,
+        Err(e) => return refuse(e),
     };
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
@@ -201,62 +211,58 @@ pub async fn serve(args: Args) -> Exit {
         Ok(plugins) => plugins,
         Err(e) => return refuse(e),
     };
-    // A database on a server is shared by daemons that take over the runs
-    // of one that died or froze.
-    let shared = matches!(db, Database::Server(_));
-    let files = OwnFiles {
-        db: db.file().map(Path::to_path_buf),
-        settings: args.config_path(),
-        vault_key: settings.vault_key_file.clone(),
-    };
-    let (exec, vault) = match executor_and_vault(store, true, shared, Some(&settings), &files).await
-    {
-        Ok(made) => made,
-        Err(exit) => return exit,
-    };
-    let shutdown = CancellationToken::new();
-    // Plugins first: recovered workflows may call their tools.
-    let plugins = Plugins::start(plugins, &exec, &shutdown, PLUGIN_START_WAIT).await;
-    let _background = exec.background();
-    match exec.recover().await {
-        Ok(resumed) if !resumed.is_empty() => {
-            tracing::info!(count = resumed.len(), workflows = ?resumed, "resumed interrupted workflows");
-        }
-        Ok(_) => {}
-        Err(e) => tracing::error!(error = %e, "recovery failed"),
-    }
-    if let Some(endpoint) = &settings.otel_endpoint {
-        match opcode_daemon::otel::start(&exec, endpoint, shutdown.clone()) {
-            Ok(()) => tracing::info!(%endpoint, "exporting traces"),
-            Err(e) => return refuse(e),
-        }
-    }
-    let guard: SharedGuard = Gate::new(guard_of(&settings, &listen));
     let inline_limit = match settings.inline_limit() {
         Ok(limit) => limit.unwrap_or(opcode_daemon::api::DEFAULT_INLINE_LIMIT),
         Err(e) => return refuse(e),
     };
-    let api = Api::new(exec.clone())
-        .with_plugins(plugins)
-        .with_inline_limit(inline_limit)
-        .with_elicit_decisions(settings.elicit_decisions.unwrap_or(false));
-    tokio::spawn(opcode_daemon::scheduler::run(
-        exec.clone(),
-        api.metrics().clone(),
-        shutdown.clone(),
-    ));
-    let panel = settings
-        .panel
-        .unwrap_or(true)
-        .then(|| Panel::new(api.clone(), vault, guard.clone(), secure_cookies(&settings)));
-    let app = serve::router(
-        api,
-        settings.base_url.clone(),
-        guard.clone(),
-        &shutdown,
-        panel,
+    // Every engine is made (and what dead processes left in sandboxes
+    // swept) before any of them recovers a run.
+    let stacks = match stacks::open(
+        &settings,
+        db.clone(),
+        durability,
+        &args.config_path(),
+        tenants,
+    )
+    .await
+    {
+        Ok(stacks) => stacks,
+        Err(exit) => return exit,
+    };
+    let shutdown = CancellationToken::new();
+    let surroundings = Surroundings {
+        settings: &settings,
+        listen,
+        plugins: &plugins,
+        inline_limit,
+        shutdown: &shutdown,
+    };
+    let mut served = Vec::with_capacity(stacks.len());
+    for stack in stacks {
+        match surroundings.serve(stack).await {
+            Ok(one) => served.push(one),
+            Err(exit) => return exit,
+        }
+    }
+    let Some((operator, tenants)) = served.split_first() else {
+        return refuse("no engine to serve");
+    };
+    let app = serve::tenancy::router(
+        operator.routes.clone(),
+        tenants
+            .iter()
+            .map(|t| TenantRoutes {
+                name: t.tenant.clone().unwrap_or_default(),
+                gate: t.gate.clone(),
+                routes: t.routes.clone(),
+            })
+            .collect(),
     );
-    tokio::spawn(reload_on_hangup(args.clone(), listen, guard, logs));
+    let gates: Vec<(Option<String>, SharedGuard)> = served
+        .iter()
+        .map(|s| (s.tenant.clone(), s.gate.clone()))
+        .collect();
+    tokio::spawn(reload_on_hangup(args.clone(), listen, gates, logs));
     // The address bound (port 0 asks the system for a free one).
     let bound = listener.local_addr().unwrap_or(listen);
     tracing::info!(
@@ -268,7 +274,7 @@ pub async fn serve(args: Args) -> Exit {
     );
     let stop = shutdown.clone();
     let app = app.into_make_service_with_connect_info::<SocketAddr>();
-    let served = axum::serve(serve::without_delay(listener), app)
+    let result = axum::serve(serve::without_delay(listener), app)
         .with_graceful_shutdown(async move {
             terminated().await;
             tracing::info!(
@@ -277,10 +283,99 @@ pub async fn serve(args: Args) -> Exit {
             stop.cancel();
         })
         .await;
-    exec.shutdown(SHUTDOWN_WAIT).await;
-    match served {
+    futures::future::join_all(served.iter().map(|s| s.exec.shutdown(SHUTDOWN_WAIT))).await;
+    match result {
         Ok(()) => Exit::Ok,
         Err(e) => refuse(format!("the server stopped: {e}")),
+    }
+}
+
+/// What every engine of the daemon is served with.
+struct Surroundings<'a> {
+    settings: &'a Settings,
+    listen: SocketAddr,
+    plugins: &'a [PluginConfig],
+    inline_limit: usize,
+    shutdown: &'a CancellationToken,
+}
+
+/// One engine, served: its routes behind its guard.
+struct Served {
+    tenant: Option<String>,
+    exec: Executor,
+    gate: SharedGuard,
+    routes: axum::Router,
+    _background: Background,
+}
+
+impl Surroundings<'_> {
+    /// Starts `stack` (its plugins, background loop, recovery, traces and
+    /// scheduler) and makes its routes.
+    async fn serve(&self, stack: Stack) -> Result<Served, Exit> {
+        let Stack {
+            tenant,
+            exec,
+            vault,
+            db,
+        } = stack;
+        if let Some(tenant) = &tenant {
+            tracing::info!(tenant = %tenant.name, db = %db.shown(), "serving a tenant");
+        }
+        let name = tenant.as_ref().map(|t| t.name.clone());
+        // Plugins first: recovered workflows may call their tools.
+        let plugins = Plugins::start(
+            self.plugins.to_vec(),
+            &exec,
+            self.shutdown,
+            PLUGIN_START_WAIT,
+        )
+        .await;
+        let background = exec.background();
+        match exec.recover().await {
+            Ok(resumed) if !resumed.is_empty() => {
+                tracing::info!(tenant = name.as_deref(), count = resumed.len(), workflows = ?resumed, "resumed interrupted workflows");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::error!(tenant = name.as_deref(), error = %e, "recovery failed"),
+        }
+        if let Some(endpoint) = &self.settings.otel_endpoint {
+            match opcode_daemon::otel::start(&exec, endpoint, self.shutdown.clone()) {
+                Ok(()) => tracing::info!(tenant = name.as_deref(), %endpoint, "exporting traces"),
+                Err(e) => return Err(refuse(e)),
+            }
+        }
+        let gate: SharedGuard = Gate::new(guard_of(self.settings, &self.listen, tenant.as_ref()));
+        let api = Api::new(exec.clone())
+            .with_plugins(plugins)
+            .with_inline_limit(self.inline_limit)
+            .with_elicit_decisions(self.settings.elicit_decisions.unwrap_or(false));
+        tokio::spawn(opcode_daemon::scheduler::run(
+            exec.clone(),
+            api.metrics().clone(),
+            self.shutdown.clone(),
+        ));
+        let panel = self.settings.panel.unwrap_or(true).then(|| {
+            Panel::new(
+                api.clone(),
+                vault,
+                gate.clone(),
+                secure_cookies(self.settings),
+            )
+        });
+        let routes = serve::router(
+            api,
+            self.settings.base_url.clone(),
+            gate.clone(),
+            self.shutdown,
+            panel,
+        );
+        Ok(Served {
+            tenant: name,
+            exec,
+            gate,
+            routes,
+            _background: background,
+        })
     }
 }
 
@@ -345,11 +440,12 @@ async fn terminated() {
 }
 
 /// On SIGHUP, reads the settings again and applies what can change live:
-/// the token, the allowed origins and hosts, and the log level.
+/// the tokens (the operator's and each tenant's), the allowed origins and
+/// hosts, and the log level.
 async fn reload_on_hangup(
     args: Args,
     listen: SocketAddr,
-    guard: SharedGuard,
+    gates: Vec<(Option<String>, SharedGuard)>,
     logs: Option<LogHandle>,
 ) {
     let Ok(mut hangups) = signal(SignalKind::hangup()) else {
@@ -358,6 +454,16 @@ async fn reload_on_hangup(
     while hangups.recv().await.is_some() {
         let checked = args.settings().and_then(|settings| {
             settings.token.as_deref().map_or(Ok(()), valid_token)?;
+            let tenants = settings.tenants()?;
+            for (name, _) in &gates {
+                if let Some(name) = name
+                    && !tenants.iter().any(|t| &t.name == name)
+                {
+                    return Err(format!(
+                        "tenant `{name}` is gone from the settings: restart to remove a tenant"
+                    ));
+                }
+            }
             match settings.log_level.as_deref() {
                 Some(level) if !LEVELS.contains(&level) => Err(unknown_level_message(level)),
                 _ => Ok(settings),
@@ -365,7 +471,13 @@ async fn reload_on_hangup(
         });
         match checked {
             Ok(settings) => {
-                guard.replace(guard_of(&settings, &listen));
+                let tenants = settings.tenants().unwrap_or_default();
+                for (name, gate) in &gates {
+                    let tenant = name
+                        .as_ref()
+                        .and_then(|n| tenants.iter().find(|t| &t.name == n));
+                    gate.replace(guard_of(&settings, &listen, tenant));
+                }
                 if let Some(logs) = &logs {
                     let _ = logs.reload(filter_of(settings.log_level.as_deref()));
                 }

@@ -11,7 +11,7 @@ use maud::{Markup, html};
 
 use super::layout;
 use super::{Fields, Panel};
-use crate::serve::guard::{Client, TOKEN_COOKIE, same, too_many};
+use crate::serve::guard::{Client, TOKEN_COOKIE, too_many};
 
 /// `GET /login`.
 pub async fn page(panel: Panel, Query(query): Query<Fields>) -> Response {
@@ -29,17 +29,17 @@ fn form() -> Markup {
 
 /// `POST /login`.
 pub async fn submit(panel: Panel, Client(client): Client, Form(fields): Form<Fields>) -> Response {
-    let Some(token) = panel.guard.token() else {
+    if !panel.guard.requires_token() {
         return Redirect::to("/").into_response();
-    };
+    }
     let metrics = panel.api.metrics().clone();
     if let Some(wait) = panel.guard.throttled(client) {
         return too_many(wait, &metrics);
     }
     let given = fields.get("token").map_or("", String::as_str);
-    if same(given.as_bytes(), token.as_bytes()) {
+    if panel.guard.accepts(given) {
         panel.guard.right_token(client);
-        let cookie = panel.sessions.cookie(TOKEN_COOKIE, &token);
+        let cookie = panel.sessions.cookie(TOKEN_COOKIE, given);
         return ([(header::SET_COOKIE, cookie)], Redirect::to("/")).into_response();
     }
     panel.guard.wrong_token(client, "/login", &metrics);

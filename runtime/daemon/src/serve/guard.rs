@@ -38,8 +38,9 @@ pub struct Guard {
     pub hosts: Vec<String>,
     /// Origins (`scheme://host[:port]`) accepted besides loopback ones.
     pub origins: Vec<String>,
-    /// The bearer token every request must carry, if any.
-    pub token: Option<String>,
+    /// The bearer tokens a request may carry, one of which it must when
+    /// there are any (the operator's, or a tenant's, spec/security.md).
+    pub tokens: Vec<String>,
     /// `/livez` and `/readyz` answer without the token (probes).
     pub open_probes: bool,
 }
@@ -99,9 +100,9 @@ impl Guard {
         {
             return Err(Refusal::Forbidden("forbidden origin"));
         }
-        let Some(token) = &self.token else {
+        if self.tokens.is_empty() {
             return Ok(());
-        };
+        }
         let bearer = headers
             .get(header::AUTHORIZATION)
             .and_then(|h| h.to_str().ok())
@@ -110,12 +111,19 @@ impl Guard {
         if bearer.is_none() && cookie.is_none() {
             return Err(Refusal::Missing);
         }
-        let valid = |given: &str| same(given.as_bytes(), token.as_bytes());
+        let valid = |given: &str| self.accepts(given);
         if bearer.is_some_and(valid) || cookie.is_some_and(valid) {
             Ok(())
         } else {
             Err(Refusal::Wrong)
         }
+    }
+
+    /// Is `given` one of the tokens (compared in constant time, each)?
+    pub fn accepts(&self, given: &str) -> bool {
+        self.tokens.iter().fold(false, |found, token| {
+            found | same(given.as_bytes(), token.as_bytes())
+        })
     }
 
     fn host_allowed(&self, text: &str, host: &Authority) -> bool {
@@ -183,13 +191,18 @@ impl Gate {
         *self.guard.write().unwrap_or_else(PoisonError::into_inner) = guard;
     }
 
-    /// The token, if one is set.
-    pub fn token(&self) -> Option<String> {
-        self.guard
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .token
-            .clone()
+    /// Does every request need a token?
+    pub fn requires_token(&self) -> bool {
+        !self.read().tokens.is_empty()
+    }
+
+    /// Is `given` one of the tokens?
+    pub fn accepts(&self, given: &str) -> bool {
+        self.read().accepts(given)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Guard> {
+        self.guard.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// How many seconds `client` must still wait before its token is
@@ -268,11 +281,7 @@ pub async fn guard(
     next: Next,
 ) -> Response {
     let (checked, open_probes) = {
-        let guard = state
-            .gate
-            .guard
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
+        let guard = state.gate.read();
         (guard.check(request.headers()), guard.open_probes)
     };
     let signing_in = request.uri().path() == SIGN_IN;
@@ -285,7 +294,7 @@ pub async fn guard(
         Ok(()) | Err(Refusal::Missing | Refusal::Wrong) if hook => next.run(request).await,
         Err(Refusal::Missing) if signing_in || open_probe => next.run(request).await,
         Err(Refusal::Missing) => unauthorized(request.headers()),
-        Ok(()) if state.gate.token().is_none() => next.run(request).await,
+        Ok(()) if !state.gate.requires_token() => next.run(request).await,
         // A token was presented: checked only when the client may try.
         Ok(()) | Err(Refusal::Wrong) => {
             let client = client_of(&request);

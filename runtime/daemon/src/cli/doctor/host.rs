@@ -74,6 +74,7 @@ pub fn isolation(settings: &Settings, settings_file: &Path) -> (Check, Value) {
             db: settings.db.clone(),
             settings: settings_file.to_path_buf(),
             vault_key: settings.vault_key_file.clone(),
+            others: Vec::new(),
         };
         settings.isolation(files.hidden(&data_dir), &workspaces)
     });
