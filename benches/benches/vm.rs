@@ -81,7 +81,7 @@ fn compile(c: &mut Criterion) {
 
 fn cel_guard(c: &mut Criterion) {
     let plan = plan(&json!({"steps": [
-        {"id": "fetch", "action": "workflow.log"},
+        {"id": "fetch", "action": "http.get", "params": {"url": "http://localhost/"}},
         {"id": "gate", "action": "workflow.log", "depends_on": ["fetch"],
          "condition": "steps['fetch'].status_code == 200 && inputs.env == 'prod'"}
     ]}));
@@ -104,5 +104,39 @@ fn cel_guard(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, scenarios, compile, cel_guard);
+/// `expr.eval`'s evaluation (issue 24, item 3): a constant and a read of
+/// one step, with 10 and 1,000 steps' outputs in its scope (an
+/// expression that names steps dynamically gets them all).
+fn expr_eval(c: &mut Criterion) {
+    let budget = opcode_stdlib::cel::budget::Budget::default();
+    let mut group = c.benchmark_group("expr_eval");
+    for steps in [10, 1_000] {
+        let outputs: serde_json::Map<String, Value> = (0..steps)
+            .map(|i| {
+                (
+                    format!("s{i}"),
+                    json!({"n": i, "body": {"ok": true, "items": [1, 2, 3]}}),
+                )
+            })
+            .collect();
+        let scope = json!({"steps": outputs, "inputs": {"env": "prod"}});
+        for (name, source) in [("constant", "3"), ("one_step", "steps['s1'].n + 1")] {
+            let data = Value::Null;
+            assert!(opcode_stdlib::cel::eval_source(source, &scope, &data, budget).is_ok());
+            group.bench_function(format!("{name}/{steps}_steps"), |b| {
+                b.iter(|| {
+                    opcode_stdlib::cel::eval_source(
+                        std::hint::black_box(source),
+                        &scope,
+                        &data,
+                        budget,
+                    )
+                });
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, scenarios, compile, cel_guard, expr_eval);
 criterion_main!(benches);

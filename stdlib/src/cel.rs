@@ -7,6 +7,7 @@
 //! engine is the step's failure, never the process's.
 
 pub mod budget;
+mod source;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -214,30 +215,42 @@ pub fn eval_source(
             format!("the expression {limit}"),
         )
     })?;
-    let env = env();
-    let program = guarded(|| env.compile(source).map_err(|e| e.to_string()))
-        .and_then(|compiled| compiled)
-        .map_err(expression_error)?;
+    let mut names: Vec<&str> = NAMESPACES.to_vec();
+    names.push("data");
+    let compiled = source::compiled(source, &names).map_err(expression_error)?;
     let empty = Value::Object(Map::new());
+    let mut narrowed = Value::Null;
     let value_of = |name: &str| match scope.get(name) {
         Some(Value::Null) | None if name == "iter" => &empty,
         Some(value) => value,
         None => &Value::Null,
     };
-    let mut roots: HashMap<&str, budget::Root<'_>> = NAMESPACES
+    let steps = source::narrowed(value_of("steps"), compiled.steps.as_deref(), &mut narrowed);
+    let read = |name: &str| -> &Value {
+        match name {
+            "steps" => steps,
+            "data" => data,
+            other => value_of(other),
+        }
+    };
+    let roots: HashMap<&str, budget::Root<'_>> = names
         .iter()
-        .map(|name| (*name, budget::Root::Json(value_of(name))))
+        .zip(&compiled.reads)
+        .filter(|(_, reads)| **reads)
+        .map(|(name, _)| (*name, budget::Root::Json(read(name))))
         .collect();
-    roots.insert("data", budget::Root::Json(data));
-    budget::check(program.expression(), &roots, budget).map_err(over_budget)?;
-    let root = Context::with_env(env);
+    budget::check(compiled.program.expression(), &roots, budget).map_err(over_budget)?;
+    let root = Context::with_env(env());
     let mut ctx = root.new_inner_scope();
-    for name in NAMESPACES {
-        ctx.add_variable_from_value(name, to_cel(value_of(name)));
+    for (name, _) in names
+        .iter()
+        .zip(&compiled.reads)
+        .filter(|(_, reads)| **reads)
+    {
+        ctx.add_variable_from_value(*name, to_cel(read(name)));
     }
-    ctx.add_variable_from_value("data", to_cel(data));
     guarded(|| {
-        let value = program.execute(&ctx).map_err(|e| e.to_string())?;
+        let value = compiled.program.execute(&ctx).map_err(|e| e.to_string())?;
         to_json(&value)
     })
     .and_then(|result| result)
