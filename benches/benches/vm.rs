@@ -138,5 +138,41 @@ fn expr_eval(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, scenarios, compile, cel_guard, expr_eval);
+/// `fs.stat` of a tiny file in the call's workspace (issue 24, item 2),
+/// with the daemon's default isolation (its path rules), as the executor
+/// calls it: on a multi-thread runtime.
+fn fs_stat(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::fs::write(dir.path().join("tiny"), "x").expect("writes");
+    let mut defaults = opcode_stdlib::isolation::Block::default();
+    defaults.enabled = Some(true);
+    let isolation = opcode_stdlib::isolation::IsolationConfig {
+        defaults,
+        helper: None,
+        hidden: vec![std::path::PathBuf::from("/etc/opcode")],
+    };
+    let call = opcode_stdlib::exec::Call {
+        action: "fs.stat".into(),
+        params: json!({"path": "tiny"}),
+        workspace: Some(dir.path().to_path_buf()),
+        ..opcode_stdlib::exec::Call::default()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let stat = || {
+        runtime.block_on(opcode_stdlib::actions::fs::run(
+            "stat",
+            &call,
+            dir.path(),
+            &isolation,
+        ))
+    };
+    assert!(stat().is_ok(), "{:?}", stat());
+    c.bench_function("actions/fs_stat", |b| b.iter(stat));
+}
+
+criterion_group!(benches, scenarios, compile, cel_guard, expr_eval, fs_stat);
 criterion_main!(benches);

@@ -8,7 +8,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs::{File, Metadata};
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
@@ -224,13 +224,28 @@ fn list(call: &Call, path: &Path, rules: &PathRules) -> Result<Value, ActionErro
 
 fn stat(path: &Path, rules: &PathRules) -> Result<Value, ActionError> {
     let entry = rules.entry(path, Reading)?;
-    let meta = std::fs::symlink_metadata(entry.path()).map_err(|e| io("cannot stat", path, e))?;
+    // Through the open directory: naming the entry by its /proc path would
+    // make the kernel walk /proc at each call.
+    let st = nix::sys::stat::fstatat(
+        &entry.dir,
+        entry.name.as_os_str(),
+        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+    )
+    .map_err(|e| errno("cannot stat", path, e))?;
+    let mode = st.st_mode as u32;
+    let modified = u64::try_from(st.st_mtime).map_or_else(
+        |_| String::new(),
+        |secs| {
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+            humantime::format_rfc3339_seconds(at).to_string()
+        },
+    );
     Ok(json!({
         "path": path.display().to_string(),
-        "size": meta.len(),
-        "modified_at": modified(&meta),
-        "is_dir": meta.is_dir(),
-        "permissions": format!("{:04o}", meta.permissions().mode() & 0o7777),
+        "size": st.st_size,
+        "modified_at": modified,
+        "is_dir": mode & (libc::S_IFMT as u32) == libc::S_IFDIR as u32,
+        "permissions": format!("{:04o}", mode & 0o7777),
     }))
 }
 
