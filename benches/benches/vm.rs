@@ -144,8 +144,10 @@ fn expr_eval(c: &mut Criterion) {
 fn fs_stat(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     std::fs::write(dir.path().join("tiny"), "x").expect("writes");
-    let mut defaults = opcode_stdlib::isolation::Block::default();
-    defaults.enabled = Some(true);
+    let defaults = opcode_stdlib::isolation::Block {
+        enabled: Some(true),
+        ..opcode_stdlib::isolation::Block::default()
+    };
     let isolation = opcode_stdlib::isolation::IsolationConfig {
         defaults,
         helper: None,

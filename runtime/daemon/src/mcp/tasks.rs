@@ -42,32 +42,12 @@ pub async fn detailed(api: &Api, id: &str, terse: bool) -> Result<DetailedTask, 
                 .into_iter()
                 .filter(|d| opcode_runtime::summary::asked_by(&d.id).is_some())
                 .collect();
-            if asks.is_empty() {
-                TaskPayload::Working
-            } else {
-                TaskPayload::InputRequired {
-                    input_requests: asks
-                        .iter()
-                        .filter_map(|d| Some((d.id.clone(), ask(d)?)))
-                        .collect::<InputRequests>(),
-                }
-            }
+            answers_to(&asks)
         }
-        WorkflowStatus::Suspended => {
-            let pending = pending(api, id).await?;
-            if pending.is_empty() {
-                // Waiting for a named signal, or halted by its deadline:
-                // nothing a client can answer through the task.
-                TaskPayload::Working
-            } else {
-                TaskPayload::InputRequired {
-                    input_requests: pending
-                        .iter()
-                        .filter_map(|d| Some((d.id.clone(), ask(d)?)))
-                        .collect::<InputRequests>(),
-                }
-            }
-        }
+        // Without a pending decision it waits for a named signal, or is
+        // halted by its deadline: nothing a client can answer through the
+        // task.
+        WorkflowStatus::Suspended => answers_to(&pending(api, id).await?),
         // A run that ended, well or badly, is a tool call that ran: its task
         // is completed with what `opcode.run` would have answered (the
         // view says `failed` and why). `failed` is kept for protocol
@@ -281,6 +261,20 @@ fn base(row: &WorkflowRow, status: TaskStatus) -> Task {
         row.updated_at.clone(),
     )
     .with_poll_interval_ms(POLL_MS)
+}
+
+/// The payload of a task waiting for `questions`: working when there are
+/// none, else each asked as a form.
+fn answers_to(questions: &[DecisionRow]) -> TaskPayload {
+    if questions.is_empty() {
+        return TaskPayload::Working;
+    }
+    TaskPayload::InputRequired {
+        input_requests: questions
+            .iter()
+            .filter_map(|d| Some((d.id.clone(), ask(d)?)))
+            .collect::<InputRequests>(),
+    }
 }
 
 /// The pending decisions of run `id`.

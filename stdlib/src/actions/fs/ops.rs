@@ -232,7 +232,7 @@ fn stat(path: &Path, rules: &PathRules) -> Result<Value, ActionError> {
         nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
     )
     .map_err(|e| errno("cannot stat", path, e))?;
-    let mode = st.st_mode as u32;
+    let mode = st.st_mode;
     let modified = u64::try_from(st.st_mtime).map_or_else(
         |_| String::new(),
         |secs| {
@@ -244,7 +244,7 @@ fn stat(path: &Path, rules: &PathRules) -> Result<Value, ActionError> {
         "path": path.display().to_string(),
         "size": st.st_size,
         "modified_at": modified,
-        "is_dir": mode & (libc::S_IFMT as u32) == libc::S_IFDIR as u32,
+        "is_dir": mode & libc::S_IFMT == libc::S_IFDIR,
         "permissions": format!("{:04o}", mode & 0o7777),
     }))
 }
