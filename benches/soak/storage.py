@@ -1,0 +1,102 @@
+"""Storage under a sustained load (issue 24, item 4): the release daemon
+(`opcode serve` on a fresh libSQL file at the durability given) driven by
+CLIENTS threads, each running a one-step `fs.stat` workflow over /mcp in a
+loop on a kept-alive connection, for SECONDS; every INTERVAL seconds it
+prints the runs done, the WAL's size and the database's. Not part of the
+test run: a soak.
+
+Usage: python3 benches/soak/storage.py PATH_TO_OPCODE [--durability normal|full]
+           [--seconds 600] [--clients 16] [--interval 10]
+"""
+
+import argparse
+import http.client
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "mcp"))
+
+from daemon import Daemon, free_port  # noqa: E402
+
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def tool(connection, name, arguments):
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": name, "arguments": arguments, "_meta": META}})
+    connection.request("POST", "/mcp", body, {
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name})
+    answer = json.loads(connection.getresponse().read())
+    if "result" not in answer:
+        raise RuntimeError(f"{name}: {answer}")
+    return answer["result"]
+
+
+def size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("binary")
+    parser.add_argument("--durability", default="normal", choices=["normal", "full"])
+    parser.add_argument("--seconds", type=float, default=600)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--interval", type=float, default=10)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as home:
+        tiny = f"{home}/tiny"
+        with open(tiny, "w") as f:
+            f.write("x")
+        # fs.* may read this folder besides each run's workspace.
+        os.makedirs(f"{home}/.opcode")
+        with open(f"{home}/.opcode/settings.json", "w") as f:
+            json.dump({"isolation": {"fs": {"read": [home]}}}, f)
+        daemon = Daemon(os.path.abspath(args.binary), home, free_port(),
+                        env={"OPCODE_DURABILITY": args.durability, "OPCODE_LOG_LEVEL": "warn"},
+                        log=f"{home}/daemon.log")
+        daemon.start()
+        db = daemon.db
+        try:
+            setup = http.client.HTTPConnection("127.0.0.1", daemon.port)
+            definition = {"steps": [{"id": "s", "action": "fs.stat", "params": {"path": tiny}}]}
+            defined = tool(setup, "opcode.define", {"name": "stat1", "definition": definition})
+            first = tool(setup, "opcode.run", {"template_name": "stat1"})
+            if defined.get("isError") or first.get("structuredContent", {}).get("status") != "completed":
+                raise SystemExit(f"the soak's workflow does not run: {defined} {first}")
+            done, failed, stop = [0], [0], time.time() + args.seconds
+
+            def client():
+                connection = http.client.HTTPConnection("127.0.0.1", daemon.port)
+                while time.time() < stop:
+                    result = tool(connection, "opcode.run", {"template_name": "stat1"})
+                    if result.get("structuredContent", {}).get("status") == "completed":
+                        done[0] += 1
+                    else:
+                        failed[0] += 1
+
+            threads = [threading.Thread(target=client, daemon=True) for _ in range(args.clients)]
+            started = time.time()
+            for thread in threads:
+                thread.start()
+            print(f"durability={args.durability} clients={args.clients}")
+            print("seconds,runs,failed,wal_bytes,db_bytes")
+            while any(t.is_alive() for t in threads):
+                time.sleep(min(args.interval, max(0.1, stop - time.time() + 0.5)))
+                print(f"{time.time() - started:.0f},{done[0]},{failed[0]},{size(db + '-wal')},{size(db)}",
+                      flush=True)
+        finally:
+            daemon.terminate()
+
+
+if __name__ == "__main__":
+    main()
