@@ -96,7 +96,7 @@ pub async fn open(
         });
     }
     if let Some(root) = &root {
-        // The operator's engine hides every tenant's folders.
+        // Tenants' sandboxes hide the operator's workspaces and agents' homes.
         places[0].folders = vec![root.clone(), operator.agent_calls.clone()];
     }
     let mut stacks = Vec::with_capacity(places.len());
