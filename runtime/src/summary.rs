@@ -253,7 +253,7 @@ async fn add_held(
         state
             .pending_decisions
             .iter()
-            .any(|d| asked_by(&d.id) == Some(step.step_id.as_str()))
+            .any(|d| opcode_vm::event::asking_step(&d.id) == Some(step.step_id.as_str()))
     };
     let holds = |step: &StepRow| {
         let prefix = format!("{id}.{}.", step.step_id.replace('/', "."));
@@ -282,13 +282,6 @@ async fn add_held(
         out["pending_decisions"] = Value::Array(pending);
     }
     Ok(())
-}
-
-/// The step instance whose action asked the question that opened decision
-/// `id` (`fix.ask.<key>` → `fix`), if it is such a decision: a reasoning
-/// step's decision is named by its instance, which has no dot.
-pub fn asked_by(id: &str) -> Option<&str> {
-    id.split_once(".ask.").map(|(step, _)| step)
 }
 
 /// The summary of `state`, its steps in the DAG order of its stored program

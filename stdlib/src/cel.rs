@@ -215,9 +215,7 @@ pub fn eval_source(
             format!("the expression {limit}"),
         )
     })?;
-    let mut names: Vec<&str> = NAMESPACES.to_vec();
-    names.push("data");
-    let compiled = source::compiled(source, &names).map_err(expression_error)?;
+    let compiled = source::compiled(source).map_err(expression_error)?;
     let empty = Value::Object(Map::new());
     let mut narrowed = Value::Null;
     let value_of = |name: &str| match scope.get(name) {
@@ -233,7 +231,7 @@ pub fn eval_source(
             other => value_of(other),
         }
     };
-    let roots: HashMap<&str, budget::Root<'_>> = names
+    let roots: HashMap<&str, budget::Root<'_>> = source::VARIABLES
         .iter()
         .zip(&compiled.reads)
         .filter(|(_, reads)| **reads)
@@ -242,7 +240,7 @@ pub fn eval_source(
     budget::check(compiled.program.expression(), &roots, budget).map_err(over_budget)?;
     let root = Context::with_env(env());
     let mut ctx = root.new_inner_scope();
-    for (name, _) in names
+    for (name, _) in source::VARIABLES
         .iter()
         .zip(&compiled.reads)
         .filter(|(_, reads)| **reads)

@@ -101,6 +101,13 @@ impl Ask {
     /// The longest key.
     pub const MAX_KEY: usize = 64;
 
+    /// The id of the decision the question opens on step instance
+    /// `instance` (`fix.ask.<key>`): a reasoning step's decision is named
+    /// by its instance alone, which has no dot ([`asking_step`]).
+    pub fn decision_id(&self, instance: &str) -> String {
+        format!("{instance}.ask.{}", self.key)
+    }
+
     /// Why the question cannot be asked, if it cannot.
     pub fn problem(&self) -> Option<String> {
         let key_ok = !self.key.is_empty()
@@ -124,6 +131,12 @@ impl Ask {
         }
         None
     }
+}
+
+/// The step instance whose action asked the question that opened decision
+/// `id` (`fix.ask.<key>` → `fix`), if it is such a decision.
+pub fn asking_step(id: &str) -> Option<&str> {
+    id.split_once(".ask.").map(|(step, _)| step)
 }
 
 /// How a decision was made.

@@ -240,7 +240,7 @@ async fn asked(
         .await?;
     let asks: Vec<_> = pending
         .into_iter()
-        .filter(|d| opcode_runtime::summary::asked_by(&d.id).is_some())
+        .filter(|d| opcode_vm::event::asking_step(&d.id).is_some())
         .collect();
     Ok((!asks.is_empty()).then_some(Stop::Suspended(asks)))
 }

@@ -12,19 +12,21 @@ use serde_json::{Map, Value};
 /// The most sources kept; past it the cache starts again empty.
 const KEPT: usize = 1024;
 
+/// The variables an `expr.eval` expression may read, in binding order.
+pub const VARIABLES: [&str; 6] = ["inputs", "steps", "workflow", "context", "iter", "data"];
+
 /// A compiled source and what it reads.
 pub struct Source {
     /// The program.
     pub program: cel::Program,
-    /// Does it read each variable of `names` (in that order)?
-    pub reads: Vec<bool>,
+    /// Does it read each of [`VARIABLES`]?
+    pub reads: [bool; VARIABLES.len()],
     /// The `steps` entries it names literally (`None`: it may read any).
     pub steps: Option<Vec<String>>,
 }
 
-/// `source` compiled (once: later calls get the same), with what it reads
-/// of the variables `names`.
-pub fn compiled(source: &str, names: &[&str]) -> Result<Arc<Source>, String> {
+/// `source` compiled (once: later calls get the same), with what it reads.
+pub fn compiled(source: &str) -> Result<Arc<Source>, String> {
     static CACHE: Mutex<Option<HashMap<String, Arc<Source>>>> = Mutex::new(None);
     if let Some(kept) = CACHE
         .lock()
@@ -37,7 +39,7 @@ pub fn compiled(source: &str, names: &[&str]) -> Result<Arc<Source>, String> {
     let env = super::env();
     let program = super::guarded(|| env.compile(source).map_err(|e| e.to_string()))??;
     let references = program.references();
-    let reads = names.iter().map(|n| references.has_variable(n)).collect();
+    let reads = VARIABLES.map(|name| references.has_variable(name));
     let made = Arc::new(Source {
         program,
         reads,
@@ -126,10 +128,10 @@ mod tests {
 
     #[test]
     fn a_source_is_compiled_once() {
-        let first = compiled("1 + 2", &["steps"]).unwrap();
-        let again = compiled("1 + 2", &["steps"]).unwrap();
+        let first = compiled("1 + 2").unwrap();
+        let again = compiled("1 + 2").unwrap();
         assert!(Arc::ptr_eq(&first, &again));
-        assert_eq!(first.reads, vec![false]);
-        assert!(compiled("1 +", &["steps"]).is_err());
+        assert_eq!(first.reads, [false; VARIABLES.len()]);
+        assert!(compiled("1 +").is_err());
     }
 }

@@ -40,7 +40,7 @@ impl Vm {
             // Asked already and not answered yet: the same decision stands.
             Some(_) => {}
             None => {
-                let id = format!("{}.ask.{}", self.instance_name(&inst), ask.key);
+                let id = ask.decision_id(&self.instance_name(&inst));
                 let timer = self.start_timer(
                     ask.timeout_ms,
                     TimerPurpose::DecisionTimeout,

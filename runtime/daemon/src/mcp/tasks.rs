@@ -40,7 +40,7 @@ pub async fn detailed(api: &Api, id: &str, terse: bool) -> Result<DetailedTask, 
             let asks: Vec<DecisionRow> = pending(api, id)
                 .await?
                 .into_iter()
-                .filter(|d| opcode_runtime::summary::asked_by(&d.id).is_some())
+                .filter(|d| opcode_vm::event::asking_step(&d.id).is_some())
                 .collect();
             answers_to(&asks)
         }

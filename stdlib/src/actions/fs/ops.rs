@@ -235,10 +235,7 @@ fn stat(path: &Path, rules: &PathRules) -> Result<Value, ActionError> {
     let mode = st.st_mode;
     let modified = u64::try_from(st.st_mtime).map_or_else(
         |_| String::new(),
-        |secs| {
-            let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
-            humantime::format_rfc3339_seconds(at).to_string()
-        },
+        |secs| rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs)),
     );
     Ok(json!({
         "path": path.display().to_string(),
@@ -349,9 +346,12 @@ fn tree_size(entry: &Entry) -> u64 {
 
 /// Modification time, RFC 3339 UTC.
 fn modified(meta: &Metadata) -> String {
-    meta.modified()
-        .map(|t| humantime::format_rfc3339_seconds(t).to_string())
-        .unwrap_or_default()
+    meta.modified().map(rfc3339).unwrap_or_default()
+}
+
+/// A file time as RFC 3339 UTC text, to the second.
+fn rfc3339(at: std::time::SystemTime) -> String {
+    humantime::format_rfc3339_seconds(at).to_string()
 }
 
 #[cfg(test)]
