@@ -33,6 +33,26 @@ pub struct Blob {
     pub text: String,
 }
 
+/// Adds to `hashes` (once each) the large values JSON `text` refers to,
+/// in the order it does.
+pub fn add_references(text: &str, hashes: &mut Vec<String>) {
+    let quoted_key = format!("\"{KEY}\"");
+    let mut rest = text;
+    while let Some(at) = rest.find(&quoted_key) {
+        rest = &rest[at + quoted_key.len()..];
+        let value = rest.trim_start().strip_prefix(':').map(str::trim_start);
+        let Some(hash) = value
+            .and_then(|v| v.strip_prefix('"'))
+            .and_then(|v| v.split('"').next())
+        else {
+            continue;
+        };
+        if !hashes.iter().any(|h| h == hash) {
+            hashes.push(hash.to_owned());
+        }
+    }
+}
+
 /// JSON text with its large parts replaced by references, the blobs they
 /// refer to added to `blobs` (once each); text shorter than [`MIN_BYTES`]
 /// is returned as it is, without parsing.
@@ -234,5 +254,13 @@ mod tests {
             stored.starts_with(r#"{"$opcode_blob":"sha256:"#),
             "{stored}"
         );
+    }
+
+    #[test]
+    fn references_are_found_in_stored_text_once_each() {
+        let text = r#"{"a":{"$opcode_blob":"sha256:aa","bytes":9},"b":[{"$opcode_blob" : "sha256:bb","bytes":9}],"c":{"$opcode_blob":"sha256:aa","bytes":9}}"#;
+        let mut hashes = vec!["sha256:bb".to_owned()];
+        add_references(text, &mut hashes);
+        assert_eq!(hashes, ["sha256:bb", "sha256:aa"]);
     }
 }

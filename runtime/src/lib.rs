@@ -24,6 +24,7 @@ pub mod golden;
 pub mod log;
 pub mod owner;
 pub mod rerun;
+pub mod retention;
 #[cfg(feature = "schedule")]
 pub mod schedule;
 pub mod store;

@@ -17,6 +17,7 @@ pub mod memory;
 mod notice;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod retention;
 #[cfg(feature = "libsql")]
 mod schema;
 mod status;
@@ -26,6 +27,7 @@ mod status;
 pub use schema::LATEST as SCHEMA_VERSION;
 
 pub use notice::Notice;
+pub use retention::{Expiry, Prune, PrunedFilter, PrunedRow};
 pub use status::{DecisionStatus, WorkflowStatus};
 
 pub use catalog::{
@@ -754,6 +756,19 @@ pub trait Catalog: Send + Sync {
 
     /// Deletes a secret; false if there was none.
     fn delete_secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<bool>>;
+
+    /// The finished runs `expiry` lets go, oldest first (spec/store.md,
+    /// "Retention").
+    fn expired(&self, expiry: Expiry) -> BoxFuture<'_, StoreResult<Vec<String>>>;
+
+    /// Deletes each of `runs` that has ended, with everything kept of it
+    /// (entries, steps, decisions, timers, messages, and large values no
+    /// other run refers to), leaving a [`PrunedRow`] pruned `at`; answers
+    /// the ones deleted. A run that is not (or no longer) at an end stays.
+    fn prune(&self, runs: Vec<Prune>, at: String) -> BoxFuture<'_, StoreResult<Vec<String>>>;
+
+    /// The pruned runs `filter` names, most recently pruned first.
+    fn pruned(&self, filter: PrunedFilter) -> BoxFuture<'_, StoreResult<Vec<PrunedRow>>>;
 
     /// The database's schema version, journal, sync setting and clock.
     fn health(&self) -> BoxFuture<'_, StoreResult<StoreHealth>>;

@@ -15,6 +15,7 @@ use opcode_runtime::store::{
 
 #[cfg(feature = "postgres")]
 mod pg;
+mod retention;
 
 /// Every store, fresh: memory, libSQL, and PostgreSQL when a test cluster
 /// is set; the temp dir lives as long as the libSQL one.

@@ -1,7 +1,7 @@
 //! What the daemon keeps beside the log: templates, agents, and the filters
 //! of `opcode.query`.
 
-use super::{LogEntry, WorkflowFilter};
+use super::{LogEntry, PrunedFilter, WorkflowFilter};
 
 /// A template to register; the store gives it the next version.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -177,6 +177,8 @@ pub enum Listing {
     Templates(TemplateFilter),
     /// [`super::Catalog::find_entries`].
     Entries(EventFilter),
+    /// [`super::Catalog::pruned`].
+    Pruned(PrunedFilter),
 }
 
 /// What `opcode doctor` asks a store about itself.

@@ -20,10 +20,10 @@ use self::checkpoint::{Checkpointer, FinishRequest};
 use self::db::Db;
 use super::{
     AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionRow, DecisionStatus, Durability,
-    EventFilter, FoundEntry, InboxMessage, Listing, LogEntry, RunLog, ScheduleAdvance, ScheduleRow,
-    SecretRow, Source, StepRow, StoreError, StoreHealth, StoreResult, TemplateDraft,
-    TemplateFilter, TemplateRow, VaultHeader, WorkflowFilter, WorkflowRow, WorkflowState,
-    WorkflowStatus,
+    EventFilter, Expiry, FoundEntry, InboxMessage, Listing, LogEntry, Prune, PrunedFilter,
+    PrunedRow, RunLog, ScheduleAdvance, ScheduleRow, SecretRow, Source, StepRow, StoreError,
+    StoreHealth, StoreResult, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader,
+    WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
 };
 
 /// At most this many commits share one transaction.
@@ -163,8 +163,8 @@ fn serve(db: &Db, rx: &mpsc::Receiver<Request>, finish: &FinishRequest) {
             next = rx.try_recv().ok();
         }
         flush(db, &mut commits, &mut replies);
-        if finish.take() {
-            db.finish_checkpoint();
+        if finish.take() && !db.finish_checkpoint() {
+            finish.ask();
         }
     }
 }
@@ -396,6 +396,18 @@ impl Catalog for LibsqlStore {
 
     fn health(&self) -> BoxFuture<'_, StoreResult<StoreHealth>> {
         self.ask(Db::health)
+    }
+
+    fn expired(&self, expiry: Expiry) -> BoxFuture<'_, StoreResult<Vec<String>>> {
+        self.ask(move |db| db.expired(&expiry))
+    }
+
+    fn prune(&self, runs: Vec<Prune>, at: String) -> BoxFuture<'_, StoreResult<Vec<String>>> {
+        self.ask(move |db| db.prune(&runs, &at))
+    }
+
+    fn pruned(&self, filter: PrunedFilter) -> BoxFuture<'_, StoreResult<Vec<PrunedRow>>> {
+        self.ask(move |db| db.pruned(&filter))
     }
 
     fn advance_schedule(&self, advance: ScheduleAdvance) -> BoxFuture<'_, StoreResult<bool>> {

@@ -1,16 +1,19 @@
 //! An in-memory [`EventStore`] for tests: the same contract as the libSQL
 //! store, nothing persisted.
 
+mod retention;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
 use super::commit::{self, Write};
 use super::{
     AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionChange, DecisionRow,
-    DecisionStatus, EventFilter, Fence, FoundEntry, InboxMessage, LeaseChange, Listing, LogEntry,
-    RunLog, ScheduleAdvance, ScheduleRow, SecretRow, Source, StepRow, StoreError, StoreHealth,
-    StoreResult, TemplateDraft, TemplateFilter, TemplateRow, TimerChange, TimerRow, VaultHeader,
-    WorkflowFilter, WorkflowRow, WorkflowStatus, WorkflowUpdate,
+    DecisionStatus, EventFilter, Expiry, Fence, FoundEntry, InboxMessage, LeaseChange, Listing,
+    LogEntry, Prune, PrunedFilter, PrunedRow, RunLog, ScheduleAdvance, ScheduleRow, SecretRow,
+    Source, StepRow, StoreError, StoreHealth, StoreResult, TemplateDraft, TemplateFilter,
+    TemplateRow, TimerChange, TimerRow, VaultHeader, WorkflowFilter, WorkflowRow, WorkflowStatus,
+    WorkflowUpdate,
 };
 
 #[derive(Default, Clone)]
@@ -32,6 +35,8 @@ struct State {
     schedules: BTreeMap<String, ScheduleRow>,
     vault: Option<VaultHeader>,
     secrets: BTreeMap<String, SecretRow>,
+    /// What is left of pruned runs, by id.
+    pruned: BTreeMap<String, PrunedRow>,
     /// Why writes are refused, while they are (a full disk, for tests).
     refusing: Option<String>,
     /// Copies of the whole store after each commit, while they are kept.
@@ -728,6 +733,7 @@ impl Catalog for MemoryStore {
                     };
                     self.find_entries(all).await?.len()
                 }
+                Listing::Pruned(filter) => self.lock().pruned_rows(&filter).len(),
             } as u64)
         })
     }
@@ -824,6 +830,20 @@ impl Catalog for MemoryStore {
 
     fn delete_secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
         ready(Ok(self.lock().secrets.remove(name).is_some()))
+    }
+
+    fn expired(&self, expiry: Expiry) -> BoxFuture<'_, StoreResult<Vec<String>>> {
+        ready(Ok(self.lock().expired(&expiry)))
+    }
+
+    fn prune(&self, runs: Vec<Prune>, at: String) -> BoxFuture<'_, StoreResult<Vec<String>>> {
+        let refused = self.refused();
+        ready(refused.map(|()| self.lock().prune(runs, &at)))
+    }
+
+    fn pruned(&self, filter: PrunedFilter) -> BoxFuture<'_, StoreResult<Vec<PrunedRow>>> {
+        let rows = self.lock().pruned_rows(&filter);
+        ready(Ok(page(rows, filter.limit, filter.offset)))
     }
 
     fn health(&self) -> BoxFuture<'_, StoreResult<StoreHealth>> {

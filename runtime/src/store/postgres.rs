@@ -9,6 +9,7 @@ mod catalog;
 mod commit;
 mod connect;
 mod listen;
+mod retention;
 mod rows;
 mod schema;
 

@@ -12,10 +12,29 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (5, "quarantined runs", V5),
     (6, "lease epochs", V6),
     (7, "large values once", V7),
+    (8, "pruned runs", V8),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 7;
+pub const LATEST: i64 = 8;
+
+/// What is left of a run retention pruned (spec/store.md, "Retention").
+const V8: &str = "
+CREATE TABLE pruned_runs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    template_name TEXT,
+    template_version INTEGER,
+    status TEXT NOT NULL,
+    agent_id TEXT,
+    parent_workflow_id TEXT,
+    created_at TEXT NOT NULL,
+    completed_at TEXT,
+    pruned_at TEXT NOT NULL,
+    export TEXT
+);
+CREATE INDEX pruned_runs_by_time ON pruned_runs (pruned_at DESC);
+";
 
 const V7: &str = "
 CREATE TABLE blobs (

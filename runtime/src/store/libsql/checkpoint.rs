@@ -31,9 +31,14 @@ pub struct Checkpointer {
     thread: Option<JoinHandle<()>>,
 }
 
-/// A WAL of this many frames (4 KiB pages, so 16 MiB) is finished by the
-/// writer after a passive checkpoint.
-pub const FINISH_FROM: i64 = 4096;
+/// A WAL of this many frames (4 KiB pages, so 8 MiB) is finished by the
+/// writer after a passive checkpoint: half the WAL's bound
+/// ([`WAL_LIMIT_BYTES`]), the other half for what arrives until it does.
+pub const FINISH_FROM: i64 = 2048;
+
+/// The bound on the WAL file: `journal_size_limit`, to which a WAL a
+/// burst grew larger is cut back when it starts over.
+pub const WAL_LIMIT_BYTES: i64 = 16 * 1024 * 1024;
 
 /// Set by the checkpointer when the writer should finish a checkpoint;
 /// taken by the writer between batches.
@@ -41,7 +46,8 @@ pub const FINISH_FROM: i64 = 4096;
 pub struct FinishRequest(Arc<AtomicBool>);
 
 impl FinishRequest {
-    fn ask(&self) {
+    /// Asks the writer to finish (again, when its last try could not).
+    pub fn ask(&self) {
         self.0.store(true, Ordering::Release);
     }
 
@@ -82,7 +88,7 @@ impl Checkpointer {
                     let last =
                         !matches!(stopped.recv_timeout(every), Err(RecvTimeoutError::Timeout));
                     match rt.block_on(checkpoint(&conn)) {
-                        Ok(log) if log >= FINISH_FROM => finish.ask(),
+                        Ok(pass) if pass.log >= FINISH_FROM => finish.ask(),
                         Ok(_) => {}
                         Err(e) => tracing::warn!(error = %e, "WAL checkpoint failed; will retry"),
                     }
@@ -123,20 +129,46 @@ async fn connect(path: &Path) -> StoreResult<Connection> {
     Ok(conn)
 }
 
-/// Copies what the WAL holds into the database, as far as readers allow,
-/// and answers the WAL's length in frames.
-pub async fn checkpoint(conn: &Connection) -> StoreResult<i64> {
+/// What a checkpoint pass did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pass {
+    /// Another connection was checkpointing: this pass did nothing.
+    pub busy: bool,
+    /// Frames in the WAL.
+    pub log: i64,
+    /// Frames of it now in the database.
+    pub copied: i64,
+}
+
+impl Pass {
+    /// Is every frame of the WAL in the database, so that the next commit
+    /// starts the WAL over?
+    pub fn complete(self) -> bool {
+        !self.busy && self.copied >= self.log
+    }
+}
+
+/// Copies what the WAL holds into the database, as far as readers allow.
+pub async fn checkpoint(conn: &Connection) -> StoreResult<Pass> {
     // The pragma answers one row: (busy, frames in the WAL, frames copied).
     let mut rows = conn
         .query("PRAGMA wal_checkpoint(PASSIVE)", ())
         .await
         .map_err(backend)?;
-    let log = match rows.next().await.map_err(backend)? {
-        Some(row) => row.get::<i64>(1).map_err(backend)?,
-        None => 0,
+    let pass = match rows.next().await.map_err(backend)? {
+        Some(row) => Pass {
+            busy: row.get::<i64>(0).map_err(backend)? != 0,
+            log: row.get::<i64>(1).map_err(backend)?,
+            copied: row.get::<i64>(2).map_err(backend)?,
+        },
+        None => Pass {
+            busy: false,
+            log: 0,
+            copied: 0,
+        },
     };
     while rows.next().await.map_err(backend)?.is_some() {}
-    Ok(log)
+    Ok(pass)
 }
 
 /// Runs a pragma and drops the row it may answer with.

@@ -14,6 +14,7 @@ mod catalog;
 mod columns;
 mod leases;
 mod migrate;
+mod retention;
 mod schedules;
 mod vault;
 
@@ -158,7 +159,10 @@ impl Db {
                 // The checkpointer thread does this, off the commit path.
                 "PRAGMA wal_autocheckpoint = 0".to_owned(),
                 // A WAL grown by a burst shrinks back when it starts over.
-                "PRAGMA journal_size_limit = 67108864".to_owned(),
+                format!(
+                    "PRAGMA journal_size_limit = {}",
+                    super::checkpoint::WAL_LIMIT_BYTES
+                ),
             ] {
                 // Some pragmas answer with a row; read and drop it.
                 let mut rows = conn.query(&pragma, ()).await.map_err(backend)?;
@@ -183,10 +187,16 @@ impl Db {
 
     /// Copies into the database what the WAL holds beyond the checkpointer's
     /// last pass. Run by the writer between batches, so nothing is written
-    /// meanwhile and the next commit starts the WAL over.
-    pub fn finish_checkpoint(&self) {
-        if let Err(e) = self.block(super::checkpoint::checkpoint(&self.conn)) {
-            tracing::warn!(error = %e, "finishing a WAL checkpoint failed; will retry");
+    /// meanwhile and the next commit starts the WAL over. Answers whether
+    /// it copied everything: it cannot while the checkpointer is in a pass
+    /// of its own (or a reader holds an old snapshot), and must try again.
+    pub fn finish_checkpoint(&self) -> bool {
+        match self.block(super::checkpoint::checkpoint(&self.conn)) {
+            Ok(pass) => pass.complete(),
+            Err(e) => {
+                tracing::warn!(error = %e, "finishing a WAL checkpoint failed; will retry");
+                false
+            }
         }
     }
 

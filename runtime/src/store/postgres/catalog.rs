@@ -8,9 +8,9 @@ use tokio_postgres::Row;
 use super::rows::{log_entry, page};
 use super::{Params, PostgresStore, backend, commit};
 use crate::store::{
-    AgentRow, BoxFuture, Catalog, EventFilter, FoundEntry, Listing, ScheduleAdvance, ScheduleRow,
-    SecretRow, StoreError, StoreHealth, StoreResult, TemplateDraft, TemplateFilter, TemplateRow,
-    VaultHeader, WorkflowStatus,
+    AgentRow, BoxFuture, Catalog, EventFilter, Expiry, FoundEntry, Listing, Prune, PrunedFilter,
+    PrunedRow, ScheduleAdvance, ScheduleRow, SecretRow, StoreError, StoreHealth, StoreResult,
+    TemplateDraft, TemplateFilter, TemplateRow, VaultHeader, WorkflowStatus,
 };
 
 const TEMPLATE_COLUMNS: &str = "name, version, description, definition, input_schema, \
@@ -116,6 +116,7 @@ impl Catalog for PostgresStore {
                 }
                 Listing::Templates(filter) => templates_query(filter),
                 Listing::Entries(filter) => entries_query(filter),
+                Listing::Pruned(filter) => super::retention::pruned_query(filter),
             };
             let sql = format!("SELECT COUNT(*) FROM ({sql}) AS listed");
             let counted = self
@@ -321,6 +322,18 @@ impl Catalog for PostgresStore {
                 .await?;
             Ok(deleted > 0)
         })
+    }
+
+    fn expired(&self, expiry: Expiry) -> BoxFuture<'_, StoreResult<Vec<String>>> {
+        Box::pin(async move { self.expired_runs(&expiry).await })
+    }
+
+    fn prune(&self, runs: Vec<Prune>, at: String) -> BoxFuture<'_, StoreResult<Vec<String>>> {
+        Box::pin(async move { self.prune_runs(&runs, &at).await })
+    }
+
+    fn pruned(&self, filter: PrunedFilter) -> BoxFuture<'_, StoreResult<Vec<PrunedRow>>> {
+        Box::pin(async move { self.pruned_runs(&filter).await })
     }
 
     fn health(&self) -> BoxFuture<'_, StoreResult<StoreHealth>> {

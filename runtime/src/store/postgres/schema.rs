@@ -1,14 +1,35 @@
 //! The PostgreSQL schema, as numbered migrations (spec/store.md). The
-//! tables are the libSQL store's at its schema 7; times are RFC 3339 text
+//! tables are the libSQL store's at its schema 8 (but `workflow_context`); times are RFC 3339 text
 //! as there, except a lease's expiry, which is `timestamptz` so that it is
 //! judged by the database's clock.
 
 /// `(version, name, SQL)`, in order. Never edit a released migration: add
 /// the next one.
-pub const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "initial", V1), (2, "large values once", V2)];
+pub const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "initial", V1),
+    (2, "large values once", V2),
+    (3, "pruned runs", V3),
+];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 2;
+pub const LATEST: i64 = 3;
+
+const V3: &str = "
+CREATE TABLE pruned_runs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    template_name TEXT,
+    template_version BIGINT,
+    status TEXT NOT NULL,
+    agent_id TEXT,
+    parent_workflow_id TEXT,
+    created_at TEXT NOT NULL,
+    completed_at TEXT,
+    pruned_at TEXT NOT NULL,
+    export TEXT
+);
+CREATE INDEX pruned_runs_by_time ON pruned_runs (pruned_at DESC);
+";
 
 const V2: &str = "
 CREATE TABLE blobs (

@@ -79,6 +79,7 @@ impl Db {
             Listing::Workflows(filter) => super::workflows_query(filter),
             Listing::Templates(filter) => templates_query(filter),
             Listing::Entries(filter) => entries_query(filter),
+            Listing::Pruned(filter) => super::retention::pruned_query(filter),
         };
         self.count_of(&sql, params)
     }
