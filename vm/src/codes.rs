@@ -114,6 +114,9 @@ code_registry! { RUNTIME, "../../spec/errors/";
     R0131 = "storage-error",
     /// A worker's worktree has a writer already, or is quarantined.
     R0132 = "worktree-busy",
+    /// The run was pruned by the retention settings: only its tombstone
+    /// (and its export, if one was made) is left.
+    R0133 = "workflow-pruned",
 }
 
 /// Finds a run-time code by its id.

@@ -8,6 +8,7 @@ mod define;
 mod deliver;
 mod diagram;
 mod outputs;
+mod pruned;
 mod query;
 mod resources;
 mod run;
@@ -34,6 +35,7 @@ use opcode_runtime::store::{EventStore, StoreError};
 
 pub use define::check_text;
 pub use deliver::{Delivered, Undelivered};
+pub use pruned::pruned_json;
 pub use query::schedule_json;
 pub use resources::{Contents, Listed, TEMPLATES};
 pub use run::start_template;

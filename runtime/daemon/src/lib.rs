@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod otel;
 pub mod panel;
 pub mod plugins;
+pub mod retention;
 pub mod scheduler;
 pub mod serve;
 pub mod settings;

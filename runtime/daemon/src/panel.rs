@@ -15,6 +15,7 @@ mod layout;
 mod live;
 mod login;
 mod plugins;
+mod pruned;
 mod scheduler;
 mod secrets;
 pub mod session;

@@ -140,6 +140,11 @@ pub struct Settings {
     /// everything in it of its own (file only; spec/security.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tenants: Option<serde_json::Value>,
+    /// How long finished runs are kept: `{days, keep_last, export,
+    /// every}` (file only; spec/store.md, "Retention"). Kept forever
+    /// without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention: Option<serde_json::Value>,
 }
 
 impl Settings {
@@ -192,6 +197,7 @@ impl Settings {
                 .map(|v| matches!(v.as_str(), "true" | "1" | "yes" | "on")),
             agents: None,
             tenants: None,
+            retention: None,
         }
     }
 
@@ -222,6 +228,7 @@ impl Settings {
             open_probes: over.open_probes.or(self.open_probes),
             agents: over.agents.or(self.agents),
             tenants: over.tenants.or(self.tenants),
+            retention: over.retention.or(self.retention),
         }
     }
 
@@ -335,6 +342,16 @@ impl Settings {
     /// The tenants (none unless the settings name some).
     pub fn tenants(&self) -> Result<Vec<crate::tenants::Tenant>, String> {
         crate::tenants::parse(self.tenants.as_ref(), self.token.as_deref())
+    }
+
+    /// The retention of the engine whose data directory is `data_dir`
+    /// (`tenant`: whose it is); `None` when runs are kept forever.
+    pub fn retention(
+        &self,
+        data_dir: &Path,
+        tenant: Option<&str>,
+    ) -> Result<Option<crate::retention::Sweeps>, String> {
+        crate::retention::parse(self.retention.as_ref(), data_dir, tenant)
     }
 
     /// The configured plugins.

@@ -25,10 +25,9 @@ pub async fn diagram(api: &Api, args: &Args) -> ToolResult {
     }
     let include_status = args.opt_bool("include_status")?.unwrap_or(true);
     let (source, statuses) = if let Some(id) = args.opt_str("workflow_id")? {
-        let row =
-            api.store().workflow(id).await?.ok_or_else(|| {
-                ToolError::new(codes::R0121, format!("workflow `{id}` not found"))
-            })?;
+        let Some(row) = api.store().workflow(id).await? else {
+            return Err(api.unknown_run(id).await);
+        };
         let source = api.store().source(&row.source_hash).await?.ok_or_else(|| {
             ToolError::new(codes::R0109, format!("the source of `{id}` is missing"))
         })?;

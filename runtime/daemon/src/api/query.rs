@@ -7,8 +7,8 @@ use serde_json::{Map, Value, json};
 use super::args::Args;
 use super::{Api, ToolError, ToolResult};
 use opcode_runtime::store::{
-    DecisionRow, DecisionStatus, EventFilter, FoundEntry, Listing, ScheduleRow, TemplateFilter,
-    TemplateRow, WorkflowFilter, WorkflowRow, WorkflowStatus,
+    DecisionRow, DecisionStatus, EventFilter, FoundEntry, Listing, PrunedFilter, ScheduleRow,
+    TemplateFilter, TemplateRow, WorkflowFilter, WorkflowRow, WorkflowStatus,
 };
 
 /// Rows per page unless `limit` says otherwise.
@@ -31,6 +31,7 @@ fn filter_keys(resource: &str) -> &'static [&'static str] {
         "decisions" => &["status", "workflow_id", "agent_id"],
         "schedules" => &["template_name"],
         "plugins" => &["name"],
+        "pruned" => &["workflow_id", "template_name"],
         "test_cases" => &[
             "workflow_id",
             "status",
@@ -161,6 +162,17 @@ pub async fn query(api: &Api, args: &Args) -> ToolResult {
                 .collect();
             paged(kept, offset, limit)
         }
+        "pruned" => {
+            let filter = PrunedFilter {
+                id: text("workflow_id")?,
+                template_name: text("template_name")?,
+                limit: Some(limit),
+                offset,
+            };
+            let rows = api.store().pruned(filter.clone()).await?;
+            let total = counted(api, rows.len(), limit, offset, Listing::Pruned(filter)).await?;
+            (rows.iter().map(super::pruned_json).collect(), total)
+        }
         "plugins" => {
             let name = text("name")?;
             let reports = api.plugins.as_ref().map(|p| p.report()).unwrap_or_default();
@@ -174,7 +186,7 @@ pub async fn query(api: &Api, args: &Args) -> ToolResult {
             return Err(ToolError::new(
                 codes::R0122,
                 format!(
-                    "unknown resource `{other}`: use workflows, events, templates, decisions, schedules, plugins or test_cases"
+                    "unknown resource `{other}`: use workflows, events, templates, decisions, schedules, plugins, pruned or test_cases"
                 ),
             ));
         }

@@ -246,10 +246,9 @@ impl Api {
 
     /// A part of run `id`: its view, or one stored value.
     async fn run_part(&self, uri: &str, id: &str, what: &[&str]) -> Result<String, ToolError> {
-        let state =
-            self.store().state(id).await?.ok_or_else(|| {
-                ToolError::new(codes::R0121, format!("workflow `{id}` not found"))
-            })?;
+        let Some(state) = self.store().state(id).await? else {
+            return Err(self.unknown_run(id).await);
+        };
         let row = &state.workflow;
         let stored = match what {
             [] => {

@@ -227,7 +227,7 @@ fn build() -> Vec<ToolSpec> {
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "resource": {"type": "string", "enum": ["workflows", "events", "templates", "decisions", "schedules", "plugins", "test_cases"], "description": "What to list."},
+                    "resource": {"type": "string", "enum": ["workflows", "events", "templates", "decisions", "schedules", "plugins", "pruned", "test_cases"], "description": "What to list."},
                     "filter": {"type": "object", "description": "workflows: status (one or a list), agent_id, template_name, parent_workflow_id, since, until (created before), id_contains; events: workflow_id, event_type, step_id, since; templates: name, agent_id, latest; decisions: workflow_id, status (pending by default, or all), agent_id; schedules: template_name; plugins: name; test_cases: workflow_id (one run), or the workflows keys (runs that ended or rest suspended)."},
                     "limit": {"type": "integer", "minimum": 0, "maximum": 1000, "description": "Rows per page (default 50, at most 1000)."},
                     "offset": {"type": "integer", "minimum": 0, "description": "Rows to skip (default 0)."},

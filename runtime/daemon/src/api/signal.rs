@@ -21,10 +21,7 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
     let empty = Map::new();
     let payload = args.opt_object("payload")?.unwrap_or(&empty);
     if api.store().workflow(id).await?.is_none() {
-        return Err(ToolError::new(
-            codes::R0121,
-            format!("workflow `{id}` not found"),
-        ));
+        return Err(api.unknown_run(id).await);
     }
     api.seen(agent_id).await?;
     // A decision a child run waits for is answered there.

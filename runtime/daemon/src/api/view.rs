@@ -69,13 +69,13 @@ pub async fn render(
     state: Option<Arc<WorkflowState>>,
     asked: &Asked,
 ) -> ToolResult {
-    let state =
-        match state {
-            Some(state) => state,
-            None => Arc::new(api.store().state(id).await?.ok_or_else(|| {
-                ToolError::new(codes::R0121, format!("workflow `{id}` not found"))
-            })?),
-        };
+    let state = match state {
+        Some(state) => state,
+        None => match api.store().state(id).await? {
+            Some(state) => Arc::new(state),
+            None => return Err(api.unknown_run(id).await),
+        },
+    };
     let mut out = summary::ordered_summary(api.store().as_ref(), &state, &asked.view).await?;
     if asked.events {
         out["events"] = Value::Array(events(api, id, asked).await?);

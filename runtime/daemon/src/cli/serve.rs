@@ -2,7 +2,7 @@
 //! which writes the settings file.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use opcode_daemon::api::Api;
 use opcode_daemon::panel::Panel;
@@ -203,6 +203,10 @@ pub async fn serve(args: Args) -> Exit {
         Ok(tenants) => tenants,
         Err(e) => return refuse(e),
     };
+    // Checked before any engine starts; each engine reads it with its own folder.
+    if let Err(e) = settings.retention(Path::new("/"), None) {
+        return refuse(e);
+    }
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
         Err(e) => return refuse(bind_error(listen, &e)),
@@ -317,6 +321,7 @@ impl Surroundings<'_> {
             exec,
             vault,
             db,
+            data_dir,
         } = stack;
         if let Some(tenant) = &tenant {
             tracing::info!(tenant = %tenant.name, db = %db.shown(), "serving a tenant");
@@ -354,6 +359,17 @@ impl Surroundings<'_> {
             api.metrics().clone(),
             self.shutdown.clone(),
         ));
+        let retention = self
+            .settings
+            .retention(&data_dir, name.as_deref())
+            .map_err(refuse)?;
+        if let Some(sweeps) = retention {
+            tokio::spawn(opcode_daemon::retention::run(
+                exec.clone(),
+                sweeps,
+                self.shutdown.clone(),
+            ));
+        }
         let panel = self.settings.panel.unwrap_or(true).then(|| {
             Panel::new(
                 api.clone(),

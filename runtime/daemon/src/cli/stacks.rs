@@ -25,6 +25,8 @@ pub struct Stack {
     pub exec: Executor,
     /// Its vault, when a passphrase is set.
     pub vault: Option<Arc<Vault>>,
+    /// Its data directory (transcripts, sessions, exports).
+    pub data_dir: PathBuf,
 }
 
 /// Where an engine keeps what it makes, and its database.
@@ -145,6 +147,7 @@ pub async fn open(
             db: place.db.clone(),
             exec,
             vault,
+            data_dir: place.area.data_dir.clone(),
         });
     }
     Ok(stacks)

@@ -17,7 +17,7 @@ use super::layout::{
 };
 use super::{Fields, Panel, Posted, back, call, failure};
 use crate::api::ToolError;
-use opcode_runtime::store::{DecisionStatus, WorkflowFilter, WorkflowStatus};
+use opcode_runtime::store::{DecisionStatus, PrunedFilter, WorkflowFilter, WorkflowStatus};
 
 /// Events a workflow's page lists (its last ones; `/events` pages them all).
 const RECENT: u64 = 50;
@@ -191,7 +191,17 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
     let row = match store.workflow(&id).await {
         Ok(Some(row)) => row,
         Ok(None) => {
-            return layout::not_found(&panel, "/workflows", &query, &format!("workflow `{id}`"));
+            let filter = PrunedFilter {
+                id: Some(id.clone()),
+                ..PrunedFilter::default()
+            };
+            return match store.pruned(filter).await {
+                Ok(rows) if !rows.is_empty() => super::pruned::page(&panel, &query, &rows[0]),
+                Ok(_) => {
+                    layout::not_found(&panel, "/workflows", &query, &format!("workflow `{id}`"))
+                }
+                Err(e) => failure(&e),
+            };
         }
         Err(e) => return failure(&e),
     };
