@@ -13,7 +13,7 @@ use opcode_runtime::retention::{Retention, sweep};
 use opcode_runtime::time::now_ms;
 
 /// How often the sweep runs unless the settings say.
-const DEFAULT_EVERY: Duration = Duration::from_secs(600);
+const DEFAULT_EVERY: Duration = Duration::from_mins(10);
 
 /// A retention policy and how often it is applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,7 +153,7 @@ mod tests {
             tenant.policy.export.as_deref(),
             Some(Path::new("/archive/tenants/acme"))
         );
-        assert_eq!(tenant.every, Duration::from_secs(60));
+        assert_eq!(tenant.every, Duration::from_mins(1));
         assert_eq!(parse(Some(&json!({"export": true})), data, None), Ok(None));
     }
 

@@ -52,6 +52,23 @@ pub struct PrunedRow {
     pub export: Option<String>,
 }
 
+impl PrunedRow {
+    /// What naming the run tells: how it ended, when it was pruned, and
+    /// where its export is.
+    pub fn describe(&self) -> String {
+        let export = self
+            .export
+            .as_deref()
+            .map_or(String::new(), |path| format!("; its export is {path}"));
+        format!(
+            "workflow `{}` ended {} and was pruned at {} by the retention settings{export}",
+            self.id,
+            self.status.as_str(),
+            self.pruned_at
+        )
+    }
+}
+
 /// Which pruned runs to list, most recently pruned first.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PrunedFilter {

@@ -109,10 +109,7 @@ fn pruning_deletes_a_finished_run_whole_and_leaves_a_tombstone() {
                 ..Commit::default()
             };
             store.commit(more).await.unwrap();
-            store
-                .send("done".into(), "{}".into(), at(11))
-                .await
-                .unwrap();
+            store.send("done", "{}".into(), at(11)).await.unwrap();
             store.commit(create("running")).await.unwrap();
             let runs = vec![
                 Prune {
@@ -235,6 +232,10 @@ fn a_large_value_goes_with_the_last_run_that_refers_to_it() {
 fn blob_hash(text: &str) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(text.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = digest.iter().fold(String::new(), |mut hex, b| {
+        use std::fmt::Write as _;
+        let _ = write!(hex, "{b:02x}");
+        hex
+    });
     format!("sha256:{hex}")
 }

@@ -36,20 +36,7 @@ impl Api {
         };
         match self.store().pruned(filter).await {
             Ok(rows) if !rows.is_empty() => {
-                let row = &rows[0];
-                let export = row
-                    .export
-                    .as_deref()
-                    .map_or(String::new(), |path| format!("; its export is {path}"));
-                ToolError::new(
-                    codes::R0133,
-                    format!(
-                        "workflow `{id}` ended {} and was pruned at {} by the retention settings{export}",
-                        row.status.as_str(),
-                        row.pruned_at
-                    ),
-                )
-                .with_details(pruned_json(row))
+                ToolError::new(codes::R0133, rows[0].describe()).with_details(pruned_json(&rows[0]))
             }
             Ok(_) => ToolError::new(codes::R0121, format!("workflow `{id}` not found")),
             Err(e) => e.into(),

@@ -219,7 +219,7 @@ pub async fn report(store: &dyn EventStore, id: &str, format: Format) -> Exit {
         {
             Ok(Some(summary)) => summary,
             Ok(None) => {
-                eprintln!("error: workflow `{id}` not found");
+                eprintln!("error: {}", unknown_run(store, id).await);
                 return Exit::Usage;
             }
             Err(e) => {
@@ -245,6 +245,24 @@ pub async fn report(store: &dyn EventStore, id: &str, format: Format) -> Exit {
         }
     }
     Exit::of_status(summary["status"].as_str().unwrap_or_default())
+}
+
+/// Why run `id` is not in `store`: pruned (with when, and its export),
+/// or never there.
+pub async fn unknown_run(store: &dyn EventStore, id: &str) -> String {
+    let filter = opcode_runtime::store::PrunedFilter {
+        id: Some(id.to_owned()),
+        ..Default::default()
+    };
+    match store
+        .pruned(filter)
+        .await
+        .ok()
+        .and_then(|mut rows| rows.pop())
+    {
+        Some(row) => row.describe(),
+        None => format!("workflow `{id}` not found"),
+    }
 }
 
 /// Prints an error and returns the usage exit code.

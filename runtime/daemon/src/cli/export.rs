@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::common::{DbArgs, Exit, fail};
+use super::common::{DbArgs, Exit, fail, unknown_run};
 
 /// Arguments of `export`.
 #[derive(Debug, clap::Args)]
@@ -30,6 +30,9 @@ pub async fn export(args: ExportArgs) -> Exit {
     };
     let case = match opcode_runtime::golden::export(store.as_ref(), &args.id).await {
         Ok(case) => case,
+        Err(opcode_runtime::golden::ExportError::NotFound(_)) => {
+            return fail(unknown_run(store.as_ref(), &args.id).await);
+        }
         Err(e) => return fail(e),
     };
     let workflow = args.workflow.as_ref().map(|w| w.display().to_string());

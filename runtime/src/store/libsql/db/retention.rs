@@ -1,5 +1,7 @@
 //! Retention on the libSQL connection (spec/store.md, "Retention").
 
+use std::fmt::Write as _;
+
 use libsql::{Row, Value};
 
 use super::{Db, backend, get, push_page, run};
@@ -147,7 +149,7 @@ pub(super) fn pruned_query(filter: &PrunedFilter) -> (String, Vec<Value>) {
     for (column, value) in [("id", &filter.id), ("template_name", &filter.template_name)] {
         if let Some(value) = value {
             params.push(value.as_str().into());
-            sql.push_str(&format!(" AND {column} = ?{}", params.len()));
+            let _ = write!(sql, " AND {column} = ?{}", params.len());
         }
     }
     sql.push_str(" ORDER BY pruned_at DESC, id");
