@@ -111,6 +111,31 @@ pub fn parallel(n: usize) -> Value {
     json!({"steps": steps})
 }
 
+/// `n` steps started together, each an `fs.stat` of `path`: the cheapest
+/// action dispatched as an effect, each result committed in a round of
+/// its own (the peers' checkpointed step).
+pub fn parallel_stat(n: usize, path: &str) -> Value {
+    let steps: Vec<Value> = (0..n)
+        .map(|i| json!({"id": format!("s{i}"), "action": "fs.stat", "params": {"path": path}}))
+        .collect();
+    json!({"steps": steps})
+}
+
+/// A chain of `n` `fs.stat` steps of `path` (see [`parallel_stat`]).
+pub fn sequential_stat(n: usize, path: &str) -> Value {
+    let steps: Vec<Value> = (0..n)
+        .map(|i| {
+            let mut step =
+                json!({"id": format!("s{i}"), "action": "fs.stat", "params": {"path": path}});
+            if i > 0 {
+                step["depends_on"] = json!([format!("s{}", i - 1)]);
+            }
+            step
+        })
+        .collect();
+    json!({"steps": steps})
+}
+
 /// A chain of `n` no-op steps.
 pub fn sequential(n: usize) -> Value {
     let steps: Vec<Value> = (0..n)

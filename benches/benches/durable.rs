@@ -1,5 +1,8 @@
 //! Durable execution on the libSQL store, end to end: per-workflow latency
-//! (p50, p99) of seq10, fan10 and fan100, throughput with 16 workflows at
+//! (p50, p99) of seq10, fan10 and fan100 (`workflow.emit`, immediate: many
+//! steps share a commit), of seq10-stat and fan100-stat (`fs.stat` of a
+//! tiny file, an effect: each result committed in a round of its own, as
+//! the peers' steps are), throughput with 16 workflows at
 //! once, raw event appends, and replay of 1,000 events. Each figure is
 //! labelled with its durability mode. Run with
 //! `cargo bench -p opcode-benches --bench durable` (add `-- quick` for a
@@ -198,10 +201,15 @@ async fn bench(durability: Durability, quick: bool, only: Option<&str>) {
     let store = open(&dir, "bench.db", durability);
     let exec = executor(store.clone());
     let runs = if quick { 50 } else { 300 };
+    let tiny = dir.path().join("tiny");
+    std::fs::write(&tiny, "x").expect("writes");
+    let tiny = tiny.display().to_string();
     for (name, workflow) in [
         ("seq10", opcode_benches::sequential(10)),
         ("fan10", opcode_benches::parallel(10)),
         ("fan100", opcode_benches::parallel(100)),
+        ("seq10-stat", opcode_benches::sequential_stat(10, &tiny)),
+        ("fan100-stat", opcode_benches::parallel_stat(100, &tiny)),
     ] {
         if only.is_some_and(|o| o != name) {
             continue;
@@ -248,8 +256,8 @@ fn main() {
     opcode_daemon::allocator::return_freed_memory();
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "quick");
-    // `only=NAME` runs one scenario (seq10, fan10, fan100, concurrent,
-    // append or replay), for profiling.
+    // `only=NAME` runs one scenario (seq10, fan10, fan100, seq10-stat,
+    // fan100-stat, concurrent, append or replay), for profiling.
     let only = args.iter().find_map(|a| a.strip_prefix("only="));
     // `cargo bench` passes `--bench`; a test run (`cargo test --benches`) does not.
     if !args.iter().any(|a| a == "--bench") {

@@ -2,11 +2,13 @@
 (`opcode serve` on a fresh libSQL file at the durability given) driven by
 CLIENTS threads, each running a one-step `fs.stat` workflow over /mcp in a
 loop on a kept-alive connection, for SECONDS; every INTERVAL seconds it
-prints the runs done, the WAL's size and the database's. Not part of the
-test run: a soak.
+prints the runs done, the WAL's size (now, and the most it reached,
+sampled every 50 ms) and the database's. With --keep-last N the daemon
+runs with `retention: {keep_last: N, every: 5s, tombstone_days: 0}`, so
+the database should stop growing once N runs are kept. Not part of the test run: a soak.
 
 Usage: python3 benches/soak/storage.py PATH_TO_OPCODE [--durability normal|full]
-           [--seconds 600] [--clients 16] [--interval 10]
+           [--seconds 600] [--clients 16] [--interval 10] [--keep-last N]
 """
 
 import argparse
@@ -52,6 +54,7 @@ def main():
     parser.add_argument("--seconds", type=float, default=600)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--interval", type=float, default=10)
+    parser.add_argument("--keep-last", type=int)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as home:
         tiny = f"{home}/tiny"
@@ -60,7 +63,10 @@ def main():
         # fs.* may read this folder besides each run's workspace.
         os.makedirs(f"{home}/.opcode")
         with open(f"{home}/.opcode/settings.json", "w") as f:
-            json.dump({"isolation": {"fs": {"read": [home]}}}, f)
+            settings = {"isolation": {"fs": {"read": [home]}}}
+            if args.keep_last:
+                settings["retention"] = {"keep_last": args.keep_last, "every": "5s", "tombstone_days": 0}
+            json.dump(settings, f)
         daemon = Daemon(os.path.abspath(args.binary), home, free_port(),
                         env={"OPCODE_DURABILITY": args.durability, "OPCODE_LOG_LEVEL": "warn"},
                         log=f"{home}/daemon.log")
@@ -85,15 +91,22 @@ def main():
                         failed[0] += 1
 
             threads = [threading.Thread(target=client, daemon=True) for _ in range(args.clients)]
+            wal_most = [0]
+
+            def sample():
+                while any(t.is_alive() for t in threads):
+                    wal_most[0] = max(wal_most[0], size(db + "-wal"))
+                    time.sleep(0.05)
             started = time.time()
             for thread in threads:
                 thread.start()
-            print(f"durability={args.durability} clients={args.clients}")
-            print("seconds,runs,failed,wal_bytes,db_bytes")
+            threading.Thread(target=sample, daemon=True).start()
+            print(f"durability={args.durability} clients={args.clients} keep_last={args.keep_last}")
+            print("seconds,runs,failed,wal_bytes,wal_most_bytes,db_bytes")
             while any(t.is_alive() for t in threads):
                 time.sleep(min(args.interval, max(0.1, stop - time.time() + 0.5)))
-                print(f"{time.time() - started:.0f},{done[0]},{failed[0]},{size(db + '-wal')},{size(db)}",
-                      flush=True)
+                print(f"{time.time() - started:.0f},{done[0]},{failed[0]},{size(db + '-wal')},"
+                      f"{wal_most[0]},{size(db)}", flush=True)
         finally:
             daemon.terminate()
 

@@ -14,6 +14,9 @@ use crate::time::rfc3339;
 /// How many runs one transaction prunes.
 const BATCH: u32 = 100;
 
+/// A day, in milliseconds.
+const DAY_MS: u64 = 86_400_000;
+
 /// Which finished runs to keep, and where pruned runs are exported.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Retention {
@@ -23,6 +26,9 @@ pub struct Retention {
     pub keep_last: Option<u32>,
     /// Export each run here before it is pruned.
     pub export: Option<PathBuf>,
+    /// Forget a pruned run's tombstone this many days after it was pruned
+    /// (`None`: keep tombstones).
+    pub tombstone_days: Option<u32>,
 }
 
 impl Retention {
@@ -36,7 +42,7 @@ impl Retention {
         Expiry {
             ended_before: self
                 .days
-                .map(|days| rfc3339(now.saturating_sub(u64::from(days) * 86_400_000))),
+                .map(|days| rfc3339(now.saturating_sub(u64::from(days) * DAY_MS))),
             keep_last: self.keep_last,
             limit: BATCH,
         }
@@ -48,6 +54,8 @@ impl Retention {
 pub struct Swept {
     /// The runs pruned.
     pub pruned: Vec<String>,
+    /// How many tombstones were forgotten.
+    pub forgotten: u64,
     /// Runs kept because their export could not be written, with why.
     pub kept: Vec<(String, String)>,
 }
@@ -66,6 +74,10 @@ pub async fn sweep(
         return Ok(swept);
     }
     let at = rfc3339(now);
+    if let Some(days) = policy.tombstone_days {
+        let before = rfc3339(now.saturating_sub(u64::from(days) * DAY_MS));
+        swept.forgotten = store.forget_pruned(before).await?;
+    }
     loop {
         let ids = store.expired(policy.expiry(now)).await?;
         let full = ids.len() == BATCH as usize;

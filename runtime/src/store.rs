@@ -770,6 +770,10 @@ pub trait Catalog: Send + Sync {
     /// The pruned runs `filter` names, most recently pruned first.
     fn pruned(&self, filter: PrunedFilter) -> BoxFuture<'_, StoreResult<Vec<PrunedRow>>>;
 
+    /// Deletes the tombstones of runs pruned before `before` (RFC 3339);
+    /// answers how many.
+    fn forget_pruned(&self, before: String) -> BoxFuture<'_, StoreResult<u64>>;
+
     /// The database's schema version, journal, sync setting and clock.
     fn health(&self) -> BoxFuture<'_, StoreResult<StoreHealth>>;
 }

@@ -12,6 +12,9 @@ use opcode_runtime::executor::Executor;
 use opcode_runtime::retention::{Retention, sweep};
 use opcode_runtime::time::now_ms;
 
+/// How long a pruned run's tombstone is kept unless the settings say.
+const DEFAULT_TOMBSTONE_DAYS: u32 = 90;
+
 /// How often the sweep runs unless the settings say.
 const DEFAULT_EVERY: Duration = Duration::from_mins(10);
 
@@ -36,12 +39,15 @@ struct Written {
     export: Option<Value>,
     #[serde(default)]
     every: Option<String>,
+    #[serde(default)]
+    tombstone_days: Option<u32>,
 }
 
 /// The settings' `retention` block for the engine whose data directory is
 /// `data_dir` (`tenant`: whose it is); `None` when it prunes nothing.
 /// `export: true` exports to `<data_dir>/exports`; a folder exports there,
-/// each tenant to `<folder>/tenants/<name>`.
+/// each tenant to `<folder>/tenants/<name>`. Tombstones are forgotten
+/// `tombstone_days` (default 90; 0: at the next sweep) after pruning.
 pub fn parse(
     value: Option<&Value>,
     data_dir: &Path,
@@ -51,7 +57,9 @@ pub fn parse(
         return Ok(None);
     };
     let written: Written = serde_json::from_value(value.clone()).map_err(|e| {
-        format!("`retention` is {{\"days\", \"keep_last\", \"export\", \"every\"}}: {e}")
+        format!(
+            "`retention` is {{\"days\", \"keep_last\", \"export\", \"every\", \"tombstone_days\"}}: {e}"
+        )
     })?;
     if written.days == Some(0) {
         return Err("retention `days` is at least 1".into());
@@ -91,6 +99,7 @@ pub fn parse(
         days: written.days,
         keep_last: written.keep_last,
         export,
+        tombstone_days: Some(written.tombstone_days.unwrap_or(DEFAULT_TOMBSTONE_DAYS)),
     };
     Ok(policy.prunes().then_some(Sweeps { policy, every }))
 }
@@ -109,8 +118,12 @@ pub async fn run(exec: Executor, sweeps: Sweeps, stop: CancellationToken) {
     loop {
         match sweep(exec.store().as_ref(), &sweeps.policy, now_ms()).await {
             Ok(swept) => {
-                if !swept.pruned.is_empty() {
-                    tracing::info!(count = swept.pruned.len(), "pruned finished runs");
+                if !swept.pruned.is_empty() || swept.forgotten > 0 {
+                    tracing::info!(
+                        count = swept.pruned.len(),
+                        tombstones_forgotten = swept.forgotten,
+                        "pruned finished runs"
+                    );
                 }
                 for (id, why) in swept.kept {
                     tracing::warn!(workflow = %id, error = %why, "kept a run retention would prune: its export failed");
@@ -142,6 +155,7 @@ mod tests {
             Some(Path::new("/data/exports"))
         );
         assert_eq!(sweeps.every, DEFAULT_EVERY);
+        assert_eq!(sweeps.policy.tombstone_days, Some(DEFAULT_TOMBSTONE_DAYS));
         let tenant = parse(
             Some(&json!({"keep_last": 5, "export": "/archive", "every": "1m"})),
             data,

@@ -30,7 +30,7 @@ use super::{
 const MAX_BATCH: usize = 1024;
 
 /// How often the WAL is checkpointed (off the commit path).
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 
 type Job = Box<dyn FnOnce(&Db) + Send>;
 
@@ -140,7 +140,8 @@ impl Drop for LibsqlStore {
 }
 
 /// The store thread: batches commits, runs reads in arrival order, and
-/// finishes a checkpoint when the checkpointer asks, once the queue is empty.
+/// finishes a checkpoint when the checkpointer asks, after the next write
+/// (a writer that is never idle must still let the WAL start over).
 fn serve(db: &Db, rx: &mpsc::Receiver<Request>, finish: &FinishRequest) {
     let mut commits: Vec<Commit> = Vec::new();
     let mut replies: Vec<oneshot::Sender<StoreResult<()>>> = Vec::new();
@@ -153,19 +154,27 @@ fn serve(db: &Db, rx: &mpsc::Receiver<Request>, finish: &FinishRequest) {
                     replies.push(reply);
                     if commits.len() >= MAX_BATCH {
                         flush(db, &mut commits, &mut replies);
+                        finish_if_asked(db, finish);
                     }
                 }
                 Request::Job(job) => {
                     flush(db, &mut commits, &mut replies);
                     job(db);
+                    finish_if_asked(db, finish);
                 }
             }
             next = rx.try_recv().ok();
         }
         flush(db, &mut commits, &mut replies);
-        if finish.take() && !db.finish_checkpoint() {
-            finish.ask();
-        }
+        finish_if_asked(db, finish);
+    }
+}
+
+/// Finishes the checkpoint the checkpointer asked for, if it did; asks
+/// again when it could not.
+fn finish_if_asked(db: &Db, finish: &FinishRequest) {
+    if finish.take() && !db.finish_checkpoint() {
+        finish.ask();
     }
 }
 
@@ -403,7 +412,17 @@ impl Catalog for LibsqlStore {
     }
 
     fn prune(&self, runs: Vec<Prune>, at: String) -> BoxFuture<'_, StoreResult<Vec<String>>> {
-        self.ask(move |db| db.prune(&runs, &at))
+        self.ask(move |db| {
+            let pruned = db.prune(&runs, &at);
+            // Deleting scattered rows writes many pages: copy them into the
+            // database now, so that the WAL starts over after each batch.
+            db.finish_checkpoint();
+            pruned
+        })
+    }
+
+    fn forget_pruned(&self, before: String) -> BoxFuture<'_, StoreResult<u64>> {
+        self.ask(move |db| db.forget_pruned(&before))
     }
 
     fn pruned(&self, filter: PrunedFilter) -> BoxFuture<'_, StoreResult<Vec<PrunedRow>>> {

@@ -841,6 +841,13 @@ impl Catalog for MemoryStore {
         ready(refused.map(|()| self.lock().prune(runs, &at)))
     }
 
+    fn forget_pruned(&self, before: String) -> BoxFuture<'_, StoreResult<u64>> {
+        let mut state = self.lock();
+        let had = state.pruned.len();
+        state.pruned.retain(|_, row| row.pruned_at >= before);
+        ready(Ok((had - state.pruned.len()) as u64))
+    }
+
     fn pruned(&self, filter: PrunedFilter) -> BoxFuture<'_, StoreResult<Vec<PrunedRow>>> {
         let rows = self.lock().pruned_rows(&filter);
         ready(Ok(page(rows, filter.limit, filter.offset)))

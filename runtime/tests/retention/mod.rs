@@ -184,6 +184,13 @@ fn pruning_deletes_a_finished_run_whole_and_leaves_a_tombstone() {
                     .is_empty(),
                 "{name}"
             );
+            assert_eq!(store.forget_pruned(at(50)).await.unwrap(), 0, "{name}");
+            assert_eq!(store.forget_pruned(at(51)).await.unwrap(), 1, "{name}");
+            let all = PrunedFilter::default();
+            assert!(
+                store.pruned(all).await.unwrap().is_empty(),
+                "{name}: forgotten"
+            );
         });
     }
 }

@@ -332,6 +332,10 @@ impl Catalog for PostgresStore {
         Box::pin(async move { self.prune_runs(&runs, &at).await })
     }
 
+    fn forget_pruned(&self, before: String) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(async move { self.forget_pruned_runs(&before).await })
+    }
+
     fn pruned(&self, filter: PrunedFilter) -> BoxFuture<'_, StoreResult<Vec<PrunedRow>>> {
         Box::pin(async move { self.pruned_runs(&filter).await })
     }

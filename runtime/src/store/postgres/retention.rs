@@ -128,6 +128,12 @@ impl PostgresStore {
         Ok(deleted)
     }
 
+    /// Deletes the tombstones of runs pruned before `before`.
+    pub(super) async fn forget_pruned_runs(&self, before: &str) -> StoreResult<u64> {
+        self.execute("DELETE FROM pruned_runs WHERE pruned_at < $1", &[&before])
+            .await
+    }
+
     /// The tombstones `filter` names, most recently pruned first.
     pub(super) async fn pruned_runs(&self, filter: &PrunedFilter) -> StoreResult<Vec<PrunedRow>> {
         let (mut sql, params) = pruned_query(filter);

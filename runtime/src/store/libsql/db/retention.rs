@@ -134,6 +134,14 @@ impl Db {
         Ok(deleted)
     }
 
+    /// Deletes the tombstones of runs pruned before `before`.
+    pub fn forget_pruned(&self, before: &str) -> StoreResult<u64> {
+        self.execute(
+            "DELETE FROM pruned_runs WHERE pruned_at < ?1",
+            vec![before.into()],
+        )
+    }
+
     /// The tombstones `filter` names, most recently pruned first.
     pub fn pruned(&self, filter: &PrunedFilter) -> StoreResult<Vec<PrunedRow>> {
         let (mut sql, params) = pruned_query(filter);
