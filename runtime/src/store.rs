@@ -31,8 +31,8 @@ pub use retention::{Expiry, Prune, PrunedFilter, PrunedRow};
 pub use status::{DecisionStatus, WorkflowStatus};
 
 pub use catalog::{
-    EventFilter, FoundEntry, Listing, ScheduleAdvance, ScheduleRow, SecretRow, StoreHealth,
-    TemplateDraft, TemplateFilter, TemplateRow, VaultHeader,
+    DecisionFilter, EventFilter, FoundEntry, Listing, ScheduleAdvance, ScheduleRow, SecretRow,
+    StoreHealth, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader,
 };
 
 use std::future::Future;
@@ -769,6 +769,11 @@ pub trait Catalog: Send + Sync {
 
     /// The pruned runs `filter` names, most recently pruned first.
     fn pruned(&self, filter: PrunedFilter) -> BoxFuture<'_, StoreResult<Vec<PrunedRow>>>;
+
+    /// A page of the decisions `filter` names, oldest first (what
+    /// `opcode.query` lists; `count(Listing::Decisions)` counts them).
+    fn decision_page(&self, filter: DecisionFilter)
+    -> BoxFuture<'_, StoreResult<Vec<DecisionRow>>>;
 
     /// Deletes the tombstones of runs pruned before `before` (RFC 3339);
     /// answers how many.

@@ -13,6 +13,7 @@ use opcode_runtime::store::{
     WorkflowFilter, WorkflowStatus, WorkflowUpdate,
 };
 
+mod listings;
 #[cfg(feature = "postgres")]
 mod pg;
 mod retention;

@@ -1,7 +1,7 @@
 //! What the daemon keeps beside the log: templates, agents, and the filters
 //! of `opcode.query`.
 
-use super::{LogEntry, PrunedFilter, WorkflowFilter};
+use super::{DecisionStatus, LogEntry, PrunedFilter, WorkflowFilter};
 
 /// A template to register; the store gives it the next version.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -73,6 +73,21 @@ pub struct EventFilter {
     pub step_id: Option<String>,
     /// Only entries at or after this time (RFC 3339).
     pub since: Option<String>,
+    /// At most this many.
+    pub limit: Option<u32>,
+    /// After skipping this many.
+    pub offset: u32,
+}
+
+/// Which decisions to list, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DecisionFilter {
+    /// Only this workflow's.
+    pub workflow_id: Option<String>,
+    /// Only those of this status.
+    pub status: Option<DecisionStatus>,
+    /// Only those this agent may answer: meant for it, or for anyone.
+    pub agent_id: Option<String>,
     /// At most this many.
     pub limit: Option<u32>,
     /// After skipping this many.
@@ -179,6 +194,17 @@ pub enum Listing {
     Entries(EventFilter),
     /// [`super::Catalog::pruned`].
     Pruned(PrunedFilter),
+    /// [`super::Catalog::decision_page`].
+    Decisions(DecisionFilter),
+}
+
+/// The query counting the rows of a listing's query (`SELECT columns
+/// FROM … [ORDER BY …]`): the same rows, without reading their columns or
+/// ordering them, so that an index can answer it.
+pub(crate) fn count_query(listing: &str) -> String {
+    let from = listing.find(" FROM ").map_or(listing, |at| &listing[at..]);
+    let rows = from.rfind(" ORDER BY ").map_or(from, |at| &from[..at]);
+    format!("SELECT COUNT(*){rows}")
 }
 
 /// What `opcode doctor` asks a store about itself.
@@ -195,4 +221,27 @@ pub struct StoreHealth {
     pub newest_run_at: Option<String>,
     /// The store's clock now (RFC 3339): a server's, or this process's.
     pub clock: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_query;
+
+    #[test]
+    fn a_count_reads_no_columns_and_keeps_no_order() {
+        assert_eq!(
+            count_query(
+                "SELECT id, name FROM workflows WHERE status = ?1 ORDER BY created_at DESC, id"
+            ),
+            "SELECT COUNT(*) FROM workflows WHERE status = ?1"
+        );
+        assert_eq!(
+            count_query(
+                "SELECT name FROM workflow_templates t WHERE TRUE AND version = (SELECT MAX(version) \
+                 FROM workflow_templates u WHERE u.name = t.name) ORDER BY name, version DESC"
+            ),
+            "SELECT COUNT(*) FROM workflow_templates t WHERE TRUE AND version = (SELECT MAX(version) \
+             FROM workflow_templates u WHERE u.name = t.name)"
+        );
+    }
 }

@@ -19,11 +19,11 @@ use tokio::sync::oneshot;
 use self::checkpoint::{Checkpointer, FinishRequest};
 use self::db::Db;
 use super::{
-    AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionRow, DecisionStatus, Durability,
-    EventFilter, Expiry, FoundEntry, InboxMessage, Listing, LogEntry, Prune, PrunedFilter,
-    PrunedRow, RunLog, ScheduleAdvance, ScheduleRow, SecretRow, Source, StepRow, StoreError,
-    StoreHealth, StoreResult, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader,
-    WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
+    AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionFilter, DecisionRow,
+    DecisionStatus, Durability, EventFilter, Expiry, FoundEntry, InboxMessage, Listing, LogEntry,
+    Prune, PrunedFilter, PrunedRow, RunLog, ScheduleAdvance, ScheduleRow, SecretRow, Source,
+    StepRow, StoreError, StoreHealth, StoreResult, TemplateDraft, TemplateFilter, TemplateRow,
+    VaultHeader, WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
 };
 
 /// At most this many commits share one transaction.
@@ -419,6 +419,13 @@ impl Catalog for LibsqlStore {
             db.finish_checkpoint();
             pruned
         })
+    }
+
+    fn decision_page(
+        &self,
+        filter: DecisionFilter,
+    ) -> BoxFuture<'_, StoreResult<Vec<DecisionRow>>> {
+        self.ask(move |db| db.decision_page(&filter))
     }
 
     fn forget_pruned(&self, before: String) -> BoxFuture<'_, StoreResult<u64>> {

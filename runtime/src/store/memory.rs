@@ -8,12 +8,12 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::commit::{self, Write};
 use super::{
-    AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionChange, DecisionRow,
-    DecisionStatus, EventFilter, Expiry, Fence, FoundEntry, InboxMessage, LeaseChange, Listing,
-    LogEntry, Prune, PrunedFilter, PrunedRow, RunLog, ScheduleAdvance, ScheduleRow, SecretRow,
-    Source, StepRow, StoreError, StoreHealth, StoreResult, TemplateDraft, TemplateFilter,
-    TemplateRow, TimerChange, TimerRow, VaultHeader, WorkflowFilter, WorkflowRow, WorkflowStatus,
-    WorkflowUpdate,
+    AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionChange, DecisionFilter,
+    DecisionRow, DecisionStatus, EventFilter, Expiry, Fence, FoundEntry, InboxMessage, LeaseChange,
+    Listing, LogEntry, Prune, PrunedFilter, PrunedRow, RunLog, ScheduleAdvance, ScheduleRow,
+    SecretRow, Source, StepRow, StoreError, StoreHealth, StoreResult, TemplateDraft,
+    TemplateFilter, TemplateRow, TimerChange, TimerRow, VaultHeader, WorkflowFilter, WorkflowRow,
+    WorkflowStatus, WorkflowUpdate,
 };
 
 #[derive(Default, Clone)]
@@ -456,18 +456,12 @@ impl RunLog for MemoryStore {
         workflow_id: Option<&'a str>,
         status: Option<DecisionStatus>,
     ) -> BoxFuture<'a, StoreResult<Vec<DecisionRow>>> {
-        let state = self.lock();
-        let mut rows: Vec<DecisionRow> = state
-            .decisions
-            .values()
-            .filter(|d| workflow_id.is_none_or(|w| d.workflow_id == w))
-            .filter(|d| status.is_none_or(|s| d.status == s))
-            .cloned()
-            .collect();
-        rows.sort_by(|a, b| {
-            (&a.created_at, &a.workflow_id, &a.id).cmp(&(&b.created_at, &b.workflow_id, &b.id))
-        });
-        ready(Ok(rows))
+        let filter = DecisionFilter {
+            workflow_id: workflow_id.map(str::to_owned),
+            status,
+            ..DecisionFilter::default()
+        };
+        ready(Ok(self.lock().decision_rows(&filter)))
     }
 
     fn next_timers(&self, limit: u32) -> BoxFuture<'_, StoreResult<Vec<(String, String)>>> {
@@ -734,6 +728,7 @@ impl Catalog for MemoryStore {
                     self.find_entries(all).await?.len()
                 }
                 Listing::Pruned(filter) => self.lock().pruned_rows(&filter).len(),
+                Listing::Decisions(filter) => self.lock().decision_rows(&filter).len(),
             } as u64)
         })
     }
@@ -841,6 +836,14 @@ impl Catalog for MemoryStore {
         ready(refused.map(|()| self.lock().prune(runs, &at)))
     }
 
+    fn decision_page(
+        &self,
+        filter: DecisionFilter,
+    ) -> BoxFuture<'_, StoreResult<Vec<DecisionRow>>> {
+        let rows = self.lock().decision_rows(&filter);
+        ready(Ok(page(rows, filter.limit, filter.offset)))
+    }
+
     fn forget_pruned(&self, before: String) -> BoxFuture<'_, StoreResult<u64>> {
         let mut state = self.lock();
         let had = state.pruned.len();
@@ -906,6 +909,33 @@ impl Catalog for MemoryStore {
             job.last_run_status = Some(status.to_owned());
         }
         ready(Ok(()))
+    }
+}
+
+impl State {
+    /// The decisions `filter` names, unpaged, oldest first.
+    fn decision_rows(&self, filter: &DecisionFilter) -> Vec<DecisionRow> {
+        let mut rows: Vec<DecisionRow> = self
+            .decisions
+            .values()
+            .filter(|d| {
+                filter
+                    .workflow_id
+                    .as_ref()
+                    .is_none_or(|w| &d.workflow_id == w)
+            })
+            .filter(|d| filter.status.is_none_or(|s| d.status == s))
+            .filter(|d| {
+                filter.agent_id.is_none()
+                    || d.target_agent.is_none()
+                    || d.target_agent == filter.agent_id
+            })
+            .cloned()
+            .collect();
+        rows.sort_by(|a, b| {
+            (&a.created_at, &a.workflow_id, &a.id).cmp(&(&b.created_at, &b.workflow_id, &b.id))
+        });
+        rows
     }
 }
 

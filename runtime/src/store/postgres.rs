@@ -23,10 +23,11 @@ use tokio_postgres::types::ToSql;
 pub use self::schema::LATEST as SCHEMA_VERSION;
 
 use self::connect::Target;
-use self::rows::{WORKFLOW_COLUMNS, decision_row, log_entry, page, step_row, workflow_row};
+use self::rows::{WORKFLOW_COLUMNS, log_entry, page, step_row, workflow_row};
 use super::{
-    Backlog, BoxFuture, Claim, Commit, DecisionRow, DecisionStatus, InboxMessage, LogEntry, Notice,
-    RunLog, Source, StepRow, StoreError, StoreResult, WorkflowFilter, WorkflowRow,
+    Backlog, BoxFuture, Catalog, Claim, Commit, DecisionFilter, DecisionRow, DecisionStatus,
+    InboxMessage, LogEntry, Notice, RunLog, Source, StepRow, StoreError, StoreResult,
+    WorkflowFilter, WorkflowRow,
 };
 
 /// The channel commits and messages are announced on.
@@ -88,6 +89,45 @@ impl PostgresStore {
         let client = self.client().await?;
         let statement = client.prepare_cached(sql).await.map_err(backend)?;
         client.execute(&statement, params).await.map_err(backend)
+    }
+}
+
+/// The query of the decisions `filter` names, unpaged, and its
+/// parameters: only the filters given, so the key and the indexes serve.
+fn decisions_query(filter: &DecisionFilter) -> (String, Params<'_>) {
+    let mut sql = String::from(
+        "SELECT workflow_id, id, step_id, prompt, context, options, fallback, \
+         target_agent_id, timeout_at, status, resolution, resolved_by, created_at, \
+         resolved_at FROM pending_decisions WHERE TRUE",
+    );
+    let mut params: Params<'_> = Vec::new();
+    if let Some(id) = &filter.workflow_id {
+        params.push(id);
+        let _ = write!(sql, " AND workflow_id = ${}", params.len());
+    }
+    if let Some(status) = filter.status {
+        params.push(status_param(status));
+        let _ = write!(sql, " AND status = ${}", params.len());
+    }
+    if let Some(agent) = &filter.agent_id {
+        params.push(agent);
+        let n = params.len();
+        let _ = write!(
+            sql,
+            " AND (target_agent_id IS NULL OR target_agent_id = ${n})"
+        );
+    }
+    sql.push_str(" ORDER BY created_at, workflow_id, id");
+    (sql, params)
+}
+
+/// A decision status as a query parameter.
+fn status_param(status: DecisionStatus) -> &'static (dyn ToSql + Sync) {
+    match status {
+        DecisionStatus::Pending => &"pending",
+        DecisionStatus::Resolved => &"resolved",
+        DecisionStatus::TimedOut => &"timed_out",
+        DecisionStatus::Cancelled => &"cancelled",
     }
 }
 
@@ -251,23 +291,14 @@ impl RunLog for PostgresStore {
         workflow_id: Option<&'a str>,
         status: Option<DecisionStatus>,
     ) -> BoxFuture<'a, StoreResult<Vec<DecisionRow>>> {
-        Box::pin(async move {
-            let mut sql = String::from(
-                "SELECT workflow_id, id, step_id, prompt, context, options, fallback, \
-                 target_agent_id, timeout_at, status, resolution, resolved_by, created_at, \
-                 resolved_at FROM pending_decisions WHERE TRUE",
-            );
-            let status = status.map(DecisionStatus::as_str);
-            let mut params: Params<'_> = Vec::new();
-            for (column, value) in [("workflow_id", &workflow_id), ("status", &status)] {
-                if let Some(value) = value {
-                    params.push(value);
-                    let _ = write!(sql, " AND {column} = ${}", params.len());
-                }
-            }
-            sql.push_str(" ORDER BY created_at, workflow_id, id");
-            self.query(&sql, &params, decision_row).await
-        })
+        Catalog::decision_page(
+            self,
+            DecisionFilter {
+                workflow_id: workflow_id.map(str::to_owned),
+                status,
+                ..DecisionFilter::default()
+            },
+        )
     }
 
     fn next_timers(&self, limit: u32) -> BoxFuture<'_, StoreResult<Vec<(String, String)>>> {

@@ -13,10 +13,19 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (6, "lease epochs", V6),
     (7, "large values once", V7),
     (8, "pruned runs", V8),
+    (9, "runs by template", V9),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 8;
+pub const LATEST: i64 = 9;
+
+/// A template's runs, newest first (`opcode.query`, the panel,
+/// retention); decisions of a status, oldest first (`opcode.query`).
+const V9: &str = "
+CREATE INDEX workflows_by_template ON workflows (template_name, created_at DESC)
+    WHERE template_name IS NOT NULL;
+CREATE INDEX decisions_by_status_time ON pending_decisions (status, created_at);
+";
 
 /// What is left of a run retention pruned (spec/store.md, "Retention").
 const V8: &str = "

@@ -7,8 +7,8 @@ use serde_json::{Map, Value, json};
 use super::args::Args;
 use super::{Api, ToolError, ToolResult};
 use opcode_runtime::store::{
-    DecisionRow, DecisionStatus, EventFilter, FoundEntry, Listing, PrunedFilter, ScheduleRow,
-    TemplateFilter, TemplateRow, WorkflowFilter, WorkflowRow, WorkflowStatus,
+    DecisionFilter, DecisionRow, DecisionStatus, EventFilter, FoundEntry, Listing, PrunedFilter,
+    ScheduleRow, TemplateFilter, TemplateRow, WorkflowFilter, WorkflowRow, WorkflowStatus,
 };
 
 /// Rows per page unless `limit` says otherwise.
@@ -137,18 +137,16 @@ pub async fn query(api: &Api, args: &Args) -> ToolResult {
                     )
                 })?),
             };
-            let workflow_id = text("workflow_id")?;
-            let agent = text("agent_id")?;
-            let rows = api
-                .store()
-                .decisions(workflow_id.as_deref(), status)
-                .await?;
-            let kept: Vec<Value> = rows
-                .iter()
-                .filter(|d| agent.is_none() || d.target_agent.is_none() || d.target_agent == agent)
-                .map(decision_json)
-                .collect();
-            paged(kept, offset, limit)
+            let filter = DecisionFilter {
+                workflow_id: text("workflow_id")?,
+                status,
+                agent_id: text("agent_id")?,
+                limit: Some(limit),
+                offset,
+            };
+            let rows = api.store().decision_page(filter.clone()).await?;
+            let total = counted(api, rows.len(), limit, offset, Listing::Decisions(filter)).await?;
+            (rows.iter().map(decision_json).collect(), total)
         }
         "schedules" => {
             let template = text("template_name")?;

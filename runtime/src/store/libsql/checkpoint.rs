@@ -31,11 +31,11 @@ pub struct Checkpointer {
     thread: Option<JoinHandle<()>>,
 }
 
-/// A WAL of this many frames (4 KiB pages, so 4 MiB) is finished by the
-/// writer after a passive checkpoint: a quarter of the WAL's bound
+/// A WAL of this many frames (4 KiB pages, so 2 MiB) is finished by the
+/// writer after a passive checkpoint: an eighth of the WAL's bound
 /// ([`WAL_LIMIT_BYTES`]), the rest for what arrives until it does (a
-/// 16-client load at FULL wrote 8 to 16 MiB more within a 250 ms pass).
-pub const FINISH_FROM: i64 = 1024;
+/// 16-client load wrote up to 13 MiB more while a pass ran).
+pub const FINISH_FROM: i64 = 512;
 
 /// The bound on the WAL file: `journal_size_limit`, to which a WAL a
 /// burst grew larger is cut back when it starts over.

@@ -27,9 +27,9 @@ use crate::blobs;
 
 use super::super::commit::{self, Write};
 use super::super::{
-    Commit, DecisionChange, DecisionRow, DecisionStatus, Durability, Fence, InboxMessage,
-    LeaseChange, LogEntry, Source, StepRow, StoreError, StoreResult, TimerChange, WorkflowFilter,
-    WorkflowRow,
+    Commit, DecisionChange, DecisionFilter, DecisionRow, DecisionStatus, Durability, Fence,
+    InboxMessage, LeaseChange, LogEntry, Source, StepRow, StoreError, StoreResult, TimerChange,
+    WorkflowFilter, WorkflowRow,
 };
 
 /// Prepared statements of the write path.
@@ -622,7 +622,7 @@ impl Db {
 
     /// How many rows the query `sql` (unpaged) gives.
     pub(super) fn count_of(&self, sql: &str, params: Vec<Value>) -> StoreResult<u64> {
-        let sql = format!("SELECT COUNT(*) FROM ({sql})");
+        let sql = crate::store::catalog::count_query(sql);
         let counted = self.block(self.query_one(&sql, params, |row| get::<i64>(row, 0)))?;
         Ok(counted.unwrap_or(0) as u64)
     }
@@ -689,21 +689,17 @@ impl Db {
         workflow_id: Option<&str>,
         status: Option<DecisionStatus>,
     ) -> StoreResult<Vec<DecisionRow>> {
-        // Only the filters given, so the key and the status index serve.
-        let mut sql = String::from(
-            "SELECT workflow_id, id, step_id, prompt, context, options, fallback, \
-             target_agent_id, timeout_at, status, resolution, resolved_by, created_at, \
-             resolved_at FROM pending_decisions WHERE 1 = 1",
-        );
-        let mut params: Vec<Value> = Vec::new();
-        let status = status.map(DecisionStatus::as_str);
-        for (column, value) in [("workflow_id", workflow_id), ("status", status)] {
-            if let Some(value) = value {
-                params.push(value.into());
-                let _ = write!(sql, " AND {column} = ?{}", params.len());
-            }
-        }
-        sql.push_str(" ORDER BY created_at, workflow_id, id");
+        self.decision_page(&DecisionFilter {
+            workflow_id: workflow_id.map(str::to_owned),
+            status,
+            ..DecisionFilter::default()
+        })
+    }
+
+    /// A page of the decisions `filter` names, oldest first.
+    pub fn decision_page(&self, filter: &DecisionFilter) -> StoreResult<Vec<DecisionRow>> {
+        let (mut sql, params) = decisions_query(filter);
+        push_page(&mut sql, filter.limit, filter.offset);
         self.block(self.query_all(&sql, params, |row| {
             Ok(DecisionRow {
                 workflow_id: get(row, 0)?,
@@ -846,6 +842,37 @@ async fn run(stmt: &Statement, params: Vec<Value>) -> StoreResult<usize> {
 }
 
 /// The query of [`Db::workflows`], unpaged, and its parameters.
+/// The query of [`Db::decision_page`], unpaged, and its parameters: only
+/// the filters given, so the key and the status index serve.
+pub(super) fn decisions_query(filter: &DecisionFilter) -> (String, Vec<Value>) {
+    let mut sql = String::from(
+        "SELECT workflow_id, id, step_id, prompt, context, options, fallback, \
+         target_agent_id, timeout_at, status, resolution, resolved_by, created_at, \
+         resolved_at FROM pending_decisions WHERE 1 = 1",
+    );
+    let mut params: Vec<Value> = Vec::new();
+    let status = filter.status.map(DecisionStatus::as_str);
+    for (column, value) in [
+        ("workflow_id", filter.workflow_id.as_deref()),
+        ("status", status),
+    ] {
+        if let Some(value) = value {
+            params.push(value.into());
+            let _ = write!(sql, " AND {column} = ?{}", params.len());
+        }
+    }
+    if let Some(agent) = &filter.agent_id {
+        params.push(agent.as_str().into());
+        let n = params.len();
+        let _ = write!(
+            sql,
+            " AND (target_agent_id IS NULL OR target_agent_id = ?{n})"
+        );
+    }
+    sql.push_str(" ORDER BY created_at, workflow_id, id");
+    (sql, params)
+}
+
 pub(super) fn workflows_query(filter: &WorkflowFilter) -> (String, Vec<Value>) {
     let mut sql = format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE 1 = 1");
     let mut params: Vec<Value> = Vec::new();

@@ -8,9 +8,10 @@ use tokio_postgres::Row;
 use super::rows::{log_entry, page};
 use super::{Params, PostgresStore, backend, commit};
 use crate::store::{
-    AgentRow, BoxFuture, Catalog, EventFilter, Expiry, FoundEntry, Listing, Prune, PrunedFilter,
-    PrunedRow, ScheduleAdvance, ScheduleRow, SecretRow, StoreError, StoreHealth, StoreResult,
-    TemplateDraft, TemplateFilter, TemplateRow, VaultHeader, WorkflowStatus,
+    AgentRow, BoxFuture, Catalog, DecisionFilter, DecisionRow, EventFilter, Expiry, FoundEntry,
+    Listing, Prune, PrunedFilter, PrunedRow, ScheduleAdvance, ScheduleRow, SecretRow, StoreError,
+    StoreHealth, StoreResult, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader,
+    WorkflowStatus,
 };
 
 const TEMPLATE_COLUMNS: &str = "name, version, description, definition, input_schema, \
@@ -117,8 +118,9 @@ impl Catalog for PostgresStore {
                 Listing::Templates(filter) => templates_query(filter),
                 Listing::Entries(filter) => entries_query(filter),
                 Listing::Pruned(filter) => super::retention::pruned_query(filter),
+                Listing::Decisions(filter) => super::decisions_query(filter),
             };
-            let sql = format!("SELECT COUNT(*) FROM ({sql}) AS listed");
+            let sql = crate::store::catalog::count_query(&sql);
             let counted = self
                 .query(&sql, &params, |row| {
                     row.try_get::<_, i64>(0).map_err(backend)
@@ -330,6 +332,17 @@ impl Catalog for PostgresStore {
 
     fn prune(&self, runs: Vec<Prune>, at: String) -> BoxFuture<'_, StoreResult<Vec<String>>> {
         Box::pin(async move { self.prune_runs(&runs, &at).await })
+    }
+
+    fn decision_page(
+        &self,
+        filter: DecisionFilter,
+    ) -> BoxFuture<'_, StoreResult<Vec<DecisionRow>>> {
+        Box::pin(async move {
+            let (mut sql, params) = super::decisions_query(&filter);
+            page(&mut sql, filter.limit, filter.offset);
+            self.query(&sql, &params, super::rows::decision_row).await
+        })
     }
 
     fn forget_pruned(&self, before: String) -> BoxFuture<'_, StoreResult<u64>> {

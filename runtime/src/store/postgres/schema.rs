@@ -1,7 +1,7 @@
 //! The PostgreSQL schema, as numbered migrations (spec/store.md). The
-//! tables are the libSQL store's at its schema 8 (but `workflow_context`); times are RFC 3339 text
-//! as there, except a lease's expiry, which is `timestamptz` so that it is
-//! judged by the database's clock.
+//! tables are the libSQL store's at its schema 9 (but `workflow_context`);
+//! times are RFC 3339 text as there, except a lease's expiry, which is
+//! `timestamptz` so that it is judged by the database's clock.
 
 /// `(version, name, SQL)`, in order. Never edit a released migration: add
 /// the next one.
@@ -9,10 +9,17 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "initial", V1),
     (2, "large values once", V2),
     (3, "pruned runs", V3),
+    (4, "runs by template", V4),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 3;
+pub const LATEST: i64 = 4;
+
+const V4: &str = "
+CREATE INDEX workflows_by_template ON workflows (template_name, created_at DESC)
+    WHERE template_name IS NOT NULL;
+CREATE INDEX decisions_by_status_time ON pending_decisions (status, created_at);
+";
 
 const V3: &str = "
 CREATE TABLE pruned_runs (

@@ -80,6 +80,7 @@ impl Db {
             Listing::Templates(filter) => templates_query(filter),
             Listing::Entries(filter) => entries_query(filter),
             Listing::Pruned(filter) => super::retention::pruned_query(filter),
+            Listing::Decisions(filter) => super::decisions_query(filter),
         };
         self.count_of(&sql, params)
     }
