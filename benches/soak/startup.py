@@ -13,7 +13,6 @@ Usage: python3 benches/soak/startup.py PATH_TO_OPCODE [--finished 100000]
 
 import argparse
 import http.client
-import json
 import os
 import statistics
 import subprocess
@@ -25,9 +24,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "mcp"))
 
 from daemon import Daemon, free_port  # noqa: E402
+from mcp_call import call  # noqa: E402
 
-META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {}}
 ONE = {"steps": [{"id": "h", "action": "crypto.hash", "params": {"data": "${{inputs.n}}"}}]}
 GATE = {"steps": [{"id": "approve", "type": "reasoning", "config": {
     "prompt_context": "Ship it?", "options": [{"id": "yes"}, {"id": "no"}]}}]}
@@ -36,15 +34,10 @@ NAP = {"steps": [{"id": "nap", "type": "wait", "config": {"duration": "3s"}},
 
 
 def tool(connection, name, arguments):
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                       "params": {"name": name, "arguments": arguments, "_meta": META}})
-    connection.request("POST", "/mcp", body, {
-        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name})
-    answer = json.loads(connection.getresponse().read())
-    if "result" not in answer or answer["result"].get("isError"):
-        raise RuntimeError(f"{name}: {answer}")
-    return answer["result"]["structuredContent"]
+    result = call(connection, name, arguments)
+    if result.get("isError"):
+        raise RuntimeError(f"{name}: {result}")
+    return result["structuredContent"]
 
 
 def fill(port, template, count, clients=16):

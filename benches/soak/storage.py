@@ -23,22 +23,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "mcp"))
 
 from daemon import Daemon, free_port  # noqa: E402
-
-META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {}}
-
-
-def tool(connection, name, arguments):
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                       "params": {"name": name, "arguments": arguments, "_meta": META}})
-    connection.request("POST", "/mcp", body, {
-        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name})
-    answer = json.loads(connection.getresponse().read())
-    if "result" not in answer:
-        raise RuntimeError(f"{name}: {answer}")
-    return answer["result"]
-
+from mcp_call import call as tool  # noqa: E402
 
 def size(path):
     try:
