@@ -148,11 +148,11 @@ fn fs_stat(c: &mut Criterion) {
         enabled: Some(true),
         ..opcode_stdlib::isolation::Block::default()
     };
-    let isolation = opcode_stdlib::isolation::IsolationConfig {
+    let isolation = opcode_stdlib::isolation::IsolationConfig::new(
         defaults,
-        helper: None,
-        hidden: vec![std::path::PathBuf::from("/etc/opcode")],
-    };
+        None,
+        vec![std::path::PathBuf::from("/etc/opcode")],
+    );
     let call = opcode_stdlib::exec::Call {
         action: "fs.stat".into(),
         params: json!({"path": "tiny"}),

@@ -36,11 +36,29 @@ pub struct IsolationConfig {
     /// [`sandbox::main_if_sandbox`]); isolation needs one.
     pub helper: Option<PathBuf>,
     /// The embedding's own files (its database, settings, vault key):
-    /// hidden from sandboxes and denied to `fs.*`.
-    pub hidden: Vec<PathBuf>,
+    /// hidden from sandboxes and denied to `fs.*`; resolved once, when
+    /// the config is made ([`IsolationConfig::new`]).
+    hidden: Vec<PathBuf>,
 }
 
 impl IsolationConfig {
+    /// The config of `defaults`, sandboxes set up by `helper`, and the
+    /// embedding's own files `hidden`, their symlinks resolved now: the
+    /// embedding made them, and resolving them per `fs.*` call was most
+    /// of its cost (a dozen path walks).
+    pub fn new(defaults: Block, helper: Option<PathBuf>, hidden: Vec<PathBuf>) -> IsolationConfig {
+        IsolationConfig {
+            defaults,
+            helper,
+            hidden: hidden.iter().map(|p| paths::resolve(p)).collect(),
+        }
+    }
+
+    /// The embedding's own files, resolved.
+    pub fn hidden(&self) -> &[PathBuf] {
+        &self.hidden
+    }
+
     /// The cgroup hierarchy sandboxes go in.
     pub fn cgroup_root(&self) -> PathBuf {
         self.defaults
@@ -156,12 +174,12 @@ impl Policy {
                 outer.read.push(ws.clone());
             }
         }
+        let mut outer = outer.absolute(base);
         outer.deny.extend(config.hidden.iter().cloned());
         let fs = match step.fs {
-            Some(rules) => outer.narrowed_by(rules),
+            Some(rules) => outer.narrowed_by(rules.absolute(base)),
             None => outer,
-        }
-        .absolute(base);
+        };
         let mut hidden = config.hidden.clone();
         hidden.extend(settings.workspace_root.iter().cloned());
         Ok(Policy {
@@ -248,12 +266,11 @@ mod tests {
 
     #[test]
     fn step_blocks_narrow_the_settings_and_keep_fs_in_the_workspace() {
-        let config = IsolationConfig {
-            defaults: Block::parse(Some(&json!({"enabled": true, "pids": 100, "memory": "1G"})))
-                .unwrap(),
-            helper: None,
-            hidden: vec![PathBuf::from("/etc/opcode")],
-        };
+        let config = IsolationConfig::new(
+            Block::parse(Some(&json!({"enabled": true, "pids": 100, "memory": "1G"}))).unwrap(),
+            None,
+            vec![PathBuf::from("/etc/opcode")],
+        );
         let step = json!({"memory": 1_048_576, "workspace": "work"});
         let policy = Policy::of(&config, &call(step), Path::new("/runs/r1")).unwrap();
         assert!(policy.enabled && !policy.network);

@@ -278,11 +278,11 @@ impl Settings {
         let mut defaults = Block::parse(self.isolation.as_ref())?;
         defaults.enabled = Some(defaults.enabled.unwrap_or(true));
         defaults.workspace_root = workspaces.root().map(Path::to_path_buf);
-        Ok(IsolationConfig {
+        Ok(IsolationConfig::new(
             defaults,
-            helper: std::env::current_exe().ok(),
+            std::env::current_exe().ok(),
             hidden,
-        })
+        ))
     }
 
     /// Where runs work: the settings' `isolation.workspace` for every run,
