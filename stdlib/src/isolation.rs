@@ -50,7 +50,7 @@ impl IsolationConfig {
         IsolationConfig {
             defaults,
             helper,
-            hidden: hidden.iter().map(|p| paths::resolve(p)).collect(),
+            hidden: hidden.into_iter().map(|p| paths::resolve(&p)).collect(),
         }
     }
 
