@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use opcode_runtime::executor::Config;
 use opcode_runtime::store::libsql::LibsqlStore;
+use opcode_runtime::store::memory::MemoryStore;
 use opcode_runtime::store::{Commit, EntryKind, NewEntry, NewWorkflow, WorkflowStatus};
 use opcode_runtime::{Durability, EventStore, Executor, StartRequest, Until};
 use opcode_stdlib::cel::CelHost;
@@ -32,7 +33,17 @@ fn compile(workflow: &Value) -> (String, Program) {
     (text, program.expect("compiles"))
 }
 
-fn open(dir: &tempfile::TempDir, name: &str, durability: Durability) -> Arc<dyn EventStore> {
+/// The libSQL store in `dir`, or with `memory` the in-memory one (which
+/// tells the store's share of a figure from the executor's).
+fn open(
+    dir: &tempfile::TempDir,
+    name: &str,
+    durability: Durability,
+    memory: bool,
+) -> Arc<dyn EventStore> {
+    if memory {
+        return Arc::new(MemoryStore::new());
+    }
     Arc::new(LibsqlStore::open(&dir.path().join(name), durability).expect("opens"))
 }
 
@@ -195,10 +206,14 @@ async fn replay(exec: &Executor, store: &Arc<dyn EventStore>) -> (usize, Duratio
     (inputs, percentile(&reads, 0.5), percentile(&times, 0.5))
 }
 
-async fn bench(durability: Durability, quick: bool, only: Option<&str>) {
-    let label = durability.as_str().to_uppercase();
+async fn bench(durability: Durability, quick: bool, only: Option<&str>, memory: bool) {
+    let label = if memory {
+        "MEMORY".to_owned()
+    } else {
+        durability.as_str().to_uppercase()
+    };
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = open(&dir, "bench.db", durability);
+    let store = open(&dir, "bench.db", durability, memory);
     let exec = executor(store.clone());
     let runs = if quick { 50 } else { 300 };
     let tiny = dir.path().join("tiny");
@@ -259,6 +274,8 @@ fn main() {
     // `only=NAME` runs one scenario (seq10, fan10, fan100, seq10-stat,
     // fan100-stat, concurrent, append or replay), for profiling.
     let only = args.iter().find_map(|a| a.strip_prefix("only="));
+    // `memory` runs on the in-memory store instead of libSQL.
+    let memory = args.iter().any(|a| a == "memory");
     // `cargo bench` passes `--bench`; a test run (`cargo test --benches`) does not.
     if !args.iter().any(|a| a == "--bench") {
         return;
@@ -268,9 +285,9 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        bench(Durability::Normal, quick, only).await;
-        if only.is_none() {
-            bench(Durability::Full, quick, only).await;
+        bench(Durability::Normal, quick, only, memory).await;
+        if only.is_none() && !memory {
+            bench(Durability::Full, quick, only, memory).await;
         }
     });
 }

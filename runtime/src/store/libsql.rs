@@ -10,9 +10,10 @@ mod checkpoint;
 mod db;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -32,6 +33,9 @@ const MAX_BATCH: usize = 1024;
 /// How often the WAL is checkpointed (off the commit path).
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 
+/// How long the store thread looks for the next request before it sleeps.
+const SPIN_FOR: Duration = Duration::from_micros(200);
+
 type Job = Box<dyn FnOnce(&Db) + Send>;
 
 enum Request {
@@ -46,6 +50,8 @@ pub struct LibsqlStore {
     checkpointer: Option<Checkpointer>,
     path: PathBuf,
     durability: Durability,
+    /// Commits sent and not yet answered.
+    unanswered: AtomicUsize,
 }
 
 impl std::fmt::Debug for LibsqlStore {
@@ -90,6 +96,7 @@ impl LibsqlStore {
             checkpointer: Some(checkpointer),
             path: path.to_path_buf(),
             durability,
+            unanswered: AtomicUsize::new(0),
         })
     }
 
@@ -145,7 +152,7 @@ impl Drop for LibsqlStore {
 fn serve(db: &Db, rx: &mpsc::Receiver<Request>, finish: &FinishRequest) {
     let mut commits: Vec<Commit> = Vec::new();
     let mut replies: Vec<oneshot::Sender<StoreResult<()>>> = Vec::new();
-    while let Ok(first) = rx.recv() {
+    while let Some(first) = next_request(rx) {
         let mut next = Some(first);
         while let Some(request) = next.take() {
             match request {
@@ -168,6 +175,63 @@ fn serve(db: &Db, rx: &mpsc::Receiver<Request>, finish: &FinishRequest) {
         flush(db, &mut commits, &mut replies);
         finish_if_asked(db, finish);
     }
+}
+
+/// The next request: looked for without sleeping for [`SPIN_FOR`] first
+/// (the next round of a run that just committed usually comes within it,
+/// and waking a sleeping thread costs as much), then waited for. `None`
+/// once the store is dropped.
+fn next_request(rx: &mpsc::Receiver<Request>) -> Option<Request> {
+    let since = Instant::now();
+    loop {
+        match rx.try_recv() {
+            Ok(request) => return Some(request),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+            Err(mpsc::TryRecvError::Empty) if since.elapsed() < SPIN_FOR => {
+                std::thread::yield_now();
+            }
+            Err(mpsc::TryRecvError::Empty) => return rx.recv().ok(),
+        }
+    }
+}
+
+/// One commit counted among the unanswered ones while it lives.
+struct Unanswered<'a> {
+    count: &'a AtomicUsize,
+    /// No other commit was waiting when it was sent.
+    alone: bool,
+}
+
+impl Unanswered<'_> {
+    fn count(count: &AtomicUsize) -> Unanswered<'_> {
+        let alone = count.fetch_add(1, Ordering::AcqRel) == 0;
+        Unanswered { count, alone }
+    }
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The store thread's answer to a commit: looked for while the task
+/// yields for `spin` (a lone commit's answer usually comes within
+/// [`SPIN_FOR`], and waking a sleeping worker costs as much), then
+/// waited for.
+async fn answer_of<T>(
+    mut answer: oneshot::Receiver<StoreResult<T>>,
+    spin: Duration,
+) -> StoreResult<T> {
+    let since = Instant::now();
+    while since.elapsed() < spin {
+        match answer.try_recv() {
+            Ok(result) => return result,
+            Err(oneshot::error::TryRecvError::Closed) => return Err(StoreError::Closed),
+            Err(oneshot::error::TryRecvError::Empty) => tokio::task::yield_now().await,
+        }
+    }
+    answer.await.map_err(|_| StoreError::Closed)?
 }
 
 /// Finishes the checkpoint the checkpointer asked for, if it did; asks
@@ -204,13 +268,21 @@ fn flush(db: &Db, commits: &mut Vec<Commit>, replies: &mut Vec<oneshot::Sender<S
 impl RunLog for LibsqlStore {
     fn commit(&self, commit: Commit) -> BoxFuture<'_, StoreResult<()>> {
         let (reply, answer) = oneshot::channel();
+        let unanswered = Unanswered::count(&self.unanswered);
         let sent = self.send(Request::Commit(
             Box::new(crate::blobs::outlined(commit)),
             reply,
         ));
         Box::pin(async move {
             sent?;
-            answer.await.map_err(|_| StoreError::Closed)?
+            // Only a commit that waits alone looks for its answer: with
+            // others waiting, the workers have their work to do meanwhile.
+            let spin = if unanswered.alone {
+                SPIN_FOR
+            } else {
+                Duration::ZERO
+            };
+            answer_of(answer, spin).await
         })
     }
 
