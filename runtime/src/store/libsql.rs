@@ -33,7 +33,7 @@ const MAX_BATCH: usize = 1024;
 /// How often the WAL is checkpointed (off the commit path).
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 
-/// How long the store thread looks for the next request before it sleeps.
+/// How long a commit waiting alone looks for its answer before it sleeps.
 const SPIN_FOR: Duration = Duration::from_micros(200);
 
 type Job = Box<dyn FnOnce(&Db) + Send>;
@@ -152,7 +152,7 @@ impl Drop for LibsqlStore {
 fn serve(db: &Db, rx: &mpsc::Receiver<Request>, finish: &FinishRequest) {
     let mut commits: Vec<Commit> = Vec::new();
     let mut replies: Vec<oneshot::Sender<StoreResult<()>>> = Vec::new();
-    while let Some(first) = next_request(rx) {
+    while let Ok(first) = rx.recv() {
         let mut next = Some(first);
         while let Some(request) = next.take() {
             match request {
@@ -174,24 +174,6 @@ fn serve(db: &Db, rx: &mpsc::Receiver<Request>, finish: &FinishRequest) {
         }
         flush(db, &mut commits, &mut replies);
         finish_if_asked(db, finish);
-    }
-}
-
-/// The next request: looked for without sleeping for [`SPIN_FOR`] first
-/// (the next round of a run that just committed usually comes within it,
-/// and waking a sleeping thread costs as much), then waited for. `None`
-/// once the store is dropped.
-fn next_request(rx: &mpsc::Receiver<Request>) -> Option<Request> {
-    let since = Instant::now();
-    loop {
-        match rx.try_recv() {
-            Ok(request) => return Some(request),
-            Err(mpsc::TryRecvError::Disconnected) => return None,
-            Err(mpsc::TryRecvError::Empty) if since.elapsed() < SPIN_FOR => {
-                std::thread::yield_now();
-            }
-            Err(mpsc::TryRecvError::Empty) => return rx.recv().ok(),
-        }
     }
 }
 
