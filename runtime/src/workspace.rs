@@ -48,23 +48,26 @@ impl Workspaces {
         }
     }
 
-    /// Makes `workspace` if it is a fresh one that does not exist yet.
+    /// Makes `workspace` if it is a fresh one that does not exist yet: one
+    /// `mkdir` when it does (every effectful call asks), the root made
+    /// only when missing.
     pub fn ensure(&self, workspace: &Path) -> std::io::Result<()> {
-        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
         let Workspaces::Fresh { root, owner } = self else {
             return Ok(());
         };
-        if workspace.parent() != Some(root.as_path()) || workspace.is_dir() {
+        if workspace.parent() != Some(root.as_path()) {
             return Ok(());
         }
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o711)
-            .create(root)?;
-        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711))?;
-        match std::fs::DirBuilder::new().mode(0o700).create(workspace) {
-            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
-            _ => {}
+        match make_private(workspace) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                make_root(root)?;
+                match make_private(workspace) {
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+                    made => made?,
+                }
+            }
+            made => made?,
         }
         if let Some((uid, gid)) = owner
             && nix::unistd::Uid::effective().is_root()
@@ -84,13 +87,33 @@ impl Workspaces {
         let Workspaces::Fresh { root, .. } = self else {
             return;
         };
-        if workspace.parent() == Some(root.as_path())
-            && let Err(e) = std::fs::remove_dir_all(workspace)
+        if workspace.parent() != Some(root.as_path()) {
+            return;
+        }
+        // Most runs leave their workspace empty: one `rmdir` then.
+        if let Err(e) =
+            std::fs::remove_dir(workspace).or_else(|_| std::fs::remove_dir_all(workspace))
             && e.kind() != std::io::ErrorKind::NotFound
         {
             tracing::warn!(workspace = %workspace.display(), error = %e, "cannot remove a run's workspace");
         }
     }
+}
+
+/// Makes `dir` with mode 0700 (its parent must exist).
+fn make_private(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().mode(0o700).create(dir)
+}
+
+/// Makes the root of fresh workspaces, mode 0711: searchable, not listable.
+fn make_root(root: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o711)
+        .create(root)?;
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711))
 }
 
 /// A run id as a directory name: itself when it is a plain name, else a
@@ -125,6 +148,14 @@ mod tests {
         workspaces.ensure(&ws).unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!((mode(&dir.path().join("ws")), mode(&ws)), (0o711, 0o700));
+        workspaces.remove(&ws);
+        assert!(!ws.exists());
+        // Made again (the root is there now), and removed with what a
+        // run left in it.
+        workspaces.ensure(&ws).unwrap();
+        workspaces.ensure(&ws).unwrap();
+        std::fs::create_dir(ws.join("out")).unwrap();
+        std::fs::write(ws.join("out/report.txt"), "done").unwrap();
         workspaces.remove(&ws);
         assert!(!ws.exists());
         // Ids that are not plain names never become paths.

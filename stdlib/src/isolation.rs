@@ -39,18 +39,27 @@ pub struct IsolationConfig {
     /// hidden from sandboxes and denied to `fs.*`; resolved once, when
     /// the config is made ([`IsolationConfig::new`]).
     hidden: Vec<PathBuf>,
+    /// The settings' `fs` rules resolved once, when every entry is an
+    /// absolute path (relative ones name places in each run's workspace).
+    settings_fs: Option<PathRules>,
 }
 
 impl IsolationConfig {
     /// The config of `defaults`, sandboxes set up by `helper`, and the
     /// embedding's own files `hidden`, their symlinks resolved now: the
     /// embedding made them, and resolving them per `fs.*` call was most
-    /// of its cost (a dozen path walks).
+    /// of its cost (a dozen path walks). The settings' absolute `fs`
+    /// paths are resolved now too, for the same reason.
     pub fn new(defaults: Block, helper: Option<PathBuf>, hidden: Vec<PathBuf>) -> IsolationConfig {
+        let settings_fs = defaults
+            .fs
+            .as_ref()
+            .map_or(Some(PathRules::default()), PathRules::resolved_if_absolute);
         IsolationConfig {
             defaults,
             helper,
             hidden: hidden.into_iter().map(|p| paths::resolve(&p)).collect(),
+            settings_fs,
         }
     }
 
@@ -164,17 +173,20 @@ impl Policy {
             .map(absolute)
             .or_else(|| call.workspace.clone());
         let writable = step.writable.or(settings.writable).unwrap_or(true);
-        let mut outer = settings.fs.clone().unwrap_or_default();
+        let mut outer = match &config.settings_fs {
+            Some(resolved) => resolved.clone(),
+            None => settings.fs.clone().unwrap_or_default().absolute(base),
+        };
         if enabled_by_settings && let Some(ws) = call.workspace.as_ref().or(workspace.as_ref()) {
             // Isolated runs keep `fs.*` in their workspace, unless the
             // settings list more.
+            let ws = paths::resolve(ws);
             if writable {
-                outer.write.push(ws.clone());
+                outer.write.push(ws);
             } else {
-                outer.read.push(ws.clone());
+                outer.read.push(ws);
             }
         }
-        let mut outer = outer.absolute(base);
         outer.deny.extend(config.hidden.iter().cloned());
         let fs = match step.fs {
             Some(rules) => outer.narrowed_by(rules.absolute(base)),

@@ -60,6 +60,14 @@ impl PathRules {
         }
     }
 
+    /// These rules resolved now, when every entry is an absolute path and
+    /// no outer rules hold (else they depend on where a run works).
+    pub fn resolved_if_absolute(&self) -> Option<PathRules> {
+        let lists = [&self.read, &self.write, &self.deny];
+        let absolute = lists.iter().all(|l| l.iter().all(|p| p.is_absolute()));
+        (absolute && self.outer.is_none()).then(|| self.clone().absolute(Path::new("/")))
+    }
+
     /// Does any rule restrict anything?
     pub fn is_open(&self) -> bool {
         self.read.is_empty()

@@ -56,6 +56,9 @@ struct Writes {
     release_lease: Statement,
 }
 
+/// The writer's page cache, in KiB (decision 0037).
+const CACHE_KIB: u32 = 4000;
+
 /// At most this many rows go in one multi-row INSERT.
 const ROWS_PER_INSERT: usize = 32;
 
@@ -155,7 +158,10 @@ impl Db {
                 format!("PRAGMA synchronous = {synchronous}"),
                 "PRAGMA busy_timeout = 5000".to_owned(),
                 "PRAGMA temp_store = MEMORY".to_owned(),
-                "PRAGMA cache_size = -20000".to_owned(),
+                // Small: a b-tree split parks a page at the lock page's number
+                // for a moment, and the commit then walks the whole cache to
+                // drop it (pcache1Truncate); the OS caches the file anyway.
+                format!("PRAGMA cache_size = -{CACHE_KIB}"),
                 // The checkpointer thread does this, off the commit path.
                 "PRAGMA wal_autocheckpoint = 0".to_owned(),
                 // A WAL grown by a burst shrinks back when it starts over.

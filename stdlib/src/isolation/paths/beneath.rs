@@ -60,10 +60,18 @@ impl Entry {
 
 impl PathRules {
     /// Opens `path` (absolute) for `access` under these rules, or R0126.
+    /// The opening checks the real place of what it opened; a failure is
+    /// R0126 when the path, resolved as it stands, is refused (a missing
+    /// path outside the allowed tree is refused, not "not found").
     pub fn entry(&self, path: &Path, access: Access) -> Result<Entry, ActionError> {
-        // What the path names now; the opening below holds even if that
-        // changes meanwhile.
-        self.check(path, access)?;
+        self.open_entry(path, access)
+            .map_err(|failure| match self.check(path, access) {
+                Err(refused) => refused,
+                Ok(_) => failure,
+            })
+    }
+
+    fn open_entry(&self, path: &Path, access: Access) -> Result<Entry, ActionError> {
         let mut logical = normalize(path);
         for _ in 0..MAX_LINKS {
             let (dir, name) = self.parent_of(path, &logical, access)?;
