@@ -138,10 +138,11 @@ fn expr_eval(c: &mut Criterion) {
     group.finish();
 }
 
-/// `fs.stat` of a tiny file in the call's workspace (issue 24, item 2),
-/// with the daemon's default isolation (its path rules), as the executor
-/// calls it: on a multi-thread runtime.
-fn fs_stat(c: &mut Criterion) {
+/// Cheap actions (issue 24, item 2): `fs.stat` and `fs.read` of a tiny
+/// file in the call's workspace, with the daemon's default isolation (its
+/// path rules), as the executor calls them (on a multi-thread runtime);
+/// `crypto.hash` and `assert.equals`, which run in their round.
+fn cheap_actions(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     std::fs::write(dir.path().join("tiny"), "x").expect("writes");
     let defaults = opcode_stdlib::isolation::Block {
@@ -153,9 +154,9 @@ fn fs_stat(c: &mut Criterion) {
         None,
         vec![std::path::PathBuf::from("/etc/opcode")],
     );
-    let call = opcode_stdlib::exec::Call {
-        action: "fs.stat".into(),
-        params: json!({"path": "tiny"}),
+    let call = |action: &str, params: Value| opcode_stdlib::exec::Call {
+        action: action.into(),
+        params,
         workspace: Some(dir.path().to_path_buf()),
         ..opcode_stdlib::exec::Call::default()
     };
@@ -164,17 +165,40 @@ fn fs_stat(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("a runtime");
-    let stat = || {
-        runtime.block_on(opcode_stdlib::actions::fs::run(
-            "stat",
-            &call,
-            dir.path(),
-            &isolation,
-        ))
-    };
-    assert!(stat().is_ok(), "{:?}", stat());
-    c.bench_function("actions/fs_stat", |b| b.iter(stat));
+    for name in ["stat", "read"] {
+        let call = call(&format!("fs.{name}"), json!({"path": "tiny"}));
+        let run = || {
+            runtime.block_on(opcode_stdlib::actions::fs::run(
+                name,
+                &call,
+                dir.path(),
+                &isolation,
+            ))
+        };
+        assert!(run().is_ok(), "{:?}", run());
+        c.bench_function(&format!("actions/fs_{name}"), |b| b.iter(run));
+    }
+    let hash = call("crypto.hash", json!({"data": "a short text"}));
+    assert!(opcode_stdlib::actions::crypto::run("hash", &hash).is_ok());
+    c.bench_function("actions/crypto_hash", |b| {
+        b.iter(|| opcode_stdlib::actions::crypto::run("hash", &hash));
+    });
+    let equals = call(
+        "assert.equals",
+        json!({"expected": {"n": 1, "tags": ["a"]}, "actual": {"n": 1, "tags": ["a"]}}),
+    );
+    assert!(opcode_stdlib::actions::assert::run("equals", &equals).is_ok());
+    c.bench_function("actions/assert_equals", |b| {
+        b.iter(|| opcode_stdlib::actions::assert::run("equals", &equals));
+    });
 }
 
-criterion_group!(benches, scenarios, compile, cel_guard, expr_eval, fs_stat);
+criterion_group!(
+    benches,
+    scenarios,
+    compile,
+    cel_guard,
+    expr_eval,
+    cheap_actions
+);
 criterion_main!(benches);

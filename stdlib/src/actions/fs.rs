@@ -76,8 +76,8 @@ pub fn specs() -> Vec<ActionSpec> {
 mod ops;
 
 /// Runs `fs.<name>` (on a blocking thread: every path is opened by hand;
-/// `fs.stat`, a few metadata calls, in place: a hop to the blocking pool
-/// would cost more than the call).
+/// `fs.stat`, a few metadata calls, and `fs.read` of a small regular file
+/// in place: a hop to the blocking pool would cost more than the call).
 #[cfg(feature = "runtime")]
 pub async fn run(
     name: &str,
@@ -88,6 +88,11 @@ pub async fn run(
     let rules = crate::isolation::Policy::of(isolation, call, base)?.fs;
     if name == "stat" {
         return ops::run(name, call, base, &rules);
+    }
+    if name == "read"
+        && let Some(read) = ops::read_if_small(call, base, &rules)
+    {
+        return read;
     }
     let (name, call, base) = (name.to_owned(), call.clone(), base.to_path_buf());
     tokio::task::spawn_blocking(move || ops::run(&name, &call, &base, &rules))

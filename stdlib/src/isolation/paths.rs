@@ -117,6 +117,9 @@ fn denied(path: &Path, real: &Path, why: &str) -> ActionError {
 /// dangling link resolves to where it points).
 pub fn resolve(path: &Path) -> PathBuf {
     let mut existing = normalize(path);
+    if beneath::reached_without_links(&existing) {
+        return existing;
+    }
     let mut rest = Vec::new();
     for _ in 0..64 {
         if let Ok(real) = existing.canonicalize() {

@@ -27,16 +27,13 @@ use crate::isolation::paths::{Entry, PathRules};
 /// Largest file `fs.read` returns.
 const MAX_READ: u64 = 50 * 1024 * 1024;
 
+/// Largest file `fs.read` reads where it is called rather than on a
+/// blocking thread.
+const IN_PLACE_READ: u64 = 64 * 1024;
+
 /// Runs `fs.<name>` for `call`; relative paths resolve against `base`.
 pub fn run(name: &str, call: &Call, base: &Path, rules: &PathRules) -> Result<Value, ActionError> {
-    let path_of = |key: &str| -> Result<PathBuf, ActionError> {
-        let given = Path::new(call.required(key)?);
-        Ok(if given.is_absolute() {
-            given.to_path_buf()
-        } else {
-            base.join(given)
-        })
-    };
+    let path_of = |key: &str| path_param(call, key, base);
     match name {
         "read" => read(call, &path_of("path")?, rules),
         "write" => write(call, &path_of("path")?, rules, false),
@@ -53,6 +50,47 @@ pub fn run(name: &str, call: &Call, base: &Path, rules: &PathRules) -> Result<Va
         ),
         _ => Err(super::super::unknown(call)),
     }
+}
+
+/// `fs.read` of a regular file of at most 64 KiB, cheap enough to do
+/// where it is called; `None` when the path is anything else (or cannot
+/// be opened), for [`run`] on a blocking thread. Opened without blocking,
+/// so that a FIFO put in its place meanwhile cannot hold the caller.
+pub fn read_if_small(
+    call: &Call,
+    base: &Path,
+    rules: &PathRules,
+) -> Option<Result<Value, ActionError>> {
+    let path = match path_param(call, "path", base) {
+        Ok(path) => path,
+        Err(e) => return Some(Err(e)),
+    };
+    let entry = match rules.entry(&path, Reading) {
+        Ok(entry) => entry,
+        Err(e) => return Some(Err(e)),
+    };
+    let fd = entry
+        .open(OFlag::O_RDONLY | OFlag::O_NONBLOCK, Mode::empty())
+        .ok()?;
+    let mut file = File::from(fd);
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > IN_PLACE_READ {
+        return None;
+    }
+    match read_at_most(&mut file, IN_PLACE_READ) {
+        Ok((_, true)) | Err(_) => None,
+        Ok((bytes, false)) => Some(Ok(contents(call, &path, bytes, false, meta.len()))),
+    }
+}
+
+/// The path in the parameter `key`; a relative one resolves against `base`.
+fn path_param(call: &Call, key: &str, base: &Path) -> Result<PathBuf, ActionError> {
+    let given = Path::new(call.required(key)?);
+    Ok(if given.is_absolute() {
+        given.to_path_buf()
+    } else {
+        base.join(given)
+    })
 }
 
 fn io(what: &str, path: &Path, e: impl std::fmt::Display) -> ActionError {
@@ -72,20 +110,26 @@ fn read(call: &Call, path: &Path, rules: &PathRules) -> Result<Value, ActionErro
     let file_size = file.metadata().map(|m| m.len()).unwrap_or_default();
     let (bytes, truncated) =
         read_at_most(&mut file, MAX_READ).map_err(|e| io("cannot read", path, e))?;
+    Ok(contents(call, path, bytes, truncated, file_size))
+}
+
+/// `fs.read`'s answer: `bytes` read of `path`, text or base64 as asked.
+fn contents(call: &Call, path: &Path, bytes: Vec<u8>, truncated: bool, file_size: u64) -> Value {
     let encoding = match call.str("encoding").unwrap_or("auto") {
         "auto" if bytes.iter().take(8192).any(|b| *b == 0) => "base64",
         "auto" | "text" => "text",
         _ => "base64",
     };
+    let size = bytes.len();
     let content = if encoding == "text" {
-        String::from_utf8_lossy(&bytes).into_owned()
+        // Valid UTF-8 (the usual case) becomes the string without a copy.
+        String::from_utf8(bytes)
+            .unwrap_or_else(|invalid| String::from_utf8_lossy(invalid.as_bytes()).into_owned())
     } else {
         base64::engine::general_purpose::STANDARD.encode(&bytes)
     };
-    Ok(
-        json!({"path": path.display().to_string(), "content": content, "encoding": encoding,
-               "size": bytes.len(), "file_size": file_size.max(bytes.len() as u64), "truncated": truncated}),
-    )
+    json!({"path": path.display().to_string(), "content": content, "encoding": encoding,
+           "size": size, "file_size": file_size.max(size as u64), "truncated": truncated})
 }
 
 /// The first `cap` bytes of `reader`, and whether more were left (one more
@@ -364,5 +408,35 @@ mod tests {
         assert_eq!((bytes.as_slice(), cut), (&b"abcd"[..], true));
         let (bytes, cut) = read_at_most(&mut &b"abcd"[..], 4).unwrap();
         assert_eq!((bytes.as_slice(), cut), (&b"abcd"[..], false));
+    }
+
+    #[test]
+    fn only_small_regular_files_are_read_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let rules = PathRules::default();
+        let read = |name: &str| Call {
+            action: "fs.read".into(),
+            params: json!({"path": name}),
+            ..Call::default()
+        };
+        std::fs::write(dir.path().join("small"), "hello").unwrap();
+        let in_place = read_if_small(&read("small"), dir.path(), &rules)
+            .unwrap()
+            .unwrap();
+        let blocking = run("read", &read("small"), dir.path(), &rules).unwrap();
+        assert_eq!(
+            (in_place["content"].clone(), &in_place),
+            (json!("hello"), &blocking)
+        );
+        std::fs::write(dir.path().join("big"), vec![b'x'; 65 * 1024]).unwrap();
+        assert!(read_if_small(&read("big"), dir.path(), &rules).is_none());
+        // A FIFO is neither opened with a wait nor read here.
+        nix::unistd::mkfifo(&dir.path().join("fifo"), Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(read_if_small(&read("fifo"), dir.path(), &rules).is_none());
+        // A refusal is the answer, not a reason to try again elsewhere.
+        let denied: PathRules = serde_json::from_value(json!({"deny": [dir.path()]})).unwrap();
+        let denied = denied.absolute(Path::new("/"));
+        let refused = read_if_small(&read("small"), dir.path(), &denied).unwrap();
+        assert_eq!(refused.unwrap_err().code, opcode_vm::codes::R0126.id);
     }
 }

@@ -74,8 +74,11 @@ impl PathRules {
     fn open_entry(&self, path: &Path, access: Access) -> Result<Entry, ActionError> {
         let mut logical = normalize(path);
         for _ in 0..MAX_LINKS {
-            let (dir, name) = self.parent_of(path, &logical, access)?;
-            let real_dir = real_path(&dir).map_err(|e| io_error(path, e))?;
+            let (dir, name, known) = self.parent_of(path, &logical, access)?;
+            let real_dir = match known {
+                Some(real_dir) => real_dir,
+                None => real_path(&dir).map_err(|e| io_error(path, e))?,
+            };
             let real = if name == "." {
                 real_dir.clone()
             } else {
@@ -130,38 +133,46 @@ impl PathRules {
     }
 
     /// The directory holding `logical`, opened beneath the allowed
-    /// directory that holds it, and the name in it.
+    /// directory that holds it, the name in it, and its real path when
+    /// the opening proved it: a directory reached through no link at all
+    /// is where its (normal, absolute) path says.
     fn parent_of(
         &self,
         asked: &Path,
         logical: &Path,
         access: Access,
-    ) -> Result<(OwnedFd, OsString), ActionError> {
+    ) -> Result<(OwnedFd, OsString, Option<PathBuf>), ActionError> {
         let directory = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
         let (Some(parent), Some(name)) = (logical.parent(), logical.file_name()) else {
             let root = open("/", directory, Mode::empty()).map_err(|e| io_error(asked, e))?;
-            return Ok((root, OsString::from(".")));
+            return Ok((root, OsString::from("."), Some(PathBuf::from("/"))));
         };
         let name = name.to_owned();
+        let no_links = OpenHow::new()
+            .flags(directory)
+            .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+        if let Ok(dir) = openat2(AT_FDCWD, parent, no_links) {
+            return Ok((dir, name, Some(parent.to_path_buf())));
+        }
         let Some(root) = self.root_of(parent, access) else {
             // No list restricts the tree: resolve as usual, but no magic links.
             let how = OpenHow::new()
                 .flags(directory)
                 .resolve(ResolveFlag::RESOLVE_NO_MAGICLINKS);
             let dir = openat2(AT_FDCWD, parent, how).map_err(|e| io_error(asked, e))?;
-            return Ok((dir, name));
+            return Ok((dir, name, None));
         };
         let rest = parent.strip_prefix(&root).unwrap_or(Path::new(""));
         let root_dir =
             open(root.as_path(), directory, Mode::empty()).map_err(|e| io_error(asked, e))?;
         if rest.as_os_str().is_empty() {
-            return Ok((root_dir, name));
+            return Ok((root_dir, name, None));
         }
         let how = OpenHow::new()
             .flags(directory)
             .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
         match openat2(root_dir.as_fd(), rest, how) {
-            Ok(dir) => Ok((dir, name)),
+            Ok(dir) => Ok((dir, name, None)),
             Err(Errno::EXDEV | Errno::ELOOP) => Err(denied(
                 asked,
                 logical,
@@ -196,6 +207,15 @@ impl PathRules {
         }
         None
     }
+}
+
+/// Is `path` (absolute, normal) there, reached through no link at all?
+/// Then it is its own real path: one `openat2` instead of a walk.
+pub(super) fn reached_without_links(path: &Path) -> bool {
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+    openat2(AT_FDCWD, path, how).is_ok()
 }
 
 /// Where an open directory really is.
