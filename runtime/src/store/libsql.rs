@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use self::checkpoint::{Checkpointer, FinishRequest};
+use self::checkpoint::{Checkpointer, FinishRequest, WRITER_FINISH_FROM, WalIndex};
 use self::db::Db;
 use super::{
     AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionFilter, DecisionRow,
@@ -81,7 +81,12 @@ impl LibsqlStore {
             .spawn(move || match Db::open(&db_path, durability) {
                 Ok(db) => {
                     let _ = ready_tx.send(Ok(()));
-                    serve(&db, &rx, &finish_asked);
+                    let mut finishing = Finishing {
+                        asked: finish_asked,
+                        wal: WalIndex::of(&db_path),
+                        finished_at: None,
+                    };
+                    serve(&db, &rx, &mut finishing);
                 }
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
@@ -147,9 +152,10 @@ impl Drop for LibsqlStore {
 }
 
 /// The store thread: batches commits, runs reads in arrival order, and
-/// finishes a checkpoint when the checkpointer asks, after the next write
-/// (a writer that is never idle must still let the WAL start over).
-fn serve(db: &Db, rx: &mpsc::Receiver<Request>, finish: &FinishRequest) {
+/// finishes a checkpoint when the checkpointer asks or the WAL grew large,
+/// after the next write (a writer that is never idle must still let the
+/// WAL start over).
+fn serve(db: &Db, rx: &mpsc::Receiver<Request>, finishing: &mut Finishing) {
     let mut commits: Vec<Commit> = Vec::new();
     let mut replies: Vec<oneshot::Sender<StoreResult<()>>> = Vec::new();
     while let Ok(first) = rx.recv() {
@@ -161,19 +167,19 @@ fn serve(db: &Db, rx: &mpsc::Receiver<Request>, finish: &FinishRequest) {
                     replies.push(reply);
                     if commits.len() >= MAX_BATCH {
                         flush(db, &mut commits, &mut replies);
-                        finish_if_asked(db, finish);
+                        finishing.finish_if_due(db);
                     }
                 }
                 Request::Job(job) => {
                     flush(db, &mut commits, &mut replies);
                     job(db);
-                    finish_if_asked(db, finish);
+                    finishing.finish_if_due(db);
                 }
             }
             next = rx.try_recv().ok();
         }
         flush(db, &mut commits, &mut replies);
-        finish_if_asked(db, finish);
+        finishing.finish_if_due(db);
     }
 }
 
@@ -216,11 +222,32 @@ async fn answer_of<T>(
     answer.await.map_err(|_| StoreError::Closed)?
 }
 
-/// Finishes the checkpoint the checkpointer asked for, if it did; asks
-/// again when it could not.
-fn finish_if_asked(db: &Db, finish: &FinishRequest) {
-    if finish.take() && !db.finish_checkpoint() {
-        finish.ask();
+/// When the store thread finishes a checkpoint.
+struct Finishing {
+    /// Set by the checkpointer.
+    asked: FinishRequest,
+    /// Where the WAL's frames are counted.
+    wal: WalIndex,
+    /// The frame count a finished checkpoint left (the WAL starts over at
+    /// the next commit; until then the count stays).
+    finished_at: Option<u32>,
+}
+
+impl Finishing {
+    /// Finishes a checkpoint if the checkpointer asked for one or the WAL
+    /// holds [`WRITER_FINISH_FROM`] frames; asks again when it could not.
+    fn finish_if_due(&mut self, db: &Db) {
+        let asked = self.asked.take();
+        let frames = self.wal.frames();
+        let large = frames.is_some_and(|n| n >= WRITER_FINISH_FROM && Some(n) != self.finished_at);
+        if !(asked || large) {
+            return;
+        }
+        if db.finish_checkpoint() {
+            self.finished_at = frames;
+        } else if asked {
+            self.asked.ask();
+        }
     }
 }
 
