@@ -117,7 +117,8 @@ fn denied(path: &Path, real: &Path, why: &str) -> ActionError {
 /// dangling link resolves to where it points).
 pub fn resolve(path: &Path) -> PathBuf {
     let mut existing = normalize(path);
-    if beneath::reached_without_links(&existing) {
+    let path_only = nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC;
+    if beneath::open_without_links(&existing, path_only).is_some() {
         return existing;
     }
     let mut rest = Vec::new();

@@ -41,8 +41,6 @@ pub const FINISH_FROM: i64 = 512;
 /// burst grew larger is cut back when it starts over.
 pub const WAL_LIMIT_BYTES: i64 = 16 * 1024 * 1024;
 
-/// Set by the checkpointer when the writer should finish a checkpoint;
-/// taken by the writer between batches.
 /// Frames (of 4 KiB) in the WAL from which the store thread finishes a
 /// checkpoint without waiting to be asked: a checkpointer starved of CPU
 /// asks too late under a heavy load (the soak's WAL reached 20 MB).
@@ -77,12 +75,13 @@ impl WalIndex {
         }
         let mut header = [0u8; 20];
         self.file.as_ref()?.read_exact_at(&mut header, 0).ok()?;
-        Some(u32::from_ne_bytes([
-            header[16], header[17], header[18], header[19],
-        ]))
+        let mx_frame = header[16..20].try_into().ok()?;
+        Some(u32::from_ne_bytes(mx_frame))
     }
 }
 
+/// Set by the checkpointer when the writer should finish a checkpoint;
+/// taken by the writer between batches.
 #[derive(Debug, Clone, Default)]
 pub struct FinishRequest(Arc<AtomicBool>);
 

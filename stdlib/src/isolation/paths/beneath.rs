@@ -148,10 +148,7 @@ impl PathRules {
             return Ok((root, OsString::from("."), Some(PathBuf::from("/"))));
         };
         let name = name.to_owned();
-        let no_links = OpenHow::new()
-            .flags(directory)
-            .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
-        if let Ok(dir) = openat2(AT_FDCWD, parent, no_links) {
+        if let Some(dir) = open_without_links(parent, directory) {
             return Ok((dir, name, Some(parent.to_path_buf())));
         }
         let Some(root) = self.root_of(parent, access) else {
@@ -209,13 +206,14 @@ impl PathRules {
     }
 }
 
-/// Is `path` (absolute, normal) there, reached through no link at all?
-/// Then it is its own real path: one `openat2` instead of a walk.
-pub(super) fn reached_without_links(path: &Path) -> bool {
+/// `path` (absolute, normal) opened with `flags` if it is reached through
+/// no link at all: then it is its own real path, known with one `openat2`
+/// instead of a walk.
+pub(super) fn open_without_links(path: &Path, flags: OFlag) -> Option<OwnedFd> {
     let how = OpenHow::new()
-        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .flags(flags)
         .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
-    openat2(AT_FDCWD, path, how).is_ok()
+    openat2(AT_FDCWD, path, how).ok()
 }
 
 /// Where an open directory really is.
