@@ -7,33 +7,38 @@
 //! engine is the step's failure, never the process's.
 
 pub mod budget;
+mod reads;
 mod source;
+mod val;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cel::objects::{Key, Map as CelMap};
+use cel::common::types::CelInt;
+use cel::common::value::Val;
+use cel::objects::Key;
 use cel::{Context, Env, Value as Cel};
 use opcode_vm::error::ActionError;
 use opcode_vm::host::{Host, Vars};
 
 use self::budget::Budget;
+use self::reads::Need;
 use opcode_vm::instr::ExprId;
 use opcode_vm::program::Program;
 use serde_json::{Map, Number, Value};
 
 /// CEL for one Program.
 pub struct CelHost {
-    root: Context<'static, 'static>,
+    env: Arc<Env>,
     programs: Vec<Result<Compiled, String>>,
     budget: Budget,
 }
 
-/// One compiled expression and the namespaces it reads.
+/// One compiled expression and what it reads.
 struct Compiled {
     program: cel::Program,
-    /// Which of [`NAMESPACES`] the expression references; only those are bound.
-    reads: [bool; NAMESPACES.len()],
+    /// What it reads of each of [`NAMESPACES`]; only that is bound.
+    needs: [Option<Need>; NAMESPACES.len()],
 }
 
 /// The variables a workflow expression can read, in binding order.
@@ -83,14 +88,13 @@ impl CelHost {
                         .map_err(|limit| format!("the expression {limit}"))?;
                     let program = guarded(|| env.compile(&e.source).map_err(|err| err.to_string()))
                         .and_then(|compiled| compiled)?;
-                    let refs = program.references();
-                    let reads = NAMESPACES.map(|name| refs.has_variable(name));
-                    Ok(Compiled { program, reads })
+                    let needs = reads::of(program.expression(), NAMESPACES);
+                    Ok(Compiled { program, needs })
                 }
             })
             .collect();
         CelHost {
-            root: Context::with_env(env),
+            env,
             programs,
             budget,
         }
@@ -110,8 +114,8 @@ impl Host for CelHost {
             self.budget,
         )
         .map_err(over_budget)?;
-        let mut ctx = self.root.new_inner_scope();
-        bind(&mut ctx, vars, compiled.reads);
+        let mut ctx = Context::with_env(self.env.clone());
+        bind(&mut ctx, vars, &compiled.needs);
         guarded(|| {
             let value = compiled.program.execute(&ctx).map_err(|e| e.to_string())?;
             to_json(&value)
@@ -153,39 +157,39 @@ pub fn guarded<T>(work: impl FnOnce() -> T) -> Result<T, String> {
     })
 }
 
-/// Binds the workflow variables the expression reads into a CEL context.
-fn bind(ctx: &mut Context<'_, '_>, vars: &Vars<'_>, reads: [bool; NAMESPACES.len()]) {
-    for (name, _) in NAMESPACES.iter().zip(reads).filter(|(_, read)| *read) {
-        ctx.add_variable_from_value(*name, namespace(name, vars));
+/// Binds what the expression reads of the workflow variables.
+fn bind<'v>(ctx: &mut Context<'_, 'v>, vars: &Vars<'v>, needs: &[Option<Need>; NAMESPACES.len()]) {
+    for (name, need) in NAMESPACES.iter().zip(needs) {
+        if let Some(need) = need {
+            ctx.add_variable_as_val(*name, namespace(name, vars, need));
+        }
     }
 }
 
-/// One namespace of `vars` as a CEL value.
-fn namespace(name: &str, vars: &Vars<'_>) -> Cel {
+/// What `need` reads of one namespace of `vars`, as CEL.
+fn namespace<'v>(name: &str, vars: &Vars<'v>, need: &Need) -> Box<dyn Val + 'v> {
     match name {
-        "inputs" => to_cel(vars.inputs),
+        "inputs" => val::of(vars.inputs, need),
         "steps" => {
-            let steps = vars
-                .steps
-                .iter()
-                .map(|(id, value)| (Key::String(Arc::new((*id).to_owned())), to_cel(value)))
-                .collect::<HashMap<Key, Cel>>();
-            Cel::Map(CelMap {
-                map: Arc::new(steps),
-            })
+            let steps = vars.steps.iter().filter_map(|(id, value)| match need {
+                Need::Whole => Some((*id, val::whole(value))),
+                Need::Fields(fields) => fields.get(*id).map(|need| (*id, val::of(value, need))),
+            });
+            Box::new(val::map_of(steps))
         }
-        "workflow" => to_cel(vars.workflow),
-        "context" => to_cel(vars.context),
+        "workflow" => val::of(vars.workflow, need),
+        "context" => val::of(vars.context, need),
         _ => {
-            let mut m: HashMap<Key, Cel> = HashMap::with_capacity(2);
-            if let Some((item, index)) = vars.iter {
-                m.insert(Key::String(Arc::new("item".into())), to_cel(item));
-                m.insert(
-                    Key::String(Arc::new("index".into())),
-                    Cel::Int(i64::from(index)),
-                );
-            }
-            Cel::Map(CelMap { map: Arc::new(m) })
+            let Some((item, index)) = vars.iter else {
+                return Box::new(val::map_of(std::iter::empty()));
+            };
+            let item_need = match need {
+                Need::Whole => Some(&Need::Whole),
+                Need::Fields(fields) => fields.get("item"),
+            };
+            let item = item_need.map(|need| ("item", val::of(item, need)));
+            let index: Box<dyn Val + 'v> = Box::new(CelInt::from(i64::from(index)));
+            Box::new(val::map_of(item.into_iter().chain([("index", index)])))
         }
     }
 }
@@ -207,45 +211,41 @@ pub fn eval_source(
     data: &Value,
     budget: Budget,
 ) -> Result<Value, ActionError> {
-    opcode_vm::limits::check_cel(source).map_err(|limit| {
-        opcode_vm::limits::exceeded(
-            "cel_nesting",
-            source.len() as u64,
-            opcode_vm::limits::CEL_NESTING as u64,
-            format!("the expression {limit}"),
-        )
-    })?;
-    let compiled = source::compiled(source).map_err(expression_error)?;
+    // A source kept was checked when it was compiled.
+    let compiled = if let Some(compiled) = source::cached(source) {
+        compiled
+    } else {
+        opcode_vm::limits::check_cel(source).map_err(|limit| {
+            opcode_vm::limits::exceeded(
+                "cel_nesting",
+                source.len() as u64,
+                opcode_vm::limits::CEL_NESTING as u64,
+                format!("the expression {limit}"),
+            )
+        })?;
+        source::compile(source).map_err(expression_error)?
+    };
     let empty = Value::Object(Map::new());
-    let mut narrowed = Value::Null;
-    let value_of = |name: &str| match scope.get(name) {
-        Some(Value::Null) | None if name == "iter" => &empty,
-        Some(value) => value,
-        None => &Value::Null,
+    let value_of = |name: &str| match (name, scope.get(name)) {
+        ("data", _) => data,
+        ("iter", Some(Value::Null) | None) => &empty,
+        (_, Some(value)) => value,
+        (_, None) => &Value::Null,
     };
-    let steps = source::narrowed(value_of("steps"), compiled.steps.as_deref(), &mut narrowed);
-    let read = |name: &str| -> &Value {
-        match name {
-            "steps" => steps,
-            "data" => data,
-            other => value_of(other),
-        }
+    let read = || {
+        source::VARIABLES
+            .iter()
+            .zip(&compiled.needs)
+            .filter_map(|(name, need)| Some((*name, need.as_ref()?)))
+            .map(|(name, need)| (name, value_of(name), need))
     };
-    let roots: HashMap<&str, budget::Root<'_>> = source::VARIABLES
-        .iter()
-        .zip(&compiled.reads)
-        .filter(|(_, reads)| **reads)
-        .map(|(name, _)| (*name, budget::Root::Json(read(name))))
+    let roots: HashMap<&str, budget::Root<'_>> = read()
+        .map(|(name, value, _)| (name, budget::Root::Json(value)))
         .collect();
     budget::check(compiled.program.expression(), &roots, budget).map_err(over_budget)?;
-    let root = Context::with_env(env());
-    let mut ctx = root.new_inner_scope();
-    for (name, _) in source::VARIABLES
-        .iter()
-        .zip(&compiled.reads)
-        .filter(|(_, reads)| **reads)
-    {
-        ctx.add_variable_from_value(*name, to_cel(read(name)));
+    let mut ctx = Context::with_env(env());
+    for (name, value, need) in read() {
+        ctx.add_variable_as_val(name, val::of(value, need));
     }
     guarded(|| {
         let value = compiled.program.execute(&ctx).map_err(|e| e.to_string())?;
@@ -253,28 +253,6 @@ pub fn eval_source(
     })
     .and_then(|result| result)
     .map_err(expression_error)
-}
-
-/// JSON → CEL. Integers stay integers; other numbers become doubles.
-pub fn to_cel(value: &Value) -> Cel {
-    match value {
-        Value::Null => Cel::Null,
-        Value::Bool(b) => Cel::Bool(*b),
-        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => Cel::Int(i),
-            (None, Some(u)) => Cel::UInt(u),
-            _ => Cel::Float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Value::String(s) => Cel::String(Arc::new(s.clone())),
-        Value::Array(items) => Cel::List(Arc::new(items.iter().map(to_cel).collect())),
-        Value::Object(map) => {
-            let mut m: HashMap<Key, Cel> = HashMap::with_capacity(map.len());
-            for (k, v) in map {
-                m.insert(Key::String(Arc::new(k.clone())), to_cel(v));
-            }
-            Cel::Map(CelMap { map: Arc::new(m) })
-        }
-    }
 }
 
 /// CEL → JSON. Map keys become strings; object keys are sorted for a stable result.
@@ -320,8 +298,40 @@ mod tests {
 
     #[test]
     fn round_trips_values() {
-        let v = json!({"a": [1, 2.5, "x", true, null], "b": {"c": -3}});
-        assert_eq!(to_json(&to_cel(&v)).unwrap(), v);
+        let v = json!({"a": [1, 2.5, "x", true, null], "b": {"c": -3}, "u": u64::MAX});
+        assert_eq!(
+            eval_source("data", &json!({}), &v, Budget::default()),
+            Ok(v)
+        );
+    }
+
+    #[test]
+    fn reading_part_of_a_value_gives_what_reading_all_of_it_gives() {
+        let scope = json!({"steps": {
+            "a": {"n": 1, "body": {"ok": true, "items": [1, 2, 3]}},
+            "b": {"n": 2}
+        }, "inputs": {"env": "prod", "big": "x"}, "iter": {"item": {"k": "v"}, "index": 4}});
+        let eval = |source| eval_source(source, &scope, &Value::Null, Budget::default());
+        for (source, expected) in [
+            ("steps.a.n + steps['b'].n", json!(3)),
+            (
+                "has(steps.a.body.ok) && !has(steps.a.body.missing)",
+                json!(true),
+            ),
+            (
+                "steps.a.body == {'ok': true, 'items': [1, 2, 3]}",
+                json!(true),
+            ),
+            ("size(steps.a.body.items) + size(steps)", json!(5)),
+            ("steps['a'].body.items.exists(x, x == 3)", json!(true)),
+            ("steps.a.body.items[2] * iter.index", json!(12)),
+            ("iter.item.k + inputs.env", json!("vprod")),
+            ("'b' in steps && !('c' in steps.a)", json!(true)),
+        ] {
+            assert_eq!(eval(source), Ok(expected), "{source}");
+        }
+        assert!(eval("steps.a.missing").is_err());
+        assert!(eval("steps.c.n").is_err());
     }
 
     #[test]

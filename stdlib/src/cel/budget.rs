@@ -141,11 +141,41 @@ impl Est {
 }
 
 /// A sub-expression's estimate, and the value it names when it is a path
-/// into the variables.
+/// into the variables. A path's value is weighed only when it is used (a
+/// path through a large value to a small part of it costs the part).
 #[derive(Clone, Copy)]
 struct Found<'v> {
+    /// The estimate; of a path, only its cost until [`Found::settled`].
     est: Est,
     value: Option<Concrete<'v>>,
+}
+
+impl Found<'_> {
+    /// A path to `value` reached at `cost`.
+    fn path(value: Concrete<'_>, cost: u64) -> Found<'_> {
+        Found {
+            est: Est {
+                cost,
+                ..Est::default()
+            },
+            value: Some(value),
+        }
+    }
+
+    /// The whole estimate, the value weighed if it is a path's.
+    fn settled(&self) -> Est {
+        let weighed = match self.value {
+            None => return self.est,
+            Some(Concrete::Json(value)) => weigh(value),
+            Some(Concrete::Steps(steps)) => {
+                gather(&steps.iter().map(|(_, v)| weigh(v)).collect::<Vec<_>>())
+            }
+        };
+        Est {
+            cost: self.est.cost,
+            ..weighed
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -194,9 +224,9 @@ fn weigh(value: &Value) -> Est {
 
 impl<'v, S: BuildHasher> Estimate<'_, 'v, S> {
     fn of(&mut self, e: &IdedExpr) -> Est {
-        let found = self.found(e);
-        self.largest = self.largest.max(found.est.size);
-        found.est
+        let est = self.found(e).settled();
+        self.largest = self.largest.max(est.size);
+        est
     }
 
     fn found(&mut self, e: &IdedExpr) -> Found<'v> {
@@ -298,17 +328,8 @@ impl<'v, S: BuildHasher> Estimate<'_, 'v, S> {
             };
         }
         match self.roots.get(name) {
-            Some(Root::Json(value)) => Found {
-                est: weigh(value),
-                value: Some(Concrete::Json(value)),
-            },
-            Some(Root::Steps(steps)) => {
-                let weights: Vec<Est> = steps.iter().map(|(_, v)| weigh(v)).collect();
-                Found {
-                    est: gather(&weights),
-                    value: Some(Concrete::Steps(steps)),
-                }
-            }
+            Some(Root::Json(value)) => Found::path(Concrete::Json(value), 1),
+            Some(Root::Steps(steps)) => Found::path(Concrete::Steps(steps), 1 + steps.len() as u64),
             Some(Root::Iter(iter)) => {
                 let item = iter.map_or_else(Est::default, |(item, _)| weigh(item));
                 Found {
@@ -352,23 +373,18 @@ impl<'v, S: BuildHasher> Estimate<'_, 'v, S> {
                 .map(|(_, v)| Concrete::Json(v)),
             _ => None,
         };
-        match child {
-            Some(Concrete::Json(value)) => Found {
-                est: Est {
-                    cost: operand.est.cost + 1,
-                    ..weigh(value)
-                },
-                value: Some(Concrete::Json(value)),
+        if let Some(child) = child {
+            return Found::path(child, operand.est.cost + 1);
+        }
+        let elem = operand.settled().elem;
+        Found {
+            est: Est {
+                size: elem,
+                len: elem,
+                elem,
+                cost: operand.est.cost + 1,
             },
-            _ => Found {
-                est: Est {
-                    size: operand.est.elem,
-                    len: operand.est.elem,
-                    elem: operand.est.elem,
-                    cost: operand.est.cost + 1,
-                },
-                value: None,
-            },
+            value: None,
         }
     }
 
