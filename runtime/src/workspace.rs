@@ -90,9 +90,15 @@ impl Workspaces {
         if workspace.parent() != Some(root.as_path()) {
             return;
         }
-        // Most runs leave their workspace empty: one `rmdir` then.
-        if let Err(e) =
-            std::fs::remove_dir(workspace).or_else(|_| std::fs::remove_dir_all(workspace))
+        // Most runs leave their workspace empty (one `rmdir`) or never made
+        // it (nothing to remove).
+        let removed = match std::fs::remove_dir(workspace) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                std::fs::remove_dir_all(workspace)
+            }
+            _ => Ok(()),
+        };
+        if let Err(e) = removed
             && e.kind() != std::io::ErrorKind::NotFound
         {
             tracing::warn!(workspace = %workspace.display(), error = %e, "cannot remove a run's workspace");

@@ -767,7 +767,11 @@ impl RunTask {
             .take()
             .filter(|s| s.workflow.status == status);
         self.inner.publish(&self.id, status, false, state);
-        self.inner.wake.notify_one();
+        // Mail that came while a waiting run left is looked for at once;
+        // an ended run gets none.
+        if !status.is_ended() {
+            self.inner.wake.notify_one();
+        }
     }
 
     /// Stops the local timers (the durable ones stay in the store) and
