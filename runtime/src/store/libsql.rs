@@ -33,7 +33,8 @@ const MAX_BATCH: usize = 1024;
 /// How often the WAL is checkpointed (off the commit path).
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 
-/// How long a commit waiting alone looks for its answer before it sleeps.
+/// How long a commit waiting alone looks for its answer, and the store
+/// thread for its next request, before they sleep.
 const SPIN_FOR: Duration = Duration::from_micros(200);
 
 type Job = Box<dyn FnOnce(&Db) + Send>;
@@ -158,7 +159,7 @@ impl Drop for LibsqlStore {
 fn serve(db: &Db, rx: &mpsc::Receiver<Request>, finishing: &mut Finishing) {
     let mut commits: Vec<Commit> = Vec::new();
     let mut replies: Vec<oneshot::Sender<StoreResult<()>>> = Vec::new();
-    while let Ok(first) = rx.recv() {
+    while let Some(first) = next_request(rx) {
         let mut next = Some(first);
         while let Some(request) = next.take() {
             match request {
@@ -180,6 +181,26 @@ fn serve(db: &Db, rx: &mpsc::Receiver<Request>, finishing: &mut Finishing) {
         }
         flush(db, &mut commits, &mut replies);
         finishing.finish_if_due(db);
+    }
+}
+
+/// The next request: looked for without sleeping for [`SPIN_FOR`] first
+/// (a run's next round usually comes within it, and waking a sleeping
+/// thread costs as much), then waited for. `None` once the store is
+/// dropped. (The writer finishes checkpoints by its own count of frames,
+/// so a checkpointer this polling starves of CPU cannot let the WAL grow:
+/// decision 0039.)
+fn next_request(rx: &mpsc::Receiver<Request>) -> Option<Request> {
+    let since = Instant::now();
+    loop {
+        match rx.try_recv() {
+            Ok(request) => return Some(request),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+            Err(mpsc::TryRecvError::Empty) if since.elapsed() < SPIN_FOR => {
+                std::thread::yield_now();
+            }
+            Err(mpsc::TryRecvError::Empty) => return rx.recv().ok(),
+        }
     }
 }
 
