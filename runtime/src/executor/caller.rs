@@ -4,7 +4,6 @@
 //! round, for immediate ones (spec/events.md, "Immediate actions").
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use opcode_stdlib::exec::{Actions, Call, Secrets};
 use opcode_stdlib::redact::Revealed;
@@ -30,8 +29,6 @@ pub struct Caller {
     workspaces: Option<Workspaces>,
     /// The values of the run's secrets, read at its first call that needs them.
     run_secrets: tokio::sync::OnceCell<Revealed>,
-    /// The run's workspace was made (or found) by an earlier call.
-    workspace_made: AtomicBool,
 }
 
 /// Who makes a call.
@@ -72,7 +69,6 @@ impl Caller {
             stand_in: inner.stand_in.get().cloned(),
             workspaces: inner.config.workspaces.clone(),
             run_secrets: tokio::sync::OnceCell::new(),
-            workspace_made: AtomicBool::new(false),
         }
     }
 
@@ -172,8 +168,7 @@ impl Caller {
         let (Some(workspaces), Some(ws)) = (&self.workspaces, &call.workspace) else {
             return Ok(());
         };
-        if self.workspace_made.load(Ordering::Acquire)
-            || Actions::only_waits(&call.action)
+        if Actions::only_waits(&call.action)
             || self
                 .actions
                 .immediate(&call.action, &call.params, &call.run_id)
@@ -185,9 +180,7 @@ impl Caller {
                 "cannot make the run's workspace {}: {e}",
                 ws.display()
             ))
-        })?;
-        self.workspace_made.store(true, Ordering::Release);
-        Ok(())
+        })
     }
 
     /// Runs `call`, telling the observer how it ended and how long it took.
