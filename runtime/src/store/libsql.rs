@@ -159,11 +159,15 @@ impl Drop for LibsqlStore {
 fn serve(db: &Db, rx: &mpsc::Receiver<Request>, finishing: &mut Finishing) {
     let mut commits: Vec<Commit> = Vec::new();
     let mut replies: Vec<oneshot::Sender<StoreResult<()>>> = Vec::new();
-    while let Some(first) = next_request(rx) {
+    // Only after a commit is a run's next round likely to follow at once.
+    let mut committed = false;
+    while let Some(first) = next_request(rx, committed) {
+        committed = false;
         let mut next = Some(first);
         while let Some(request) = next.take() {
             match request {
                 Request::Commit(commit, reply) => {
+                    committed = true;
                     commits.push(*commit);
                     replies.push(reply);
                     if commits.len() >= MAX_BATCH {
@@ -184,19 +188,20 @@ fn serve(db: &Db, rx: &mpsc::Receiver<Request>, finishing: &mut Finishing) {
     }
 }
 
-/// The next request: looked for without sleeping for [`SPIN_FOR`] first
-/// (a run's next round usually comes within it, and waking a sleeping
-/// thread costs as much), then waited for. `None` once the store is
-/// dropped. (The writer finishes checkpoints by its own count of frames,
-/// so a checkpointer this polling starves of CPU cannot let the WAL grow:
-/// decision 0039.)
-fn next_request(rx: &mpsc::Receiver<Request>) -> Option<Request> {
+/// The next request: after a commit (`poll`), looked for without sleeping
+/// for [`SPIN_FOR`] first (a run's next round usually comes within it, and
+/// waking a sleeping thread costs as much), then waited for; after reads
+/// alone, waited for at once (an idle daemon's polls of its inbox and
+/// timers). `None` once the store is dropped. (The writer finishes
+/// checkpoints by its own count of frames, so a checkpointer this polling
+/// starves of CPU cannot let the WAL grow: decision 0039.)
+fn next_request(rx: &mpsc::Receiver<Request>, poll: bool) -> Option<Request> {
     let since = Instant::now();
     loop {
         match rx.try_recv() {
             Ok(request) => return Some(request),
             Err(mpsc::TryRecvError::Disconnected) => return None,
-            Err(mpsc::TryRecvError::Empty) if since.elapsed() < SPIN_FOR => {
+            Err(mpsc::TryRecvError::Empty) if poll && since.elapsed() < SPIN_FOR => {
                 std::thread::yield_now();
             }
             Err(mpsc::TryRecvError::Empty) => return rx.recv().ok(),
