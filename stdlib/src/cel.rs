@@ -232,19 +232,19 @@ pub fn eval_source(
         (_, Some(value)) => value,
         (_, None) => &Value::Null,
     };
-    let read = || {
-        source::VARIABLES
-            .iter()
-            .zip(&compiled.needs)
-            .filter_map(|(name, need)| Some((*name, need.as_ref()?)))
-            .map(|(name, need)| (name, value_of(name), need))
-    };
-    let roots: HashMap<&str, budget::Root<'_>> = read()
-        .map(|(name, value, _)| (name, budget::Root::Json(value)))
+    // Each variable the expression reads, looked up once.
+    let read: Vec<(&str, &Value, &Need)> = source::VARIABLES
+        .iter()
+        .zip(&compiled.needs)
+        .filter_map(|(name, need)| need.as_ref().map(|need| (*name, value_of(name), need)))
+        .collect();
+    let roots: HashMap<&str, budget::Root<'_>> = read
+        .iter()
+        .map(|(name, value, _)| (*name, budget::Root::Json(value)))
         .collect();
     budget::check(compiled.program.expression(), &roots, budget).map_err(over_budget)?;
     let mut ctx = Context::with_env(env());
-    for (name, value, need) in read() {
+    for (name, value, need) in read {
         ctx.add_variable_as_val(name, val::of(value, need));
     }
     guarded(|| {
