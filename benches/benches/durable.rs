@@ -2,9 +2,9 @@
 //! (p50, p99) of seq10, fan10 and fan100 (`workflow.emit`, immediate: many
 //! steps share a commit), of seq10-stat and fan100-stat (`fs.stat` of a
 //! tiny file, an effect: each result committed in a round of its own, as
-//! the peers' steps are), throughput with 16 workflows at
-//! once, raw event appends, and replay of 1,000 events. Each figure is
-//! labelled with its durability mode. Run with
+//! the peers' steps are), throughput with 16 workflows at once (seq10 and
+//! seq10-stat), raw event appends, and replay of 1,000 events. Each figure
+//! is labelled with its durability mode. Run with
 //! `cargo bench -p opcode-benches --bench durable` (add `-- quick` for a
 //! short run); results are recorded in `benches/README.md`.
 #![allow(clippy::expect_used, clippy::unwrap_used)] // bench setup
@@ -92,9 +92,14 @@ async fn latency(exec: &Executor, workflow: &Value, runs: usize) -> (Duration, D
     (percentile(&times, 0.5), percentile(&times, 0.99))
 }
 
-/// Steps per second with `workers` workflows running at once.
-async fn throughput(exec: &Executor, workers: usize, for_how_long: Duration) -> f64 {
-    let (text, program) = compile(&opcode_benches::sequential(10));
+/// Steps per second with `workers` runs of `workflow` (ten steps) at once.
+async fn throughput(
+    exec: &Executor,
+    workflow: &Value,
+    workers: usize,
+    for_how_long: Duration,
+) -> f64 {
+    let (text, program) = compile(workflow);
     let deadline = Instant::now() + for_how_long;
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -238,16 +243,26 @@ async fn bench(durability: Durability, quick: bool, only: Option<&str>, memory: 
     }
     let skip = |name: &str| only.is_some_and(|o| o != name);
     let secs = Duration::from_secs(if quick { 1 } else { 5 });
-    if !skip("concurrent") {
-        let workers = std::env::var("WORKERS")
-            .ok()
-            .and_then(|w| w.parse().ok())
-            .unwrap_or(16);
-        let rate = throughput(&exec, workers, secs).await;
-        println!(
-            "{label:<6} {:<28} {rate:>12.0} steps/s",
-            "16 concurrent seq10"
+    let workers = std::env::var("WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(16);
+    for (name, workflow) in [
+        ("concurrent", opcode_benches::sequential(10)),
+        (
+            "concurrent-stat",
+            opcode_benches::sequential_stat(10, &tiny),
+        ),
+    ] {
+        if skip(name) {
+            continue;
+        }
+        let rate = throughput(&exec, &workflow, workers, secs).await;
+        let what = format!(
+            "{workers} concurrent {}",
+            name.replace("concurrent", "seq10")
         );
+        println!("{label:<6} {what:<28} {rate:>12.0} steps/s");
     }
     if !skip("append") {
         let rate = appends(&store, 16, 64, if quick { 20 } else { 200 }).await;
@@ -272,7 +287,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "quick");
     // `only=NAME` runs one scenario (seq10, fan10, fan100, seq10-stat,
-    // fan100-stat, concurrent, append or replay), for profiling.
+    // fan100-stat, concurrent, concurrent-stat, append or replay), for
+    // profiling.
     let only = args.iter().find_map(|a| a.strip_prefix("only="));
     // `memory` runs on the in-memory store instead of libSQL.
     let memory = args.iter().any(|a| a == "memory");

@@ -74,8 +74,10 @@ impl Table {
     fn insert_sql(self, rows: usize) -> String {
         let (head, columns, tail) = match self {
             Table::Events => (
-                "INSERT INTO events (workflow_id, seq, at, kind, event_type, step_id, version, \
-                 payload) VALUES ",
+                // OR FAIL: a multi-row INSERT that may abort keeps a statement
+                // journal; a failed write rolls the whole batch back anyway.
+                "INSERT OR FAIL INTO events (workflow_id, seq, at, kind, event_type, step_id, \
+                 version, payload) VALUES ",
                 8,
                 "",
             ),
@@ -174,7 +176,18 @@ impl Db {
                 let mut rows = conn.query(&pragma, ()).await.map_err(backend)?;
                 while rows.next().await.map_err(backend)?.is_some() {}
             }
-            migrate(&conn).await
+            migrate(&conn).await?;
+            // The schema's `CHECK (x IN (...))` constraints cost an ephemeral
+            // b-tree (a pager of its own) at every statement that writes such
+            // a table; this writer writes only values of the store's own
+            // enums, so it skips them (decision 0040). Set after the
+            // migrations, before any write is prepared.
+            let mut rows = conn
+                .query("PRAGMA ignore_check_constraints = ON", ())
+                .await
+                .map_err(backend)?;
+            while rows.next().await.map_err(backend)?.is_some() {}
+            Ok::<(), StoreError>(())
         })?;
         let writes = rt.block_on(prepare(&conn))?;
         Ok(Db {
@@ -911,4 +924,40 @@ pub(super) fn workflows_query(filter: &WorkflowFilter) -> (String, Vec<Value>) {
 
 fn seq(n: u64) -> Value {
     Value::Integer(n as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// The writer skips the schema's CHECKs (decision 0040); another
+    /// connection to the file still has them refuse a bad value.
+    #[test]
+    fn only_the_writer_skips_the_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("checks.db");
+        let db = Db::open(&path, Durability::Normal).unwrap();
+        let pragma = "PRAGMA ignore_check_constraints";
+        let skipped = db.block(db.query_one(pragma, vec![], |row| get::<i64>(row, 0)));
+        assert_eq!(skipped.unwrap(), Some(1));
+        let bad = "INSERT INTO events (workflow_id, seq, at, kind, event_type, version, payload) \
+                   VALUES ('w', 1, 'a', 'bogus', 't', 1, '{}')";
+        let other = db.block(async {
+            let conn = libsql::Builder::new_local(&path)
+                .build()
+                .await
+                .unwrap()
+                .connect()
+                .unwrap();
+            conn.execute(bad, ()).await
+        });
+        assert!(
+            other
+                .unwrap_err()
+                .to_string()
+                .contains("CHECK constraint failed")
+        );
+    }
 }
