@@ -171,9 +171,18 @@ mod tests {
             ),
             5
         );
-        assert!(
-            db.block(db.conn.execute("UPDATE workflows SET status = 'lost'", ()))
-                .is_err()
-        );
+        // The status CHECK holds (on any connection but the writer's, which
+        // skips CHECKs: decision 0040).
+        let other = db.block(async {
+            let conn = libsql::Builder::new_local(&path)
+                .build()
+                .await
+                .unwrap()
+                .connect()
+                .unwrap();
+            conn.execute("UPDATE workflows SET status = 'lost'", ())
+                .await
+        });
+        assert!(other.is_err());
     }
 }
