@@ -932,6 +932,17 @@ mod tests {
 
     use super::*;
 
+    /// A connection of its own to the database at `path`, as another
+    /// process would open it.
+    pub(super) async fn another_connection(path: &Path) -> Connection {
+        libsql::Builder::new_local(path)
+            .build()
+            .await
+            .unwrap()
+            .connect()
+            .unwrap()
+    }
+
     /// The writer skips the schema's CHECKs (decision 0040); another
     /// connection to the file still has them refuse a bad value.
     #[test]
@@ -944,15 +955,7 @@ mod tests {
         assert_eq!(skipped.unwrap(), Some(1));
         let bad = "INSERT INTO events (workflow_id, seq, at, kind, event_type, version, payload) \
                    VALUES ('w', 1, 'a', 'bogus', 't', 1, '{}')";
-        let other = db.block(async {
-            let conn = libsql::Builder::new_local(&path)
-                .build()
-                .await
-                .unwrap()
-                .connect()
-                .unwrap();
-            conn.execute(bad, ()).await
-        });
+        let other = db.block(async { another_connection(&path).await.execute(bad, ()).await });
         assert!(
             other
                 .unwrap_err()

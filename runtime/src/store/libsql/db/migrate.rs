@@ -65,6 +65,7 @@ mod tests {
     use std::path::Path;
 
     use super::super::Db;
+    use super::super::tests::another_connection;
     use super::*;
     use crate::store::{Claim, Durability};
 
@@ -173,16 +174,8 @@ mod tests {
         );
         // The status CHECK holds (on any connection but the writer's, which
         // skips CHECKs: decision 0040).
-        let other = db.block(async {
-            let conn = libsql::Builder::new_local(&path)
-                .build()
-                .await
-                .unwrap()
-                .connect()
-                .unwrap();
-            conn.execute("UPDATE workflows SET status = 'lost'", ())
-                .await
-        });
+        let lost = "UPDATE workflows SET status = 'lost'";
+        let other = db.block(async { another_connection(&path).await.execute(lost, ()).await });
         assert!(other.is_err());
     }
 }
