@@ -23,6 +23,8 @@ mod retention;
 fn stores() -> Vec<(&'static str, Arc<dyn EventStore>, Option<tempfile::TempDir>)> {
     let dir = tempfile::tempdir().unwrap();
     let libsql = LibsqlStore::open(&dir.path().join("t.db"), Durability::Normal).unwrap();
+    // Pushed to only with the `postgres` feature.
+    #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
     let mut stores: Vec<(&'static str, Arc<dyn EventStore>, Option<tempfile::TempDir>)> = vec![
         ("memory", Arc::new(MemoryStore::new()), None),
         ("libsql", Arc::new(libsql), Some(dir)),
