@@ -247,10 +247,11 @@ async fn bench(durability: Durability, quick: bool, only: Option<&str>, memory: 
         .ok()
         .and_then(|w| w.parse().ok())
         .unwrap_or(16);
-    for (name, workflow) in [
-        ("concurrent", opcode_benches::sequential(10)),
+    for (name, runs, workflow) in [
+        ("concurrent", "seq10", opcode_benches::sequential(10)),
         (
             "concurrent-stat",
+            "seq10-stat",
             opcode_benches::sequential_stat(10, &tiny),
         ),
     ] {
@@ -258,10 +259,7 @@ async fn bench(durability: Durability, quick: bool, only: Option<&str>, memory: 
             continue;
         }
         let rate = throughput(&exec, &workflow, workers, secs).await;
-        let what = format!(
-            "{workers} concurrent {}",
-            name.replace("concurrent", "seq10")
-        );
+        let what = format!("{workers} concurrent {runs}");
         println!("{label:<6} {what:<28} {rate:>12.0} steps/s");
     }
     if !skip("append") {

@@ -212,7 +212,7 @@ pub async fn checkpoint(conn: &Connection) -> StoreResult<Pass> {
 }
 
 /// Runs a pragma and drops the row it may answer with.
-async fn pragma(conn: &Connection, sql: &str) -> StoreResult<()> {
+pub(super) async fn pragma(conn: &Connection, sql: &str) -> StoreResult<()> {
     let mut rows = conn.query(sql, ()).await.map_err(backend)?;
     while rows.next().await.map_err(backend)?.is_some() {}
     Ok(())

@@ -75,7 +75,8 @@ impl Table {
         let (head, columns, tail) = match self {
             Table::Events => (
                 // OR FAIL: a multi-row INSERT that may abort keeps a statement
-                // journal; a failed write rolls the whole batch back anyway.
+                // journal; a failed insert is undone anyway, with the batch
+                // or back to its commit's savepoint.
                 "INSERT OR FAIL INTO events (workflow_id, seq, at, kind, event_type, step_id, \
                  version, payload) VALUES ",
                 8,
@@ -172,9 +173,7 @@ impl Db {
                     super::checkpoint::WAL_LIMIT_BYTES
                 ),
             ] {
-                // Some pragmas answer with a row; read and drop it.
-                let mut rows = conn.query(&pragma, ()).await.map_err(backend)?;
-                while rows.next().await.map_err(backend)?.is_some() {}
+                super::checkpoint::pragma(&conn, &pragma).await?;
             }
             migrate(&conn).await?;
             // The schema's `CHECK (x IN (...))` constraints cost an ephemeral
@@ -182,12 +181,7 @@ impl Db {
             // a table; this writer writes only values of the store's own
             // enums, so it skips them (decision 0040). Set after the
             // migrations, before any write is prepared.
-            let mut rows = conn
-                .query("PRAGMA ignore_check_constraints = ON", ())
-                .await
-                .map_err(backend)?;
-            while rows.next().await.map_err(backend)?.is_some() {}
-            Ok::<(), StoreError>(())
+            super::checkpoint::pragma(&conn, "PRAGMA ignore_check_constraints = ON").await
         })?;
         let writes = rt.block_on(prepare(&conn))?;
         Ok(Db {
