@@ -149,6 +149,54 @@ fn appends_are_contiguous_and_compare_and_set() {
 }
 
 #[test]
+fn the_sequence_is_checked_against_the_log_with_or_without_a_state_change() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            store.commit(create("w")).await.unwrap();
+            let append = |after_seq, n, status: Option<WorkflowStatus>| Commit {
+                workflow_id: "w".into(),
+                after_seq,
+                entries: vec![entry(n)],
+                update: status.map(|status| WorkflowUpdate {
+                    status,
+                    updated_at: at(n),
+                    ..WorkflowUpdate::default()
+                }),
+                ..Commit::default()
+            };
+            // Appends that change no state move the run's last sequence too.
+            store.commit(append(2, 2, None)).await.unwrap();
+            store.commit(append(3, 3, None)).await.unwrap();
+            let listed = store.workflows(WorkflowFilter::default()).await.unwrap();
+            assert_eq!(listed[0].last_seq, 4, "{name}");
+            assert_eq!(store.workflow("w").await.unwrap().unwrap().last_seq, 4);
+            // Behind or ahead of the log, with a state change or without.
+            for (after_seq, status) in [
+                (2, Some(WorkflowStatus::Suspended)),
+                (2, None),
+                (7, Some(WorkflowStatus::Suspended)),
+                (7, None),
+            ] {
+                let refused = store.commit(append(after_seq, 4, status)).await;
+                let expected = StoreError::Conflict {
+                    id: "w".into(),
+                    expected: after_seq,
+                    actual: 4,
+                };
+                assert_eq!(refused, Err(expected), "{name}: {after_seq} {status:?}");
+            }
+            store
+                .commit(append(4, 4, Some(WorkflowStatus::Suspended)))
+                .await
+                .unwrap();
+            let row = store.workflow("w").await.unwrap().unwrap();
+            assert_eq!((row.status, row.last_seq), (WorkflowStatus::Suspended, 5));
+            assert_eq!(store.entries("w", 0, false).await.unwrap().len(), 5);
+        });
+    }
+}
+
+#[test]
 fn a_failed_commit_in_a_batch_leaves_the_others_intact() {
     for (name, store, _dir) in stores() {
         block_on(async {

@@ -199,12 +199,27 @@ pub enum Listing {
 }
 
 /// The query counting the rows of a listing's query (`SELECT columns
-/// FROM … [ORDER BY …]`): the same rows, without reading their columns or
-/// ordering them, so that an index can answer it.
+/// FROM … [ORDER BY …]`): the same rows, without reading their columns
+/// (a column may be a subquery with a `FROM` of its own) or ordering them,
+/// so that an index can answer it.
 pub(crate) fn count_query(listing: &str) -> String {
-    let from = listing.find(" FROM ").map_or(listing, |at| &listing[at..]);
+    let from = outer(listing, " FROM ").map_or(listing, |at| &listing[at..]);
     let rows = from.rfind(" ORDER BY ").map_or(from, |at| &from[..at]);
     format!("SELECT COUNT(*){rows}")
+}
+
+/// Where `word` first occurs in `sql` outside parentheses.
+fn outer(sql: &str, word: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (at, c) in sql.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ if depth == 0 && sql[at..].starts_with(word) => return Some(at),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// What `opcode doctor` asks a store about itself.
@@ -242,6 +257,13 @@ mod tests {
             ),
             "SELECT COUNT(*) FROM workflow_templates t WHERE TRUE AND version = (SELECT MAX(version) \
              FROM workflow_templates u WHERE u.name = t.name)"
+        );
+        assert_eq!(
+            count_query(
+                "SELECT id, (SELECT max(seq) FROM events WHERE workflow_id = workflows.id) \
+                 FROM workflows WHERE status = ?1 ORDER BY created_at DESC"
+            ),
+            "SELECT COUNT(*) FROM workflows WHERE status = ?1"
         );
     }
 }

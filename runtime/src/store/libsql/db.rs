@@ -43,7 +43,6 @@ struct Writes {
     add_blob: Statement,
     create: Statement,
     rollback: Statement,
-    advance: Statement,
     advance_and_update: Statement,
     update_workflow: Statement,
     set_timer: Statement,
@@ -134,9 +133,23 @@ fn backend(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
-const WORKFLOW_COLUMNS: &str = "id, name, source_hash, status, input_params, output, error, \
-     context, agent_id, parent_workflow_id, template_name, template_version, base_dir, last_seq, \
-     created_at, started_at, completed_at, updated_at";
+/// A workflow's last sequence, as SQL over its `workflows` row: its log's
+/// last entry, or the row's `last_seq` once retention took the log. The
+/// column alone lags a running run: an append that changes no derived
+/// state does not write the row (decision 0041).
+macro_rules! last_seq_sql {
+    () => {
+        "COALESCE((SELECT max(seq) FROM events WHERE events.workflow_id = workflows.id), \
+         workflows.last_seq)"
+    };
+}
+
+const WORKFLOW_COLUMNS: &str = concat!(
+    "id, name, source_hash, status, input_params, output, error, context, agent_id, \
+     parent_workflow_id, template_name, template_version, base_dir, ",
+    last_seq_sql!(),
+    ", created_at, started_at, completed_at, updated_at"
+);
 
 impl Db {
     /// Opens (creating if needed) the database at `path` and migrates it.
@@ -304,21 +317,47 @@ impl Db {
         }
     }
 
-    /// Refuses the commit unless `fence` still holds the lease of `id`.
-    async fn check_fence(&self, id: &str, fence: &Fence) -> StoreResult<()> {
-        let held = self
+    /// Refuses the commit unless `fence` (if any) still holds the lease of
+    /// `id` and, with `from`, the log of `id` ends at `from`: one read
+    /// makes both checks.
+    async fn check_head(
+        &self,
+        id: &str,
+        fence: Option<&Fence>,
+        from: Option<u64>,
+    ) -> StoreResult<()> {
+        let head = self
             .query_one(
-                "SELECT lease_owner, lease_epoch FROM workflows WHERE id = ?1",
+                concat!(
+                    "SELECT lease_owner, lease_epoch, ",
+                    last_seq_sql!(),
+                    " FROM workflows WHERE id = ?1"
+                ),
                 vec![id.into()],
-                |row| Ok((get::<Option<String>>(row, 0)?, get::<i64>(row, 1)?)),
+                |row| {
+                    Ok((
+                        get::<Option<String>>(row, 0)?,
+                        get::<i64>(row, 1)? as u64,
+                        get::<i64>(row, 2)? as u64,
+                    ))
+                },
             )
             .await?;
-        match held {
-            None => Err(StoreError::NotFound(id.to_owned())),
-            Some((Some(owner), epoch)) if owner == fence.owner && epoch as u64 == fence.epoch => {
-                Ok(())
-            }
-            Some(_) => Err(StoreError::Fenced(id.to_owned())),
+        let Some((owner, epoch, last_seq)) = head else {
+            return Err(StoreError::NotFound(id.to_owned()));
+        };
+        if let Some(fence) = fence
+            && (owner.as_deref() != Some(fence.owner.as_str()) || epoch != fence.epoch)
+        {
+            return Err(StoreError::Fenced(id.to_owned()));
+        }
+        match from {
+            Some(expected) if expected != last_seq => Err(StoreError::Conflict {
+                id: id.to_owned(),
+                expected,
+                actual: last_seq,
+            }),
+            _ => Ok(()),
         }
     }
 
@@ -335,9 +374,26 @@ impl Db {
     /// Applies one commit. Refusals (`Conflict`, `Exists`, `NotFound`) come
     /// before anything but the content-addressed source row is written.
     /// Makes the writes of `c` ([`commit::plan`]), in the open transaction.
+    /// An append that changes no derived state writes no `workflows` row:
+    /// one read checks its fence and its sequence (decision 0041).
     async fn apply(&self, c: &Commit) -> StoreResult<()> {
         let id = c.workflow_id.as_str();
-        for write in commit::plan(c)? {
+        let mut writes = commit::plan(c)?;
+        let bare_advance = writes.iter().find_map(|w| match w {
+            Write::Advance {
+                from, update: None, ..
+            } => Some(*from),
+            _ => None,
+        });
+        if let Some(from) = bare_advance {
+            let fence = writes.iter().find_map(|w| match w {
+                Write::Fence(fence) => Some(*fence),
+                _ => None,
+            });
+            self.check_head(id, fence, Some(from)).await?;
+            writes.retain(|w| !matches!(w, Write::Fence(_) | Write::Advance { .. }));
+        }
+        for write in writes {
             self.make(id, write).await?;
         }
         Ok(())
@@ -350,7 +406,7 @@ impl Db {
             Write::RequireLatest { template, version } => {
                 self.check_latest(template, version).await?;
             }
-            Write::Fence(fence) => self.check_fence(id, fence).await?,
+            Write::Fence(fence) => self.check_head(id, Some(fence), None).await?,
             Write::Create {
                 new,
                 update,
@@ -378,15 +434,13 @@ impl Db {
                 }
             }
             Write::Advance { from, to, update } => {
-                let mut params = vec![id.into(), seq(from), seq(to)];
-                let stmt = match update {
-                    Some(u) => {
-                        params.extend(update_params(id, u).into_iter().skip(1));
-                        &w.advance_and_update
-                    }
-                    None => &w.advance,
+                // A bare advance was checked by `apply` and writes nothing.
+                let Some(update) = update else {
+                    return Ok(());
                 };
-                if run(stmt, params).await? == 0 {
+                let mut params = vec![id.into(), seq(from), seq(to)];
+                params.extend(update_params(id, update).into_iter().skip(1));
+                if run(&w.advance_and_update, params).await? == 0 {
                     return Err(self.conflict(id, from).await);
                 }
             }
@@ -495,7 +549,7 @@ impl Db {
     async fn conflict(&self, id: &str, expected: u64) -> StoreError {
         let actual = self
             .query_one(
-                "SELECT last_seq FROM workflows WHERE id = ?1",
+                concat!("SELECT ", last_seq_sql!(), " FROM workflows WHERE id = ?1"),
                 vec![id.into()],
                 |row| get::<i64>(row, 0),
             )
@@ -797,13 +851,13 @@ async fn prepare(conn: &Connection) -> StoreResult<Writes> {
         )
         .await?,
         rollback: p("ROLLBACK").await?,
-        advance: p("UPDATE workflows SET last_seq = ?3 WHERE id = ?1 AND last_seq = ?2").await?,
-        advance_and_update: p(
+        advance_and_update: p(concat!(
             "UPDATE workflows SET last_seq = ?3, status = ?4, output = ?5, error = ?6, \
              context = COALESCE(?7, context), started_at = COALESCE(started_at, ?8), \
              completed_at = COALESCE(?9, completed_at), updated_at = ?10 \
-             WHERE id = ?1 AND last_seq = ?2",
-        )
+             WHERE id = ?1 AND ?2 = ",
+            last_seq_sql!()
+        ))
         .await?,
         update_workflow: p(
             "UPDATE workflows SET status = ?2, output = ?3, error = ?4, \
