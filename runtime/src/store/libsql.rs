@@ -129,13 +129,23 @@ impl LibsqlStore {
         &self,
         f: impl FnOnce(&Db) -> StoreResult<T> + Send + 'static,
     ) -> BoxFuture<'_, StoreResult<T>> {
+        self.ask_looking(f, Duration::ZERO)
+    }
+
+    /// [`Self::ask`], looking for the answer for `spin` before sleeping
+    /// ([`answer_of`]).
+    fn ask_looking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Db) -> StoreResult<T> + Send + 'static,
+        spin: Duration,
+    ) -> BoxFuture<'_, StoreResult<T>> {
         let (reply, answer) = oneshot::channel();
         let sent = self.send(Request::Job(Box::new(move |db| {
             let _ = reply.send(f(db));
         })));
         Box::pin(async move {
             sent?;
-            answer.await.map_err(|_| StoreError::Closed)?
+            answer_of(answer, spin).await
         })
     }
 }
@@ -229,10 +239,10 @@ impl Drop for Unanswered<'_> {
     }
 }
 
-/// The store thread's answer to a commit: looked for while the task
-/// yields for `spin` (a lone commit's answer usually comes within
-/// [`SPIN_FOR`], and waking a sleeping worker costs as much), then
-/// waited for.
+/// The store thread's answer to a commit (or to the read that follows
+/// it): looked for while the task yields for `spin` (a lone commit's
+/// answer usually comes within [`SPIN_FOR`], and waking a sleeping worker
+/// costs as much), then waited for.
 async fn answer_of<T>(
     mut answer: oneshot::Receiver<StoreResult<T>>,
     spin: Duration,
@@ -326,9 +336,15 @@ impl RunLog for LibsqlStore {
         commit: Commit,
     ) -> BoxFuture<'_, StoreResult<Option<WorkflowState>>> {
         let id = commit.workflow_id.clone();
+        // The read is the commit's continuation: looked for as its answer is.
+        let spin = if self.unanswered.load(Ordering::Acquire) == 0 {
+            SPIN_FOR
+        } else {
+            Duration::ZERO
+        };
         // Both are queued now: the thread reads right after it has written.
         let committed = self.commit(commit);
-        let state = self.ask(move |db| read_state(db, &id));
+        let state = self.ask_looking(move |db| read_state(db, &id), spin);
         Box::pin(async move {
             committed.await?;
             state.await
