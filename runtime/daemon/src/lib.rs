@@ -17,6 +17,7 @@
 pub mod agui;
 pub mod allocator;
 pub mod api;
+pub mod async_runtime;
 mod headline;
 pub mod mcp;
 pub mod metrics;
