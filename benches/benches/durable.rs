@@ -294,8 +294,10 @@ fn main() {
     if !args.iter().any(|a| a == "--bench") {
         return;
     }
-    // The daemon's runtime, so that the figures are the daemon's.
-    let runtime = opcode_daemon::async_runtime::build().expect("runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     runtime.block_on(async {
         bench(Durability::Normal, quick, only, memory).await;
         if only.is_none() && !memory {

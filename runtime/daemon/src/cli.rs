@@ -74,7 +74,10 @@ pub static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
 
 /// Runs the command; returns the exit code.
 pub fn main(cli: Cli) -> u8 {
-    let runtime = match opcode_daemon::async_runtime::build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

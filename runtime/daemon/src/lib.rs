@@ -17,7 +17,6 @@
 pub mod agui;
 pub mod allocator;
 pub mod api;
-pub mod async_runtime;
 mod headline;
 pub mod mcp;
 pub mod metrics;
