@@ -169,7 +169,8 @@ fn the_sequence_is_checked_against_the_log_with_or_without_a_state_change() {
             store.commit(append(3, 3, None)).await.unwrap();
             let listed = store.workflows(WorkflowFilter::default()).await.unwrap();
             assert_eq!(listed[0].last_seq, 4, "{name}");
-            assert_eq!(store.workflow("w").await.unwrap().unwrap().last_seq, 4);
+            let row = store.workflow("w").await.unwrap().unwrap();
+            assert_eq!(row.last_seq, 4, "{name}");
             // Behind or ahead of the log, with a state change or without.
             for (after_seq, status) in [
                 (2, Some(WorkflowStatus::Suspended)),
@@ -190,8 +191,10 @@ fn the_sequence_is_checked_against_the_log_with_or_without_a_state_change() {
                 .await
                 .unwrap();
             let row = store.workflow("w").await.unwrap().unwrap();
-            assert_eq!((row.status, row.last_seq), (WorkflowStatus::Suspended, 5));
-            assert_eq!(store.entries("w", 0, false).await.unwrap().len(), 5);
+            let state = (row.status, row.last_seq);
+            assert_eq!(state, (WorkflowStatus::Suspended, 5), "{name}");
+            let entries = store.entries("w", 0, false).await.unwrap();
+            assert_eq!(entries.len(), 5, "{name}");
         });
     }
 }

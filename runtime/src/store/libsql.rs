@@ -239,6 +239,13 @@ impl Drop for Unanswered<'_> {
     }
 }
 
+/// How long an answer is looked for before its task sleeps: only a commit
+/// that waits `alone` looks; with others waiting, the workers have their
+/// work to do meanwhile.
+fn spin_when(alone: bool) -> Duration {
+    if alone { SPIN_FOR } else { Duration::ZERO }
+}
+
 /// The store thread's answer to a commit (or to the read that follows
 /// it): looked for while the task yields for `spin` (a lone commit's
 /// answer usually comes within [`SPIN_FOR`], and waking a sleeping worker
@@ -320,14 +327,7 @@ impl RunLog for LibsqlStore {
         ));
         Box::pin(async move {
             sent?;
-            // Only a commit that waits alone looks for its answer: with
-            // others waiting, the workers have their work to do meanwhile.
-            let spin = if unanswered.alone {
-                SPIN_FOR
-            } else {
-                Duration::ZERO
-            };
-            answer_of(answer, spin).await
+            answer_of(answer, spin_when(unanswered.alone)).await
         })
     }
 
@@ -337,11 +337,7 @@ impl RunLog for LibsqlStore {
     ) -> BoxFuture<'_, StoreResult<Option<WorkflowState>>> {
         let id = commit.workflow_id.clone();
         // The read is the commit's continuation: looked for as its answer is.
-        let spin = if self.unanswered.load(Ordering::Acquire) == 0 {
-            SPIN_FOR
-        } else {
-            Duration::ZERO
-        };
+        let spin = spin_when(self.unanswered.load(Ordering::Acquire) == 0);
         // Both are queued now: the thread reads right after it has written.
         let committed = self.commit(commit);
         let state = self.ask_looking(move |db| read_state(db, &id), spin);

@@ -134,9 +134,9 @@ fn backend(e: impl std::fmt::Display) -> StoreError {
 }
 
 /// A workflow's last sequence, as SQL over its `workflows` row: its log's
-/// last entry, or the row's `last_seq` once retention took the log. The
-/// column alone lags a running run: an append that changes no derived
-/// state does not write the row (decision 0041).
+/// last entry, or the row's `last_seq` while it has none (created without
+/// entries). The column alone lags a running run: an append that changes no
+/// derived state does not write the row (decision 0041).
 macro_rules! last_seq_sql {
     () => {
         "COALESCE((SELECT max(seq) FROM events WHERE events.workflow_id = workflows.id), \
@@ -375,32 +375,27 @@ impl Db {
     /// before anything but the content-addressed source row is written.
     /// Makes the writes of `c` ([`commit::plan`]), in the open transaction.
     /// An append that changes no derived state writes no `workflows` row:
-    /// one read checks its fence and its sequence (decision 0041).
+    /// one read checks its sequence, and its fence with it (decision 0041;
+    /// the plan puts the fence first).
     async fn apply(&self, c: &Commit) -> StoreResult<()> {
         let id = c.workflow_id.as_str();
-        let mut writes = commit::plan(c)?;
-        let bare_advance = writes.iter().find_map(|w| match w {
-            Write::Advance {
-                from, update: None, ..
-            } => Some(*from),
-            _ => None,
-        });
-        if let Some(from) = bare_advance {
-            let fence = writes.iter().find_map(|w| match w {
-                Write::Fence(fence) => Some(*fence),
-                _ => None,
-            });
-            self.check_head(id, fence, Some(from)).await?;
-            writes.retain(|w| !matches!(w, Write::Fence(_) | Write::Advance { .. }));
-        }
+        let writes = commit::plan(c)?;
+        let bare = writes
+            .iter()
+            .any(|w| matches!(w, Write::Advance { update: None, .. }));
+        let mut fence = None;
         for write in writes {
-            self.make(id, write).await?;
+            match write {
+                Write::Fence(held) if bare => fence = Some(held),
+                write => self.make(id, write, fence).await?,
+            }
         }
         Ok(())
     }
 
-    /// Makes one write of a commit to workflow `id`.
-    async fn make(&self, id: &str, write: Write<'_>) -> StoreResult<()> {
+    /// Makes one write of a commit to workflow `id`; `fence` is the
+    /// commit's, when left for a bare advance to check.
+    async fn make(&self, id: &str, write: Write<'_>, fence: Option<&Fence>) -> StoreResult<()> {
         let w = &self.writes;
         match write {
             Write::RequireLatest { template, version } => {
@@ -434,9 +429,10 @@ impl Db {
                 }
             }
             Write::Advance { from, to, update } => {
-                // A bare advance was checked by `apply` and writes nothing.
+                // Without an update the row is not written: the log's end
+                // is checked instead.
                 let Some(update) = update else {
-                    return Ok(());
+                    return self.check_head(id, fence, Some(from)).await;
                 };
                 let mut params = vec![id.into(), seq(from), seq(to)];
                 params.extend(update_params(id, update).into_iter().skip(1));
