@@ -82,27 +82,35 @@ impl Workspaces {
         Ok(())
     }
 
-    /// Removes `workspace` if it is a fresh one.
-    pub fn remove(&self, workspace: &Path) {
+    /// Removes `workspace` if it is a fresh one, on a blocking thread: a
+    /// removal may wait on the disk (ext4 mounted with `discard` trims the
+    /// freed blocks before `rmdir` returns). A run that never made its
+    /// workspace costs one `lstat`.
+    pub async fn remove(&self, workspace: &Path) {
         let Workspaces::Fresh { root, .. } = self else {
             return;
         };
-        if workspace.parent() != Some(root.as_path()) {
+        if workspace.parent() != Some(root.as_path())
+            || std::fs::symlink_metadata(workspace).is_err()
+        {
             return;
         }
-        // Most runs leave their workspace empty (one `rmdir`) or never made
-        // it (nothing to remove).
-        let removed = match std::fs::remove_dir(workspace) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                std::fs::remove_dir_all(workspace)
-            }
-            _ => Ok(()),
-        };
-        if let Err(e) = removed
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            tracing::warn!(workspace = %workspace.display(), error = %e, "cannot remove a run's workspace");
-        }
+        let workspace = workspace.to_path_buf();
+        let _ = tokio::task::spawn_blocking(move || remove_now(&workspace)).await;
+    }
+}
+
+/// Removes a run's workspace and what the run left in it.
+fn remove_now(workspace: &Path) {
+    // Most runs leave their workspace empty (one `rmdir`).
+    let removed = match std::fs::remove_dir(workspace) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => std::fs::remove_dir_all(workspace),
+        _ => Ok(()),
+    };
+    if let Err(e) = removed
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(workspace = %workspace.display(), error = %e, "cannot remove a run's workspace");
     }
 }
 
@@ -142,8 +150,8 @@ fn dir_name(run_id: &str) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn fresh_workspaces_are_private_and_removed() {
+    #[tokio::test]
+    async fn fresh_workspaces_are_private_and_removed() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let workspaces = Workspaces::Fresh {
@@ -154,7 +162,7 @@ mod tests {
         workspaces.ensure(&ws).unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!((mode(&dir.path().join("ws")), mode(&ws)), (0o711, 0o700));
-        workspaces.remove(&ws);
+        workspaces.remove(&ws).await;
         assert!(!ws.exists());
         // Made again (the root is there now), and removed with what a
         // run left in it.
@@ -162,7 +170,7 @@ mod tests {
         workspaces.ensure(&ws).unwrap();
         std::fs::create_dir(ws.join("out")).unwrap();
         std::fs::write(ws.join("out/report.txt"), "done").unwrap();
-        workspaces.remove(&ws);
+        workspaces.remove(&ws).await;
         assert!(!ws.exists());
         // Ids that are not plain names never become paths.
         assert_eq!(
@@ -170,7 +178,7 @@ mod tests {
             Some(dir.path().join("ws").as_path())
         );
         // Only workspaces it made are removed.
-        workspaces.remove(dir.path());
+        workspaces.remove(dir.path()).await;
         assert!(dir.path().exists());
     }
 }

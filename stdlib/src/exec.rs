@@ -477,6 +477,31 @@ impl Actions {
         matches!(action, "workflow.run" | "workflow.map")
     }
 
+    /// Must the run's fresh `workspace` exist before a call of `action`
+    /// with `params`? Calls that start a process, write files, or read a
+    /// path that is relative or inside the workspace need it; calls that
+    /// touch no file (HTTP, hashes, assertions, the workflow's own actions)
+    /// and reads of absolute paths elsewhere do not, so a run of those
+    /// makes and removes no directory (spec/security.md, "Workspaces").
+    pub fn uses_workspace(&self, action: &str, params: &Value, workspace: &Path) -> bool {
+        if self.external.as_ref().is_some_and(|e| e.handles(action)) {
+            return true;
+        }
+        let (family, name) = action.split_once('.').unwrap_or((action, ""));
+        match family {
+            "http" | "crypto" | "assert" | "workflow" => false,
+            "fs" if matches!(name, "read" | "stat" | "list") => params
+                .get("path")
+                .and_then(Value::as_str)
+                .is_none_or(|path| {
+                    let path = Path::new(path);
+                    !path.is_absolute()
+                        || crate::isolation::paths::normalize(path).starts_with(workspace)
+                }),
+            _ => true,
+        }
+    }
+
     /// May a call of `action` with `params` for run `run_id` run inside
     /// the round that asked for it? Its catalog entry says
     /// ([`Placement`]); a plugin's action and an unknown one never do.
@@ -625,6 +650,43 @@ mod tests {
         fn run<'a>(&'a self, _: &'a Call) -> BoxFuture<'a, Result<Value, ActionError>> {
             Box::pin(std::future::ready(Ok(Value::Null)))
         }
+    }
+
+    #[test]
+    fn only_calls_that_may_touch_the_workspace_need_it() {
+        let actions = Actions::new(Arc::new(NoServices), PathBuf::from("."));
+        let ws = Path::new("/var/lib/opcode/workspaces/r1");
+        let uses = |action: &str, params: Value| actions.uses_workspace(action, &params, ws);
+        assert!(!uses("http.get", json!({"url": "http://example.com"})));
+        assert!(!uses("crypto.hash", json!({"data": "x"})));
+        assert!(!uses("workflow.log", json!({"message": "x"})));
+        assert!(!uses("fs.stat", json!({"path": "/etc/hostname"})));
+        assert!(!uses("fs.read", json!({"path": "/srv/data/../in.txt"})));
+        // Relative paths and paths inside it resolve in the workspace.
+        assert!(uses("fs.stat", json!({"path": "out.txt"})));
+        assert!(uses(
+            "fs.list",
+            json!({"path": "/var/lib/opcode/workspaces/r1/out"})
+        ));
+        assert!(uses(
+            "fs.read",
+            json!({"path": "/var/lib/opcode/workspaces/x/../r1/a"})
+        ));
+        assert!(uses("fs.read", json!({})));
+        // Writes, processes, agents and plugins may use it wherever they point.
+        assert!(uses(
+            "fs.write",
+            json!({"path": "/tmp/out.txt", "content": "x"})
+        ));
+        assert!(uses("shell.exec", json!({"command": "ls"})));
+        assert!(uses("agent.run", json!({"prompt": "x"})));
+        assert!(uses(
+            "expr.eval",
+            json!({"expression": "1", "language": "jq"})
+        ));
+        let plugged = Actions::new(Arc::new(NoServices), PathBuf::from("."))
+            .with_external(Some(Arc::new(Plugin)));
+        assert!(plugged.uses_workspace("crypto.hash", &json!({}), ws));
     }
 
     #[test]

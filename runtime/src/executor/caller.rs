@@ -168,7 +168,7 @@ impl Caller {
         let (Some(workspaces), Some(ws)) = (&self.workspaces, &call.workspace) else {
             return Ok(());
         };
-        if Actions::only_waits(&call.action)
+        if !self.actions.uses_workspace(&call.action, &call.params, ws)
             || self
                 .actions
                 .immediate(&call.action, &call.params, &call.run_id)

@@ -681,7 +681,7 @@ impl RunTask {
             && let (Some(workspaces), Some(ws)) =
                 (&self.inner.config.workspaces, &self.who.workspace)
         {
-            workspaces.remove(ws);
+            workspaces.remove(ws).await;
         }
         let ended = ExecError::Ended {
             id: self.id.clone(),
