@@ -114,12 +114,15 @@ fn denied(path: &Path, real: &Path, why: &str) -> ActionError {
 
 /// `path` made absolute and normal, with symlinks resolved as far as it
 /// exists (a path to be created resolves its existing ancestors; a
-/// dangling link resolves to where it points).
+/// dangling link resolves to where it points). A path reached through no
+/// link, or missing after a part reached through none (a run's workspace
+/// not made yet), is itself: one `openat2`.
 pub fn resolve(path: &Path) -> PathBuf {
     let mut existing = normalize(path);
     let path_only = nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC;
-    if beneath::open_without_links(&existing, path_only).is_some() {
-        return existing;
+    match beneath::open_without_links(&existing, path_only) {
+        Ok(_) | Err(nix::errno::Errno::ENOENT) => return existing,
+        Err(_) => {}
     }
     let mut rest = Vec::new();
     for _ in 0..64 {
@@ -217,6 +220,24 @@ mod tests {
             .check(&inside.join("link/file"), Access::Write)
             .unwrap_err();
         assert_eq!(err.code, "R0126");
+    }
+
+    #[test]
+    fn missing_paths_resolve_through_the_links_before_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let (real, elsewhere) = (root.join("real"), root.join("elsewhere"));
+        std::fs::create_dir_all(&real).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, real.join("link")).unwrap();
+        std::os::unix::fs::symlink(elsewhere.join("gone"), real.join("dangling")).unwrap();
+        // Reached through no link, present or not: itself.
+        assert_eq!(resolve(&real.join("new/run")), real.join("new/run"));
+        assert_eq!(resolve(&real.join("x/../new")), real.join("new"));
+        // A link before the missing part, or a dangling one, is followed.
+        assert_eq!(resolve(&real.join("link/run")), elsewhere.join("run"));
+        assert_eq!(resolve(&real.join("dangling")), elsewhere.join("gone"));
+        assert_eq!(resolve(&real.join("dangling/a")), elsewhere.join("gone/a"));
     }
 
     #[test]

@@ -148,7 +148,7 @@ impl PathRules {
             return Ok((root, OsString::from("."), Some(PathBuf::from("/"))));
         };
         let name = name.to_owned();
-        if let Some(dir) = open_without_links(parent, directory) {
+        if let Ok(dir) = open_without_links(parent, directory) {
             return Ok((dir, name, Some(parent.to_path_buf())));
         }
         let Some(root) = self.root_of(parent, access) else {
@@ -208,12 +208,13 @@ impl PathRules {
 
 /// `path` (absolute, normal) opened with `flags` if it is reached through
 /// no link at all: then it is its own real path, known with one `openat2`
-/// instead of a walk.
-pub(super) fn open_without_links(path: &Path, flags: OFlag) -> Option<OwnedFd> {
+/// instead of a walk. `ENOENT` says the walk met a missing name before
+/// any link (a link is refused with `ELOOP` where it stands).
+pub(super) fn open_without_links(path: &Path, flags: OFlag) -> nix::Result<OwnedFd> {
     let how = OpenHow::new()
         .flags(flags)
         .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
-    openat2(AT_FDCWD, path, how).ok()
+    openat2(AT_FDCWD, path, how)
 }
 
 /// Where an open directory really is.
