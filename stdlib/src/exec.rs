@@ -482,7 +482,7 @@ impl Actions {
     /// path that is relative or inside the workspace need it; calls that
     /// touch no file (HTTP, hashes, assertions, the workflow's own actions)
     /// and reads of absolute paths elsewhere do not, so a run of those
-    /// makes and removes no directory (spec/security.md, "Workspaces").
+    /// makes and removes no directory (spec/isolation.md, "Workspaces").
     pub fn uses_workspace(&self, action: &str, params: &Value, workspace: &Path) -> bool {
         if self.external.as_ref().is_some_and(|e| e.handles(action)) {
             return true;
