@@ -11,6 +11,7 @@ use common::{config, executor, request, runtime};
 use opcode_runtime::executor::Config;
 use opcode_runtime::store::memory::MemoryStore;
 use opcode_runtime::store::{DecisionStatus, EntryKind, LogEntry, RunLog, WorkflowRow};
+use opcode_runtime::workspace::Workspaces;
 use opcode_runtime::{Delivery, ExecError, Executor, Recovery, Until};
 use opcode_vm::event::{Event, Resolution};
 use serde_json::{Value, json};
@@ -94,6 +95,48 @@ fn a_run_completes_and_its_state_is_derived() {
         let inputs = log.iter().filter(|e| e.kind == EntryKind::Input).count();
         assert_eq!(inputs, 3, "started + two action results");
         assert!(exec.loaded().is_empty());
+    });
+}
+
+#[test]
+fn a_fresh_workspace_is_made_only_for_calls_that_use_it_and_removed_at_the_end() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("workspaces");
+    let outside = dir.path().join("data.txt");
+    std::fs::write(&outside, "x").unwrap();
+    runtime().block_on(async {
+        let exec = executor(
+            &store,
+            Config {
+                workspaces: Some(Workspaces::Fresh {
+                    root: root.clone(),
+                    owner: None,
+                }),
+                ..config(dir.path())
+            },
+        );
+        let reads = json!({"steps": [
+            {"id": "stat", "action": "fs.stat", "params": {"path": outside}},
+            {"id": "hash", "action": "crypto.hash", "depends_on": ["stat"], "params": {"data": "x"}}
+        ]});
+        let id = exec.start(request(&reads, &json!({}))).await.unwrap();
+        let row = settle(&exec, &id, Until::Ended).await;
+        assert_eq!(row.status.as_str(), "completed", "{:?}", row.error);
+        assert!(!root.exists(), "a run of reads elsewhere made no directory");
+
+        let writes = json!({"steps": [
+            {"id": "write", "action": "fs.write", "params": {"path": "out.txt", "content": "made"}},
+            {"id": "read", "action": "fs.read", "depends_on": ["write"], "params": {"path": "out.txt"}}
+        ]});
+        let id = exec.start(request(&writes, &json!({}))).await.unwrap();
+        let row = settle(&exec, &id, Until::Ended).await;
+        assert_eq!(row.status.as_str(), "completed", "{:?}", row.error);
+        let steps = store.steps(&id).await.unwrap();
+        let read = steps.iter().find(|s| s.step_id == "read").unwrap();
+        assert_eq!(json_of(read.output.as_deref())["content"], json!("made"));
+        assert!(root.exists(), "the write made the run's workspace");
+        assert!(!root.join(&id).exists(), "and the run's end removed it");
     });
 }
 

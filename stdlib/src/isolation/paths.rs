@@ -207,14 +207,21 @@ mod tests {
         );
     }
 
-    #[test]
-    fn symlinks_are_resolved_before_the_check() {
+    /// Two real directories in a temporary one, `inside/link` pointing
+    /// to `outside`.
+    fn linked_tree() -> (tempfile::TempDir, PathBuf, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         let (inside, outside) = (root.join("inside"), root.join("outside"));
         std::fs::create_dir_all(&inside).unwrap();
         std::fs::create_dir_all(&outside).unwrap();
         std::os::unix::fs::symlink(&outside, inside.join("link")).unwrap();
+        (dir, inside, outside)
+    }
+
+    #[test]
+    fn symlinks_are_resolved_before_the_check() {
+        let (_dir, inside, _) = linked_tree();
         let r = rules(&[], &[&inside], &[]);
         let err = r
             .check(&inside.join("link/file"), Access::Write)
@@ -224,12 +231,7 @@ mod tests {
 
     #[test]
     fn missing_paths_resolve_through_the_links_before_them() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        let (real, elsewhere) = (root.join("real"), root.join("elsewhere"));
-        std::fs::create_dir_all(&real).unwrap();
-        std::fs::create_dir_all(&elsewhere).unwrap();
-        std::os::unix::fs::symlink(&elsewhere, real.join("link")).unwrap();
+        let (_dir, real, elsewhere) = linked_tree();
         std::os::unix::fs::symlink(elsewhere.join("gone"), real.join("dangling")).unwrap();
         // Reached through no link, present or not: itself.
         assert_eq!(resolve(&real.join("new/run")), real.join("new/run"));
