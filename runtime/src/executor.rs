@@ -29,6 +29,7 @@ mod round;
 mod run;
 mod services;
 mod stand_in;
+mod step_rows;
 mod types;
 mod writes;
 
@@ -43,7 +44,7 @@ use opcode_vm::catalog::ActionSpec;
 
 use crate::breaker::Breakers;
 use opcode_vm::event::{Event, RunMeta};
-use opcode_vm::{Program, Vm};
+use opcode_vm::{Effect, Program, Vm};
 use serde_json::Value;
 use tokio::sync::{Notify, Semaphore, broadcast, mpsc, oneshot};
 
@@ -56,6 +57,7 @@ use self::run::{Incoming, Msg, RunFacts, RunTask, Setup};
 pub use self::services::Emitted;
 use self::services::RuntimeServices;
 pub use self::stand_in::{Answer, StandIn};
+use self::step_rows::StepRows;
 pub use self::types::{
     Appended, Change, Config, Delivery, ExecError, Recovery, Settled, StartRequest, Until,
 };
@@ -513,6 +515,7 @@ impl Inner {
             base_dir,
             last_seq: 0,
             who,
+            step_rows: StepRows::new(self.config.step_rows_within),
         };
         let task = RunTask::new(self.clone(), setup, tx, rx)
             .creating(create)
@@ -658,6 +661,10 @@ impl Inner {
         let entries = self.store.entries(&row.id, 0, true).await?;
         let mut vm = Vm::new(loaded.plan.clone());
         let mut sink = Vec::new();
+        // Rows are whole for a suspended run; any other's last writer may
+        // have died with some unwritten (decision 0042).
+        let rewrite = row.status != WorkflowStatus::Suspended;
+        let mut step_rows = StepRows::new(self.config.step_rows_within);
         for entry in &entries {
             let (at, event) = log::decode(entry).map_err(|e| ExecError::Replay {
                 id: row.id.clone(),
@@ -668,8 +675,16 @@ impl Inner {
                     id: row.id.clone(),
                     reason: format!("entry {} was refused: {e}", entry.seq),
                 })?;
+            if rewrite {
+                for effect in &sink {
+                    if let Effect::Record(record) = effect {
+                        step_rows.note(record, &entry.at);
+                    }
+                }
+            }
             sink.clear();
         }
+        step_rows.due_now();
         let base_dir = row
             .base_dir
             .as_deref()
@@ -682,6 +697,7 @@ impl Inner {
             base_dir,
             last_seq: row.last_seq,
             who,
+            step_rows,
         };
         let task = RunTask::new(self.clone(), setup, tx.clone(), rx);
         // Messages left for the run while nobody owned it.

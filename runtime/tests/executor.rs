@@ -538,6 +538,118 @@ async fn await_entries(store: &MemoryStore, id: &str, event_type: &str, count: u
     panic!("{id} never logged {count} {event_type}");
 }
 
+/// Two shell steps, the second in flight for `seconds`.
+fn quick_then_slow(seconds: f64) -> Value {
+    json!({"steps": [
+        {"id": "one", "action": "shell.exec", "params": {"command": "echo one", "shell": true}},
+        {"id": "two", "action": "shell.exec", "depends_on": ["one"],
+         "params": {"command": format!("sleep {seconds}; echo two >> trace"), "shell": true}}
+    ]})
+}
+
+/// `(step, status)` of each of `id`'s step rows.
+async fn step_statuses(store: &MemoryStore, id: &str) -> Vec<(String, String)> {
+    let steps = store.steps(id).await.unwrap();
+    steps
+        .iter()
+        .map(|s| (s.step_id.clone(), s.status.as_str().to_owned()))
+        .collect()
+}
+
+/// The `at` of `id`'s first entry of `event_type` about `step`.
+async fn logged_at(store: &MemoryStore, id: &str, event_type: &str, step: &str) -> String {
+    let log = entries(store, id).await;
+    let entry = log
+        .iter()
+        .find(|e| e.event_type == event_type && e.step_id.as_deref() == Some(step));
+    entry.unwrap().at.clone()
+}
+
+fn pair(step: &str, status: &str) -> (String, String) {
+    (step.to_owned(), status.to_owned())
+}
+
+#[test]
+fn a_running_runs_step_rows_wait_until_it_rests_and_a_dead_writers_are_rewritten_at_load() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    // Rows wait for a rest only: never for time, in this test.
+    let config = || Config {
+        step_rows_within: Duration::from_mins(10),
+        ..config(dir.path())
+    };
+    let first = runtime();
+    let id = first.block_on(async {
+        let exec = executor(&store, config());
+        let id = exec
+            .start(request(&quick_then_slow(0.3), &json!({})))
+            .await
+            .unwrap();
+        await_entries(&store, &id, "step_started", 2).await;
+        // The creation answered its caller: `one` running is written; its
+        // end and `two`'s start are in the log only.
+        assert_eq!(step_statuses(&store, &id).await, [pair("one", "running")]);
+        id
+    });
+    first.shutdown_timeout(Duration::from_millis(10));
+    runtime().block_on(async {
+        let exec = executor(&store, config());
+        assert_eq!(exec.recover().await.unwrap(), std::slice::from_ref(&id));
+        let row = settle(&exec, &id, Until::Ended).await;
+        assert_eq!(row.status.as_str(), "completed");
+        // The replay rewrote `one`, which the last commit did not touch.
+        let rows = store.steps(&id).await.unwrap();
+        let statuses: Vec<_> = rows.iter().map(|s| s.status.as_str()).collect();
+        assert_eq!(statuses, ["completed", "completed"], "{rows:?}");
+        let one = &rows[0];
+        assert_eq!(
+            one.started_at.as_deref(),
+            Some(logged_at(&store, &id, "step_started", "one").await.as_str())
+        );
+        assert_eq!(
+            one.completed_at.as_deref(),
+            Some(
+                logged_at(&store, &id, "step_completed", "one")
+                    .await
+                    .as_str()
+            )
+        );
+        assert!(one.duration_ms.is_some_and(|ms| ms >= 0), "{one:?}");
+    });
+}
+
+#[test]
+fn a_running_runs_step_rows_catch_up_with_its_log_while_a_step_is_in_flight() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let id = exec
+            .start(request(&quick_then_slow(30.0), &json!({})))
+            .await
+            .unwrap();
+        let expected = [pair("one", "completed"), pair("two", "running")];
+        let mut rows = Vec::new();
+        for _ in 0..500 {
+            rows = step_statuses(&store, &id).await;
+            if rows == expected {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(rows, expected);
+        let row = store.workflow(&id).await.unwrap().unwrap();
+        assert_eq!(row.status.as_str(), "active");
+        let cancel = Event::Cancel {
+            reason: "seen".into(),
+        };
+        assert_eq!(exec.deliver(&id, cancel).await.unwrap(), Delivery::Applied);
+        settle(&exec, &id, Until::Ended).await;
+        let rows = step_statuses(&store, &id).await;
+        assert_eq!(rows, [pair("one", "completed"), pair("two", "cancelled")]);
+    });
+}
+
 #[test]
 fn a_run_whose_recoveries_keep_ending_the_process_is_quarantined_until_resumed() {
     let store = Arc::new(MemoryStore::new());

@@ -1,15 +1,16 @@
 //! One scheduling round: the events applied together, and everything they
 //! write (one [`Commit`]) and do (the effects, performed after the commit).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use opcode_vm::effect::{DecisionRequest, Dispatch, Effect};
 use opcode_vm::event::{EffectId, Event};
-use opcode_vm::{InstRef, Plan, StepStatus, Vm};
+use opcode_vm::{InstRef, Plan, Vm};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::ExecError;
+use super::step_rows::StepRows;
 use crate::log::{self, stamp};
 use crate::store::{
     Commit, DecisionChange, DecisionRow, DecisionStatus, NewEntry, StepRow, TimerChange, TimerRow,
@@ -27,8 +28,6 @@ pub struct Round {
     pub at: String,
     /// Entries to append.
     pub entries: Vec<NewEntry>,
-    /// Step instances that changed, and whether they started in this round.
-    touched: HashMap<InstRef, bool>,
     timers: Vec<TimerChange>,
     decisions: Vec<DecisionChange>,
     /// Inbox messages consumed.
@@ -50,7 +49,6 @@ impl Round {
             at_ms,
             at: stamp(at_ms),
             entries: Vec::new(),
-            touched: HashMap::new(),
             timers: Vec::new(),
             decisions: Vec::new(),
             inbox_taken: Vec::new(),
@@ -64,6 +62,12 @@ impl Round {
     /// Is there nothing to write?
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty() && self.inbox_taken.is_empty()
+    }
+
+    /// Does the round answer a caller's input (a reply it waits for, a
+    /// message from the inbox)?
+    pub fn answers(&self) -> bool {
+        !self.replies.is_empty() || !self.inbox_taken.is_empty()
     }
 
     /// Logs an applied input and what it settles by itself.
@@ -86,20 +90,26 @@ impl Round {
         }
     }
 
-    /// Takes the effects of one applied event.
-    pub fn absorb(&mut self, effects: &mut Vec<Effect>, cause: &Event, plan: &Plan) {
+    /// Takes the effects of one applied event; the step instances they
+    /// change are noted in `rows`.
+    pub fn absorb(
+        &mut self,
+        effects: &mut Vec<Effect>,
+        cause: &Event,
+        plan: &Plan,
+        rows: &mut StepRows,
+    ) {
         for (n, effect) in effects.iter().enumerate() {
             let Effect::Record(record) = effect else {
                 continue;
             };
-            let mut call = None;
-            if let Some(inst) = record.inst() {
-                let started = matches!(record, opcode_vm::Record::StepStarted { .. });
-                *self.touched.entry(inst.clone()).or_default() |= started;
-                if started {
-                    call = attempt_call(&effects[n + 1..], inst);
+            rows.note(record, &self.at);
+            let call = match record {
+                opcode_vm::Record::StepStarted { inst, .. } => {
+                    attempt_call(&effects[n + 1..], inst)
                 }
-            }
+                _ => None,
+            };
             self.entries.push(log::record(&self.at, record, plan, call));
         }
         for effect in effects.drain(..) {
@@ -197,37 +207,15 @@ impl Round {
         }
     }
 
-    /// The commit: entries after `after_seq`, the changed step rows, and
-    /// the workflow's state when `update` asks for it.
+    /// The commit: entries after `after_seq`, the step rows written with
+    /// it, and the workflow's state when `update` asks for it.
     pub fn commit(
         &mut self,
         workflow_id: &str,
         after_seq: u64,
-        vm: &Vm,
+        steps: Vec<StepRow>,
         update: Option<WorkflowUpdate>,
     ) -> Commit {
-        let mut steps: Vec<StepRow> = self
-            .touched
-            .drain()
-            .filter_map(|(inst, started)| {
-                let view = vm.step(&inst)?;
-                let ended = view.status.is_finished();
-                Some(StepRow {
-                    step_id: view.name,
-                    status: view.status,
-                    attempt: view.attempt,
-                    output: (view.status == StepStatus::Completed).then(|| view.output.to_string()),
-                    error: view
-                        .error
-                        .as_ref()
-                        .and_then(|e| serde_json::to_string(e).ok()),
-                    started_at: started.then(|| self.at.clone()),
-                    completed_at: ended.then(|| self.at.clone()),
-                    duration_ms: None,
-                })
-            })
-            .collect();
-        steps.sort_by(|a, b| a.step_id.cmp(&b.step_id));
         Commit {
             workflow_id: workflow_id.to_owned(),
             create: None,

@@ -15,6 +15,7 @@ use tokio::task::AbortHandle;
 use super::caller::{Caller, Finished, Who};
 use super::programs::Loaded;
 use super::round::{Reply, Round, workflow_update};
+use super::step_rows::StepRows;
 use super::{ExecError, Inner};
 use super::{quarantine, writes};
 use crate::breaker::Transition;
@@ -124,6 +125,8 @@ pub struct RunTask {
     timers: HashMap<TimerId, (AbortHandle, u64, Option<String>)>,
     taken: HashSet<i64>,
     scratch: Vec<Effect>,
+    /// Step instances changed since their rows were written.
+    step_rows: StepRows,
     resume_halted: bool,
     /// Answered once a shutdown has let the run go.
     shutting_down: Option<oneshot::Sender<()>>,
@@ -144,6 +147,9 @@ pub struct Setup {
     pub last_seq: u64,
     /// Who started it, from what, and where it works.
     pub who: RunFacts,
+    /// Step rows to write (again) at once: a replay's, when its last
+    /// writer may have left them behind.
+    pub step_rows: StepRows,
 }
 
 /// The facts of a run its action calls need.
@@ -242,6 +248,7 @@ impl RunTask {
             timers: HashMap::new(),
             taken: HashSet::new(),
             scratch: Vec::new(),
+            step_rows: setup.step_rows,
             resume_halted: false,
             shutting_down: None,
             lapsed: None,
@@ -333,6 +340,7 @@ impl RunTask {
                 workflow_id: self.id.clone(),
                 after_seq: self.last_seq,
                 entries: notes,
+                steps: self.step_rows.take(&self.vm),
                 ..Commit::default()
             };
             self.inner.commit(commit, false).await?;
@@ -344,9 +352,16 @@ impl RunTask {
         Ok(())
     }
 
-    /// Waits for the next message, then takes every message already waiting.
+    /// Waits for the next message, then takes every message already
+    /// waiting; an empty batch when unwritten step rows fall due first.
     async fn next_batch(&mut self) -> Option<Vec<Incoming>> {
-        let first = self.rx.recv().await?;
+        let first = match self.step_rows.due_at() {
+            Some(due) => match tokio::time::timeout_at(due, self.rx.recv()).await {
+                Ok(first) => first?,
+                Err(_) => return Some(Vec::new()),
+            },
+            None => self.rx.recv().await?,
+        };
         let mut batch = Vec::new();
         self.take(first, &mut batch).await;
         while batch.len() < MAX_ROUND {
@@ -409,7 +424,7 @@ impl RunTask {
             self.apply(&mut round, incoming, step_id, &plan);
         }
         self.run_immediate(&mut round, &plan).await;
-        if round.is_empty() && self.create.is_none() {
+        if round.is_empty() && self.create.is_none() && !self.step_rows.is_due() {
             for (reply, result) in round.replies.drain(..) {
                 let _ = reply.send(result);
             }
@@ -478,7 +493,12 @@ impl RunTask {
         match applied {
             Ok(()) => {
                 round.applied(&incoming.event, step_id);
-                round.absorb(&mut self.scratch, &incoming.event, plan);
+                round.absorb(
+                    &mut self.scratch,
+                    &incoming.event,
+                    plan,
+                    &mut self.step_rows,
+                );
                 self.forget(&incoming.event);
                 if let Some(reply) = incoming.reply {
                     round.replies.push((reply, Ok(())));
@@ -541,7 +561,17 @@ impl RunTask {
             || self.create.is_some();
         let update =
             changed.then(|| workflow_update(&self.vm, &round.at, round.started, context.as_ref()));
-        let mut commit = round.commit(&self.id, self.last_seq, &self.vm, update);
+        // Decision 0042: a running run's step rows wait until it rests.
+        let rests = update.is_some()
+            || self.vm.status() != RunStatus::Active
+            || round.answers()
+            || self.step_rows.is_due();
+        let steps = if rests {
+            self.step_rows.take(&self.vm)
+        } else {
+            Vec::new()
+        };
+        let mut commit = round.commit(&self.id, self.last_seq, steps, update);
         let owner = owner::current().to_owned();
         let ended = self.vm.status().is_terminal();
         match self.create.take() {
@@ -649,6 +679,7 @@ impl RunTask {
         let soon = now_ms() + KEEP_LOADED_FOR;
         self.vm.status() == RunStatus::Suspended
             && self.inflight.is_empty()
+            && self.step_rows.is_empty()
             && self.timers.values().all(|(_, due, _)| *due > soon)
     }
 
@@ -733,6 +764,7 @@ impl RunTask {
                 workflow_id: self.id.clone(),
                 after_seq: self.last_seq,
                 entries: vec![note],
+                steps: self.step_rows.take(&self.vm),
                 lease: (!self.released).then(|| LeaseChange::Release {
                     owner: owner::current().to_owned(),
                 }),

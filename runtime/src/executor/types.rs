@@ -57,6 +57,8 @@ pub struct Config {
     pub limits: Limits,
     /// The delegated agents `agent.*` runs (spec/agents.md).
     pub agents: AgentsConfig,
+    /// How long a running run's step rows may lag its log (decision 0042).
+    pub step_rows_within: Duration,
 }
 
 impl Default for Config {
@@ -74,6 +76,7 @@ impl Default for Config {
             workspaces: None,
             limits: Limits::default(),
             agents: AgentsConfig::default(),
+            step_rows_within: Duration::from_millis(50),
         }
     }
 }
