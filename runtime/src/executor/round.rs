@@ -64,6 +64,16 @@ impl Round {
         self.entries.is_empty() && self.inbox_taken.is_empty()
     }
 
+    /// Does the run now wait on other runs or on an answer to a question
+    /// its action asked? It rests, held: a run's view reads its running
+    /// steps to name what holds it (`summary`).
+    pub fn holds(&self) -> bool {
+        self.asked
+            || self.perform.iter().any(
+                |e| matches!(e, Effect::Dispatch(d) if opcode_stdlib::exec::Actions::only_waits(&d.action)),
+            )
+    }
+
     /// Does the round answer a caller's input (a reply it waits for, a
     /// message from the inbox)?
     pub fn answers(&self) -> bool {

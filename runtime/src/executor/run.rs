@@ -561,10 +561,11 @@ impl RunTask {
             || self.create.is_some();
         let update =
             changed.then(|| workflow_update(&self.vm, &round.at, round.started, context.as_ref()));
-        // Decision 0042: a running run's step rows wait until it rests.
-        let rests = update.is_some()
-            || self.vm.status() != RunStatus::Active
-            || round.answers()
+        // Decision 0042: a running run's step rows wait until it rests or
+        // answers a caller (the creation's caller waits for the id only).
+        let rests = self.vm.status() != RunStatus::Active
+            || round.holds()
+            || (round.answers() && self.create.is_none())
             || self.step_rows.is_due();
         let steps = if rests {
             self.step_rows.take(&self.vm)
