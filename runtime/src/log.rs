@@ -6,9 +6,12 @@
 //! people-facing payloads under [`RECORD_VERSION`]: the step instance goes
 //! in the `step_id` column, not in the payload.
 
+use std::borrow::Cow;
+
 use opcode_vm::Plan;
 use opcode_vm::effect::{Dispatch, Record};
 use opcode_vm::event::{EVENT_VERSION, Event};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::store::{EntryKind, LogEntry, NewEntry};
@@ -34,6 +37,67 @@ pub fn input(at: &str, event: &Event, step_id: Option<String>) -> NewEntry {
 /// `action`, and `input`, the resolved params with each secret as its
 /// `${{secrets.NAME}}` reference (values are written into the call only).
 pub fn record(at: &str, record: &Record, plan: &Plan, call: Option<&Dispatch>) -> NewEntry {
+    NewEntry {
+        at: at.to_owned(),
+        kind: EntryKind::Record,
+        event_type: record.event_type(),
+        step_id: record.inst().map(|inst| plan.instance_name(inst)),
+        version: RECORD_VERSION,
+        payload: record_payload(record, plan, call),
+    }
+}
+
+/// A step's start, as [`payload_of`] writes it.
+#[derive(Serialize)]
+struct Started<'a> {
+    attempt: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    action: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input: Option<Cow<'a, Value>>,
+}
+
+/// A step's end, as [`payload_of`] writes it (its key removals swap
+/// `carried_from` first).
+#[derive(Serialize)]
+struct Completed<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    carried_from: Option<&'a str>,
+    output: &'a Value,
+}
+
+/// A record's payload text. The two records every step writes are
+/// serialized straight from the record, the same text [`payload_of`]
+/// makes through a copy of it (the output, the params).
+fn record_payload(record: &Record, plan: &Plan, call: Option<&Dispatch>) -> String {
+    let text = match record {
+        Record::StepStarted { attempt, .. } => serde_json::to_string(&Started {
+            attempt: *attempt,
+            action: call.map(|d| d.action.as_str()),
+            input: call.map(|d| {
+                if d.secrets.is_empty() {
+                    Cow::Borrowed(&d.params)
+                } else {
+                    Cow::Owned(opcode_stdlib::exec::shown_params(d))
+                }
+            }),
+        }),
+        Record::StepCompleted {
+            output,
+            carried_from,
+            ..
+        } => serde_json::to_string(&Completed {
+            output,
+            carried_from: carried_from.as_deref(),
+        }),
+        _ => return payload_of(record, plan, call),
+    };
+    text.unwrap_or_else(|_| payload_of(record, plan, call))
+}
+
+/// A record's payload: its fields but the tag and the instance, the
+/// fallback step by id, and a start's call.
+fn payload_of(record: &Record, plan: &Plan, call: Option<&Dispatch>) -> String {
     let mut payload = match serde_json::to_value(record) {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),
@@ -48,14 +112,7 @@ pub fn record(at: &str, record: &Record, plan: &Plan, call: Option<&Dispatch>) -
         payload.insert("action".into(), dispatch.action.as_str().into());
         payload.insert("input".into(), opcode_stdlib::exec::shown_params(dispatch));
     }
-    NewEntry {
-        at: at.to_owned(),
-        kind: EntryKind::Record,
-        event_type: record.event_type(),
-        step_id: record.inst().map(|inst| plan.instance_name(inst)),
-        version: RECORD_VERSION,
-        payload: Value::Object(payload).to_string(),
-    }
+    Value::Object(payload).to_string()
 }
 
 /// A runtime note.
@@ -134,6 +191,66 @@ mod tests {
             let stored = input(&at, &event, None).stored(i as u64 + 1);
             assert_eq!(decode(&stored), Ok((1_700_000_000_123 + i as u64, event)));
         }
+    }
+
+    #[test]
+    fn a_steps_records_are_written_as_their_copies_would_be() {
+        let definition =
+            r#"{"steps": [{"id": "a", "action": "fs.stat", "params": {"path": "x"}}]}"#;
+        let compiler = opcode_compiler::Compiler::new().with_actions(opcode_stdlib::catalog());
+        let plan = Plan::new(compiler.compile(definition, "t.json").0.unwrap());
+        let inst = opcode_vm::InstRef {
+            step: 0,
+            iters: Vec::new(),
+        };
+        let call = |secrets| Dispatch {
+            effect: 1,
+            inst: inst.clone(),
+            attempt: 2,
+            action: "http.get".into(),
+            params: json!({"url": "https://x", "headers": {"auth": "Bearer "}, "n": [1.5, null]}),
+            secrets,
+            timeout_ms: None,
+            scope: None,
+            isolation: None,
+        };
+        let site = opcode_vm::effect::SecretSite {
+            path: vec![
+                opcode_vm::program::PathSeg::Key("headers".into()),
+                opcode_vm::program::PathSeg::Key("auth".into()),
+            ],
+            parts: vec![
+                opcode_vm::effect::SecretPart::Text("Bearer ".into()),
+                opcode_vm::effect::SecretPart::Secret("TOKEN".into()),
+            ],
+        };
+        let (bare, secret) = (call(Vec::new()), call(vec![site]));
+        let started = Record::StepStarted {
+            inst: inst.clone(),
+            attempt: 2,
+        };
+        let completed = |carried_from: Option<&str>| Record::StepCompleted {
+            inst: inst.clone(),
+            output: json!({"size": 3, "name": "x", "nested": {"b": [true], "a": "é\n"}}),
+            carried_from: carried_from.map(str::to_owned),
+        };
+        let cases = [
+            (started.clone(), None),
+            (started.clone(), Some(&bare)),
+            (started, Some(&secret)),
+            (completed(None), None),
+            (completed(Some("run-1")), None),
+        ];
+        for (record, call) in cases {
+            let fast = record_payload(&record, &plan, call);
+            assert_eq!(fast, payload_of(&record, &plan, call));
+        }
+        let shown = record_payload(
+            &Record::StepStarted { inst, attempt: 2 },
+            &plan,
+            Some(&secret),
+        );
+        assert!(shown.contains("${{secrets.TOKEN}}"), "{shown}");
     }
 
     #[test]
