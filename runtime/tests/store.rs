@@ -461,6 +461,44 @@ fn a_commit_from_a_lease_that_moved_on_is_refused() {
 }
 
 #[test]
+fn a_commit_of_step_rows_alone_moves_no_sequence_and_is_fenced() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            let mut first = create("w");
+            first.lease = Some(LeaseChange::Take {
+                owner: "me".into(),
+                ttl: LONG,
+            });
+            store.commit(first).await.unwrap();
+            let rows = |owner: &str, epoch| Commit {
+                workflow_id: "w".into(),
+                after_seq: 2,
+                steps: vec![StepRow {
+                    step_id: "a".into(),
+                    status: StepStatus::Running,
+                    attempt: 1,
+                    started_at: Some(at(1)),
+                    ..StepRow::default()
+                }],
+                fence: Some(Fence {
+                    owner: owner.into(),
+                    epoch,
+                }),
+                ..Commit::default()
+            };
+            store.commit(rows("me", 1)).await.unwrap();
+            let steps = store.steps("w").await.unwrap();
+            assert_eq!(steps.len(), 1, "{name}");
+            assert_eq!(steps[0].status, StepStatus::Running, "{name}");
+            assert_eq!(store.workflow("w").await.unwrap().unwrap().last_seq, 2);
+            assert_eq!(store.entries("w", 0, false).await.unwrap().len(), 2);
+            let refused = store.commit(rows("you", 1)).await.unwrap_err();
+            assert_eq!(refused, StoreError::Fenced("w".into()), "{name}");
+        });
+    }
+}
+
+#[test]
 fn a_large_commit_keeps_its_entries_and_steps_in_order() {
     for (name, store, _dir) in stores() {
         block_on(async {
