@@ -39,6 +39,17 @@ fn stores() -> Vec<(&'static str, Arc<dyn EventStore>, Option<tempfile::TempDir>
     stores
 }
 
+/// The creation of `id`, its lease taken by `owner` for `ttl`.
+fn created_held(id: &str, owner: &str, ttl: Duration) -> Commit {
+    Commit {
+        lease: Some(LeaseChange::Take {
+            owner: owner.into(),
+            ttl,
+        }),
+        ..create(id)
+    }
+}
+
 fn at(s: u32) -> String {
     format!("2026-01-01T00:00:{s:02}.000Z")
 }
@@ -419,12 +430,10 @@ fn leases_are_exclusive_until_they_expire() {
 fn a_commit_from_a_lease_that_moved_on_is_refused() {
     for (name, store, _dir) in stores() {
         block_on(async {
-            let mut first = create("w");
-            first.lease = Some(LeaseChange::Take {
-                owner: "me".into(),
-                ttl: Duration::ZERO,
-            });
-            store.commit(first).await.unwrap();
+            store
+                .commit(created_held("w", "me", Duration::ZERO))
+                .await
+                .unwrap();
             expire().await;
             let taken = store.claim("w", "you", None, LONG).await.unwrap();
             assert_eq!(taken, Claim::Granted { epoch: 2 }, "{name}");
@@ -464,12 +473,7 @@ fn a_commit_from_a_lease_that_moved_on_is_refused() {
 fn a_commit_of_step_rows_alone_moves_no_sequence_and_is_fenced() {
     for (name, store, _dir) in stores() {
         block_on(async {
-            let mut first = create("w");
-            first.lease = Some(LeaseChange::Take {
-                owner: "me".into(),
-                ttl: LONG,
-            });
-            store.commit(first).await.unwrap();
+            store.commit(created_held("w", "me", LONG)).await.unwrap();
             let rows = |owner: &str, epoch| Commit {
                 workflow_id: "w".into(),
                 after_seq: 2,
@@ -539,12 +543,7 @@ fn a_large_commit_keeps_its_entries_and_steps_in_order() {
 fn leases_ride_along_with_commits() {
     for (name, store, _dir) in stores() {
         block_on(async {
-            let mut first = create("w");
-            first.lease = Some(LeaseChange::Take {
-                owner: "me".into(),
-                ttl: LONG,
-            });
-            store.commit(first).await.unwrap();
+            store.commit(created_held("w", "me", LONG)).await.unwrap();
             let held = store.claim("w", "you", None, LONG).await.unwrap();
             assert!(
                 matches!(held, Claim::Held { ref owner, .. } if owner == "me"),
