@@ -48,10 +48,16 @@ impl StepRows {
             let now = Instant::now();
             now.checked_add(within).unwrap_or(now)
         });
-        let touch = self.unwritten.entry(inst.clone()).or_insert_with(|| Touch {
-            started_at: None,
-            changed_at: String::new(),
-        });
+        // Looked up first: an instance changes again and again, and its key
+        // is cloned only once.
+        let Some(touch) = self.unwritten.get_mut(inst) else {
+            let touch = Touch {
+                started_at: started.then(|| at.to_owned()),
+                changed_at: at.to_owned(),
+            };
+            self.unwritten.insert(inst.clone(), touch);
+            return;
+        };
         if started && touch.started_at.is_none() {
             touch.started_at = Some(at.to_owned());
         }
