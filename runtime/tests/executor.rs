@@ -506,6 +506,85 @@ fn an_action_cancelled_in_the_round_that_asked_for_it_never_starts() {
     });
 }
 
+/// The actions whose calls ended, in order.
+#[derive(Default)]
+struct CallsEnded(std::sync::Mutex<Vec<String>>);
+
+impl CallsEnded {
+    fn of(&self, action: &str) -> usize {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|a| *a == action)
+            .count()
+    }
+}
+
+impl opcode_runtime::executor::Observer for CallsEnded {
+    fn action_ended(&self, action: &str, _: bool, _: f64) {
+        self.0.lock().unwrap().push(action.to_owned());
+    }
+    fn appended(&self, _: &[(EntryKind, &str)]) {}
+}
+
+#[test]
+fn a_read_runs_while_the_commit_of_its_start_is_written_and_a_write_waits_for_it() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("here.txt"), "x").unwrap();
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let calls = Arc::new(CallsEnded::default());
+        exec.set_observer(calls.clone());
+        let workflow = json!({"steps": [
+            {"id": "read", "action": "fs.stat", "params": {"path": "here.txt"}},
+            {"id": "write", "action": "fs.write",
+             "params": {"path": "out.txt", "content": "written"}}
+        ]});
+        store.hold_commits(true);
+        let watch = async {
+            let read = async {
+                while calls.of("fs.stat") == 0 {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            };
+            tokio::time::timeout(Duration::from_secs(10), read)
+                .await
+                .expect("the read ran while the creation's commit was held");
+            assert!(!dir.path().join("out.txt").exists());
+            assert_eq!(calls.of("fs.write"), 0);
+            store.hold_commits(false);
+        };
+        let (id, ()) = tokio::join!(exec.start(request(&workflow, &json!({}))), watch);
+        let id = id.unwrap();
+        assert_eq!(
+            settle(&exec, &id, Until::Ended).await.status.as_str(),
+            "completed"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("out.txt")).unwrap(),
+            "written"
+        );
+        assert_eq!((calls.of("fs.stat"), calls.of("fs.write")), (1, 1));
+        // The log is the same as before: the read's start with the run's,
+        // its result in a later commit.
+        let steps: Vec<(String, Option<String>, u64)> = entries(&store, &id)
+            .await
+            .into_iter()
+            .map(|e| (e.event_type, e.step_id, e.seq))
+            .collect();
+        let seq_of = |event: &str, step: &str| {
+            steps
+                .iter()
+                .find(|(e, s, _)| e == event && s.as_deref() == Some(step))
+                .map(|(_, _, seq)| *seq)
+                .unwrap()
+        };
+        assert!(seq_of("step_started", "read") < seq_of("step_completed", "read"));
+    });
+}
+
 /// Starts a run of [`slow_step`] in a process that dies once the step has
 /// started (its runtime is dropped); the run's id.
 fn start_then_die(store: &Arc<MemoryStore>, config: Config) -> String {

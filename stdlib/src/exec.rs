@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use opcode_vm::catalog::Placement;
+use opcode_vm::catalog::{ActionSpec, Placement};
 use opcode_vm::effect::{Dispatch, SecretPart, SecretSite};
 use opcode_vm::error::ActionError;
 use opcode_vm::event::{Ask, EffectId};
@@ -522,6 +522,14 @@ impl Actions {
         }
     }
 
+    /// Do calls of `action` only read, so that one may start while the
+    /// commit of its start is written? Its catalog entry says
+    /// (`reads_only`); a plugin's action and an unknown one never do.
+    pub fn reads_only(&self, action: &str) -> bool {
+        !self.external.as_ref().is_some_and(|e| e.handles(action))
+            && entry(action).is_some_and(|spec| spec.reads_only)
+    }
+
     /// Runs one call; secret values it was given are masked in its result,
     /// a result larger than the limit is the call's failure, and so is a
     /// panic in the action.
@@ -600,19 +608,22 @@ impl Actions {
     }
 }
 
-/// Where calls of the built-in action `action` run, from its catalog entry.
-fn placement(action: &str) -> Placement {
-    static PLACEMENTS: std::sync::OnceLock<HashMap<String, Placement>> = std::sync::OnceLock::new();
-    PLACEMENTS
+/// The catalog entry of the built-in action `action`, if there is one.
+fn entry(action: &str) -> Option<&'static ActionSpec> {
+    static ENTRIES: std::sync::OnceLock<HashMap<String, ActionSpec>> = std::sync::OnceLock::new();
+    ENTRIES
         .get_or_init(|| {
             crate::catalog()
                 .into_iter()
-                .map(|spec| (spec.name, spec.placement))
+                .map(|spec| (spec.name.clone(), spec))
                 .collect()
         })
         .get(action)
-        .copied()
-        .unwrap_or_default()
+}
+
+/// Where calls of the built-in action `action` run, from its catalog entry.
+fn placement(action: &str) -> Placement {
+    entry(action).map(|spec| spec.placement).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -735,5 +746,30 @@ mod tests {
             .with_external(Some(Arc::new(Plugin)));
         assert!(!plugged.immediate("crypto.hash", &none, "r"));
         assert!(plugged.immediate("expr.eval", &cel, "r"));
+    }
+
+    #[test]
+    fn only_reads_of_files_start_before_their_commit() {
+        struct Files;
+        impl ExternalActions for Files {
+            fn handles(&self, action: &str) -> bool {
+                action.starts_with("fs.")
+            }
+            fn run<'a>(&'a self, _: &'a Call) -> BoxFuture<'a, Result<Value, ActionError>> {
+                Box::pin(std::future::ready(Ok(Value::Null)))
+            }
+        }
+        let actions = Actions::new(Arc::new(NoServices), PathBuf::from("."));
+        let reads: Vec<String> = crate::catalog()
+            .into_iter()
+            .filter(|spec| actions.reads_only(&spec.name))
+            .map(|spec| spec.name)
+            .collect();
+        assert_eq!(reads, ["fs.read", "fs.list", "fs.stat"]);
+        assert!(!actions.reads_only("no.such"));
+        // A plugin's `fs.read` may do anything.
+        let plugged = Actions::new(Arc::new(NoServices), PathBuf::from("."))
+            .with_external(Some(Arc::new(Files)));
+        assert!(!plugged.reads_only("fs.read"));
     }
 }

@@ -239,6 +239,11 @@ pub struct ActionSpec {
     /// Where its calls may run.
     #[serde(default)]
     pub placement: Placement,
+    /// Do its calls only read, changing nothing outside the process? Such a
+    /// call starts while the commit of its start is written (spec/events.md,
+    /// "Durability").
+    #[serde(default)]
+    pub reads_only: bool,
 }
 
 impl ActionSpec {
@@ -348,6 +353,7 @@ mod tests {
             open_params: false,
             output: Ty::Any,
             placement: Placement::Dispatched,
+            reads_only: false,
         }]);
         assert_eq!(catalog.closest("http.gte"), Some("http.get"));
         assert_eq!(catalog.closest("fs.read"), None);

@@ -286,6 +286,7 @@ mod tests {
                 open_params: false,
                 output: opcode_vm::catalog::Ty::Any,
                 placement: opcode_vm::catalog::Placement::Dispatched,
+                reads_only: false,
             },
             opcode_vm::catalog::ActionSpec {
                 name: "workflow.log".into(),
@@ -294,6 +295,7 @@ mod tests {
                 open_params: true,
                 output: opcode_vm::catalog::Ty::Any,
                 placement: opcode_vm::catalog::Placement::Dispatched,
+                reads_only: false,
             },
         ]);
         let (program, diagnostics) = compiler.compile(src, "w.json");

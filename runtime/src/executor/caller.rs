@@ -86,6 +86,12 @@ impl Caller {
             .immediate(&dispatch.action, &dispatch.params, run_id)
     }
 
+    /// May `dispatch` start while the commit of its start is written? Only
+    /// a read may (decision 0043).
+    pub fn reads_only(&self, dispatch: &Dispatch) -> bool {
+        self.actions.reads_only(&dispatch.action)
+    }
+
     /// A worker slot, if one is free now.
     pub fn free_slot(&self) -> Option<OwnedSemaphorePermit> {
         self.permits.clone().try_acquire_owned().ok()

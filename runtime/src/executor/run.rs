@@ -434,6 +434,7 @@ impl RunTask {
         let appended = commit.entries.len() as u64;
         let releases = self.vm.status().is_terminal();
         let read_back = self.report_state && (releases || self.vm.status() == RunStatus::Suspended);
+        self.start_reads(&mut round);
         match self.inner.commit(commit, read_back).await {
             Ok(state) => self.settled_state = state.map(Arc::new),
             Err(e) => {
@@ -462,6 +463,19 @@ impl RunTask {
             self.perform(effect);
         }
         Ok(())
+    }
+
+    /// Starts the round's reads while its commit is written: they change
+    /// nothing, and their results are applied only in a later round, after
+    /// the commit returned (decision 0043). Other effects wait for it.
+    fn start_reads(&mut self, round: &mut Round) {
+        let (reads, others): (Vec<Effect>, Vec<Effect>) = std::mem::take(&mut round.perform)
+            .into_iter()
+            .partition(|e| matches!(e, Effect::Dispatch(d) if self.caller.reads_only(d)));
+        round.perform = others;
+        for read in reads {
+            self.perform(read);
+        }
     }
 
     /// Applies one input to the VM and takes what it caused into `round`.

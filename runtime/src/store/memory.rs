@@ -47,6 +47,8 @@ struct State {
 #[derive(Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
+    /// True while commits are held (a slow disk, for tests).
+    holding: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -68,6 +70,13 @@ impl MemoryStore {
         self.lock().refusing = why.map(str::to_owned);
     }
 
+    /// Holds every commit from now on until called with `false`, as a
+    /// slow disk would, so tests can see what runs while a commit is
+    /// written.
+    pub fn hold_commits(&self, hold: bool) {
+        self.holding.send_replace(hold);
+    }
+
     /// Keeps a copy of the whole store after every commit from now on:
     /// each is how the store would be found had the process died right
     /// after that commit (see [`MemoryStore::snapshots`]).
@@ -82,6 +91,7 @@ impl MemoryStore {
         kept.into_iter()
             .map(|state| MemoryStore {
                 state: Mutex::new(state),
+                ..MemoryStore::default()
             })
             .collect()
     }
@@ -357,8 +367,11 @@ fn set_state(w: &mut WorkflowRow, u: &WorkflowUpdate) {
 
 impl RunLog for MemoryStore {
     fn commit(&self, commit: Commit) -> BoxFuture<'_, StoreResult<()>> {
-        // `apply` checks everything before it changes anything: all or nothing.
-        ready(self.refused().and_then(|()| {
+        let mut holding = self.holding.subscribe();
+        Box::pin(async move {
+            let _ = holding.wait_for(|held| !held).await;
+            // `apply` checks everything before it changes anything: all or nothing.
+            self.refused()?;
             let mut state = self.lock();
             state.apply(&commit)?;
             if let Some(mut kept) = state.snapshots.take() {
@@ -366,7 +379,7 @@ impl RunLog for MemoryStore {
                 state.snapshots = Some(kept);
             }
             Ok(())
-        }))
+        })
     }
 
     fn workflow<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<WorkflowRow>>> {

@@ -30,6 +30,7 @@ pub fn specs() -> Vec<ActionSpec> {
         action("fs.read", "Reads a file. With encoding `auto` (the default), binary content (a NUL byte in the first 8 KB) is returned base64-encoded. At most its first 50 MiB are read: `truncated` says when the file is longer, `file_size` is its whole size and `size` what was read.")
             .req("path", Ty::String, "file to read")
             .opt("encoding", Ty::one_of_strings(&["text", "base64", "auto"]), "text, base64 or auto (default)")
+            .reads_only()
             .output(Ty::object([("path", Ty::String), ("content", Ty::String), ("encoding", Ty::String), ("size", Ty::Int), ("file_size", Ty::Int), ("truncated", Ty::Bool)])),
         action("fs.write", "Writes a file, replacing it. Non-string content is written as JSON.")
             .req("path", Ty::String, "file to write")
@@ -49,9 +50,11 @@ pub fn specs() -> Vec<ActionSpec> {
             .req("path", Ty::String, "directory to list")
             .opt("pattern", Ty::String, "glob on entry names, such as *.json")
             .opt("recursive", Ty::Bool, "walk subdirectories (default false)")
+            .reads_only()
             .output(Ty::object([("path", Ty::String), ("entries", Ty::array(entry))])),
         action("fs.stat", "Describes a file or directory.")
             .req("path", Ty::String, "file or directory")
+            .reads_only()
             .output(Ty::object([
                 ("path", Ty::String),
                 ("size", Ty::Int),

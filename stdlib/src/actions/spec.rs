@@ -12,6 +12,7 @@ pub fn action(name: &str, doc: &str) -> Builder {
             open_params: false,
             output: Ty::Any,
             placement: Placement::Dispatched,
+            reads_only: false,
         },
     }
 }
@@ -65,6 +66,12 @@ impl Builder {
     /// Its calls may run inside the round when they evaluate CEL.
     pub fn in_round_for_cel(mut self) -> Builder {
         self.spec.placement = Placement::InRoundForCel;
+        self
+    }
+
+    /// Its calls only read: they change nothing outside the process.
+    pub fn reads_only(mut self) -> Builder {
+        self.spec.reads_only = true;
         self
     }
 

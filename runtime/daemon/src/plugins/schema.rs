@@ -44,6 +44,7 @@ pub fn action_spec(name: String, doc: &str, input: &Map<String, Value>) -> Actio
             ("structured", Ty::Any),
         ]),
         placement: Placement::Dispatched,
+        reads_only: false,
     }
 }
 
