@@ -315,7 +315,8 @@ impl RunTask {
     }
 
     /// Performs again what a replayed run was waiting on, after noting the
-    /// re-dispatched actions durably (they may run a second time).
+    /// re-dispatched actions durably (they may run a second time); reads
+    /// start while the notes are written.
     async fn restart(&mut self, pending: Vec<Effect>) -> Result<(), ExecError> {
         let at = log::stamp(self.now());
         let notes: Vec<_> = pending
@@ -334,6 +335,7 @@ impl RunTask {
                 _ => None,
             })
             .collect();
+        let pending = self.start_reads(pending);
         if !notes.is_empty() {
             let count = notes.len() as u64;
             let commit = Commit {
@@ -434,7 +436,7 @@ impl RunTask {
         let appended = commit.entries.len() as u64;
         let releases = self.vm.status().is_terminal();
         let read_back = self.report_state && (releases || self.vm.status() == RunStatus::Suspended);
-        self.start_reads(&mut round);
+        round.perform = self.start_reads(std::mem::take(&mut round.perform));
         match self.inner.commit(commit, read_back).await {
             Ok(state) => self.settled_state = state.map(Arc::new),
             Err(e) => {
@@ -465,17 +467,20 @@ impl RunTask {
         Ok(())
     }
 
-    /// Starts the round's reads while its commit is written: they change
-    /// nothing, and their results are applied only in a later round, after
-    /// the commit returned (decision 0043). Other effects wait for it.
-    fn start_reads(&mut self, round: &mut Round) {
-        let (reads, others): (Vec<Effect>, Vec<Effect>) = std::mem::take(&mut round.perform)
+    /// Starts the reads among `effects` before the commit that records
+    /// them is written, and gives the other effects back, which wait for it:
+    /// a read changes nothing, and its result is applied only in a later
+    /// round, after the commit returned (decision 0043). A round and a
+    /// restart both start their reads first, so results come back in the
+    /// same order either way.
+    fn start_reads(&mut self, effects: Vec<Effect>) -> Vec<Effect> {
+        let (reads, others): (Vec<Effect>, Vec<Effect>) = effects
             .into_iter()
             .partition(|e| matches!(e, Effect::Dispatch(d) if self.caller.reads_only(d)));
-        round.perform = others;
         for read in reads {
             self.perform(read);
         }
+        others
     }
 
     /// Applies one input to the VM and takes what it caused into `round`.
