@@ -268,14 +268,10 @@ fn list(call: &Call, path: &Path, rules: &PathRules) -> Result<Value, ActionErro
 
 fn stat(path: &Path, rules: &PathRules) -> Result<Value, ActionError> {
     let entry = rules.entry(path, Reading)?;
-    // Through the open directory: naming the entry by its /proc path would
-    // make the kernel walk /proc at each call.
-    let st = nix::sys::stat::fstatat(
-        &entry.dir,
-        entry.name.as_os_str(),
-        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-    )
-    .map_err(|e| errno("cannot stat", path, e))?;
+    // The opening's own look at the entry (through the open directory, not
+    // following a link): naming it by its /proc path would make the kernel
+    // walk /proc, and a second look would be a second system call.
+    let st = entry.found.map_err(|e| errno("cannot stat", path, e))?;
     let mode = st.st_mode;
     let modified = u64::try_from(st.st_mtime).map_or_else(
         |_| String::new(),
@@ -438,5 +434,28 @@ mod tests {
         let denied = denied.absolute(Path::new("/"));
         let refused = read_if_small(&read("small"), dir.path(), &denied).unwrap();
         assert_eq!(refused.unwrap_err().code, opcode_vm::codes::R0126.id);
+    }
+
+    #[test]
+    fn a_stat_describes_what_its_opening_found_and_follows_links_only_inside() {
+        let dir = tempfile::tempdir().unwrap();
+        let (inside, outside) = (dir.path().join("in"), dir.path().join("out"));
+        std::fs::create_dir_all(inside.join("sub")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(inside.join("file"), "hello").unwrap();
+        std::fs::write(outside.join("secret"), "no").unwrap();
+        std::os::unix::fs::symlink(inside.join("file"), inside.join("near")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), inside.join("far")).unwrap();
+        let rules: PathRules = serde_json::from_value(json!({"read": [&inside]})).unwrap();
+        let rules = rules.absolute(Path::new("/"));
+        let file = stat(&inside.join("file"), &rules).unwrap();
+        assert_eq!((&file["size"], &file["is_dir"]), (&json!(5), &json!(false)));
+        assert_eq!(stat(&inside.join("sub"), &rules).unwrap()["is_dir"], json!(true));
+        // A link inside is described as what it points to.
+        assert_eq!(stat(&inside.join("near"), &rules).unwrap()["size"], json!(5));
+        let far = stat(&inside.join("far"), &rules).unwrap_err();
+        assert_eq!(far.code, opcode_vm::codes::R0126.id);
+        let missing = stat(&inside.join("none"), &rules).unwrap_err();
+        assert!(missing.message.contains("cannot stat"), "{}", missing.message);
     }
 }

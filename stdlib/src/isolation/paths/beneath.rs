@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::fcntl::{AT_FDCWD, AtFlags, OFlag, OpenHow, ResolveFlag, open, openat2, readlinkat};
-use nix::sys::stat::{Mode, SFlag, fstatat, mkdirat};
+use nix::sys::stat::{FileStat, Mode, SFlag, fstatat, mkdirat};
 use opcode_vm::error::ActionError;
 
 use super::{Access, PathRules, denied, normalize};
@@ -30,6 +30,9 @@ pub struct Entry {
     pub name: OsString,
     /// Its real, absolute path.
     pub real: PathBuf,
+    /// What the opening found there, without following a link (it looked
+    /// to see whether the name is one): a stat of it for the asking.
+    pub found: nix::Result<FileStat>,
 }
 
 impl Entry {
@@ -42,7 +45,7 @@ impl Entry {
     }
 
     /// What is there, without following a link (none: nothing).
-    pub fn stat(&self) -> Option<nix::sys::stat::FileStat> {
+    pub fn stat(&self) -> Option<FileStat> {
         fstatat(
             &self.dir,
             self.name.as_os_str(),
@@ -87,12 +90,17 @@ impl PathRules {
             if let Some(why) = self.refusal(&real, access) {
                 return Err(denied(path, &real, &why));
             }
-            let is_link =
-                fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(|st| {
-                    SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK
-                });
+            let found = fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW);
+            let is_link = found.is_ok_and(|st| {
+                SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK
+            });
             if !is_link {
-                return Ok(Entry { dir, name, real });
+                return Ok(Entry {
+                    dir,
+                    name,
+                    real,
+                    found,
+                });
             }
             let target = readlinkat(&dir, name.as_os_str()).map_err(|e| io_error(path, e))?;
             logical = normalize(&real_dir.join(target));
