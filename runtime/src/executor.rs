@@ -66,7 +66,7 @@ use self::writes::Writes;
 use crate::log::{self, stamp};
 use crate::owner;
 use crate::store::{
-    Claim, Commit, EntryKind, EventStore, LeaseChange, NewWorkflow, Source, StoreError,
+    Claim, Commit, EntryKind, EventStore, LeaseChange, NewWorkflow, Source, StepDetail, StoreError,
     WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
 };
 use crate::time::now_ms;
@@ -348,11 +348,12 @@ impl Inner {
     }
 
     /// Writes `commit`, then counts and broadcasts what it appended; with
-    /// `read_back`, also reads the workflow's state as it left it.
+    /// `read_back`, also reads the workflow's state as it left it, its step
+    /// rows this much.
     async fn commit(
         &self,
         mut commit: Commit,
-        read_back: bool,
+        read_back: Option<StepDetail>,
     ) -> Result<Option<WorkflowState>, StoreError> {
         let id = commit.workflow_id.clone();
         if commit.create.is_none() {
@@ -379,8 +380,8 @@ impl Inner {
                     .map(|(e, seq)| e.stored(seq))
                     .collect(),
             });
-        let written = if read_back {
-            self.store.commit_and_state(commit).await
+        let written = if let Some(detail) = read_back {
+            self.store.commit_and_state(commit, detail).await
         } else {
             self.store.commit(commit).await.map(|()| None)
         };
@@ -857,7 +858,7 @@ impl Inner {
             }),
             ..Commit::default()
         };
-        let result = self.commit(commit, false).await.map(|_| ());
+        let result = self.commit(commit, None).await.map(|_| ());
         self.release_lease(&row.id).await;
         result?;
         self.publish(&row.id, WorkflowStatus::Suspended, false, None);

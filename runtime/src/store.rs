@@ -309,6 +309,16 @@ pub struct WorkflowUpdate {
     pub updated_at: String,
 }
 
+/// How much of each step row a read of a run's state needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepDetail {
+    /// Every column, outputs and errors included.
+    Whole,
+    /// The instance name and status; a store may leave the rest empty (a
+    /// caller that shows the counts of steps by status, not the steps).
+    StatusOnly,
+}
+
 /// The state of one step instance.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StepRow {
@@ -610,12 +620,16 @@ pub trait RunLog: Send + Sync {
     }
 
     /// Writes `commit`, then reads the workflow's state as it left it (what
-    /// a caller waiting for the run shows). A store may queue both at once,
-    /// so the read costs no second trip; a failed commit fails the whole.
+    /// a caller waiting for the run shows), its step rows as `detail` says.
+    /// A store may queue both at once, so the read costs no second trip; a
+    /// failed commit fails the whole.
     fn commit_and_state(
         &self,
         commit: Commit,
+        detail: StepDetail,
     ) -> BoxFuture<'_, StoreResult<Option<WorkflowState>>> {
+        // Whole rows are more than `StatusOnly` asks: a store may read them.
+        let _ = detail;
         Box::pin(async move {
             let id = commit.workflow_id.clone();
             self.commit(commit).await?;

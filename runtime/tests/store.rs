@@ -9,8 +9,8 @@ use opcode_runtime::store::memory::MemoryStore;
 use opcode_runtime::store::{
     Backlog, Claim, Commit, DecisionChange, DecisionRow, DecisionStatus, Durability, EntryKind,
     EventFilter, EventStore, Fence, LeaseChange, Listing, NewEntry, NewWorkflow, RunLog, Source,
-    StepRow, StepStatus, StoreError, TemplateDraft, TemplateFilter, TimerChange, TimerRow,
-    WorkflowFilter, WorkflowStatus, WorkflowUpdate,
+    StepDetail, StepRow, StepStatus, StoreError, TemplateDraft, TemplateFilter, TimerChange,
+    TimerRow, WorkflowFilter, WorkflowState, WorkflowStatus, WorkflowUpdate,
 };
 
 mod listings;
@@ -801,17 +801,53 @@ fn a_commit_can_read_back_the_state_it_left() {
                 completed_at: Some(at(2)),
                 ..StepRow::default()
             }];
-            let state = store.commit_and_state(first).await.unwrap().unwrap();
+            let state = store
+                .commit_and_state(first, StepDetail::Whole)
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(state, store.state("w").await.unwrap().unwrap(), "{name}");
             assert_eq!(state.workflow.last_seq, 2, "{name}");
             assert_eq!(state.steps[0].duration_ms, Some(2000), "{name}");
+            // Statuses only: the same workflow row, the same names and
+            // statuses (a store may read the rest too).
+            let mut next = Commit {
+                workflow_id: "w".into(),
+                after_seq: 2,
+                entries: vec![entry(3)],
+                ..Commit::default()
+            };
+            next.steps = vec![StepRow {
+                step_id: "t".into(),
+                status: StepStatus::Running,
+                attempt: 1,
+                started_at: Some(at(3)),
+                ..StepRow::default()
+            }];
+            let brief = store
+                .commit_and_state(next, StepDetail::StatusOnly)
+                .await
+                .unwrap()
+                .unwrap();
+            let whole = store.state("w").await.unwrap().unwrap();
+            let names = |s: &WorkflowState| -> Vec<(String, StepStatus)> {
+                s.steps
+                    .iter()
+                    .map(|r| (r.step_id.clone(), r.status))
+                    .collect()
+            };
+            assert_eq!(names(&brief), names(&whole), "{name}");
+            assert_eq!(brief.workflow, whole.workflow, "{name}");
             // A refused commit reads nothing back.
             let behind = Commit {
                 workflow_id: "w".into(),
                 entries: vec![entry(5)],
                 ..Commit::default()
             };
-            let refused = store.commit_and_state(behind).await.unwrap_err();
+            let refused = store
+                .commit_and_state(behind, StepDetail::Whole)
+                .await
+                .unwrap_err();
             assert!(matches!(refused, StoreError::Conflict { .. }), "{name}");
         });
     }

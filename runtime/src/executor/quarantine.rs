@@ -93,7 +93,7 @@ impl Inner {
             }),
             ..Commit::default()
         };
-        self.commit(commit, false).await?;
+        self.commit(commit, None).await?;
         if quarantine {
             tracing::error!(
                 workflow = %row.id,

@@ -22,7 +22,7 @@ use crate::breaker::Transition;
 use crate::log;
 use crate::owner;
 use crate::store::WorkflowStatus;
-use crate::store::{Commit, LeaseChange, NewWorkflow, WorkflowState};
+use crate::store::{Commit, LeaseChange, NewWorkflow, StepDetail, WorkflowState};
 use crate::time::now_ms;
 
 /// At most this many events share one round.
@@ -115,8 +115,9 @@ pub struct RunTask {
     create: Option<NewWorkflow>,
     /// The last commit gave the lease up.
     released: bool,
-    /// Read the state with the commit that settles the run.
-    report_state: bool,
+    /// Read the state (its step rows this much) with the commit that
+    /// settles the run.
+    report_state: Option<StepDetail>,
     /// The state the last commit left, when it was read.
     settled_state: Option<Arc<WorkflowState>>,
     tx: mpsc::UnboundedSender<Msg>,
@@ -240,7 +241,7 @@ impl RunTask {
             last_context,
             create: None,
             released: false,
-            report_state: false,
+            report_state: None,
             settled_state: None,
             tx,
             rx,
@@ -262,8 +263,9 @@ impl RunTask {
     }
 
     /// The state is read with the commit that first settles the run (it
-    /// ends or suspends) and announced with its status.
-    pub fn reporting_state(mut self, report: bool) -> RunTask {
+    /// ends or suspends), its step rows as much as `report` says, and
+    /// announced with its status.
+    pub fn reporting_state(mut self, report: Option<StepDetail>) -> RunTask {
         self.report_state = report;
         self
     }
@@ -345,7 +347,7 @@ impl RunTask {
                 steps: self.step_rows.take(&self.vm),
                 ..Commit::default()
             };
-            self.inner.commit(commit, false).await?;
+            self.inner.commit(commit, None).await?;
             self.last_seq += count;
         }
         for effect in pending {
@@ -435,7 +437,8 @@ impl RunTask {
         let commit = self.commit_of(&mut round);
         let appended = commit.entries.len() as u64;
         let releases = self.vm.status().is_terminal();
-        let read_back = self.report_state && (releases || self.vm.status() == RunStatus::Suspended);
+        let settles = releases || self.vm.status() == RunStatus::Suspended;
+        let read_back = self.report_state.filter(|_| settles);
         round.perform = self.start_reads(std::mem::take(&mut round.perform));
         match self.inner.commit(commit, read_back).await {
             Ok(state) => self.settled_state = state.map(Arc::new),
@@ -447,7 +450,9 @@ impl RunTask {
                 return Err(e);
             }
         }
-        self.report_state &= !read_back;
+        if read_back.is_some() {
+            self.report_state = None;
+        }
         self.last_seq += appended;
         self.released = releases;
         for (reply, result) in round.replies.drain(..) {
@@ -790,7 +795,7 @@ impl RunTask {
                 }),
                 ..Commit::default()
             };
-            if self.inner.commit(commit, false).await.is_ok() {
+            if self.inner.commit(commit, None).await.is_ok() {
                 self.last_seq += 1;
                 self.released = true;
             }

@@ -14,7 +14,7 @@ use opcode_vm::effect::SecretSite;
 use serde_json::Value;
 
 use crate::breaker::BreakerConfig;
-use crate::store::{LogEntry, StoreError, WorkflowState, WorkflowStatus};
+use crate::store::{LogEntry, StepDetail, StoreError, WorkflowState, WorkflowStatus};
 use crate::workspace::Workspaces;
 
 /// What to do, at start, with workflows a dead process left running.
@@ -172,8 +172,9 @@ pub struct StartRequest {
     /// if the executor makes them ([`Config::workspaces`]).
     pub workspace: Option<PathBuf>,
     /// The caller shows the run's state once it settles: it is read with
-    /// the commit that settles the run and comes with [`Settled`].
-    pub report_state: bool,
+    /// the commit that settles the run, its step rows as much as it says,
+    /// and comes with [`Settled`].
+    pub report_state: Option<StepDetail>,
     /// The session the run belongs to (a child's is its parent's).
     pub session_id: Option<String>,
     /// The failed run this one re-runs from its failed step, and the

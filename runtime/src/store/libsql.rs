@@ -23,8 +23,8 @@ use super::{
     AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionFilter, DecisionRow,
     DecisionStatus, Durability, EventFilter, Expiry, FoundEntry, InboxMessage, Listing, LogEntry,
     Prune, PrunedFilter, PrunedRow, RunLog, ScheduleAdvance, ScheduleRow, SecretRow, Source,
-    StepRow, StoreError, StoreHealth, StoreResult, TemplateDraft, TemplateFilter, TemplateRow,
-    VaultHeader, WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
+    StepDetail, StepRow, StoreError, StoreHealth, StoreResult, TemplateDraft, TemplateFilter,
+    TemplateRow, VaultHeader, WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
 };
 
 /// At most this many commits share one transaction.
@@ -295,13 +295,16 @@ impl Finishing {
 }
 
 /// A workflow's state, read on the store thread.
-fn read_state(db: &Db, id: &str) -> StoreResult<Option<WorkflowState>> {
+fn read_state(db: &Db, id: &str, detail: StepDetail) -> StoreResult<Option<WorkflowState>> {
     let Some(workflow) = db.workflow(id)? else {
         return Ok(None);
     };
     Ok(Some(WorkflowState {
         workflow,
-        steps: db.steps(id)?,
+        steps: match detail {
+            StepDetail::Whole => db.steps(id)?,
+            StepDetail::StatusOnly => db.step_statuses(id)?,
+        },
         pending_decisions: db.decisions(Some(id), Some(DecisionStatus::Pending))?,
     }))
 }
@@ -334,13 +337,14 @@ impl RunLog for LibsqlStore {
     fn commit_and_state(
         &self,
         commit: Commit,
+        detail: StepDetail,
     ) -> BoxFuture<'_, StoreResult<Option<WorkflowState>>> {
         let id = commit.workflow_id.clone();
         // The read is the commit's continuation: looked for as its answer is.
         let spin = spin_when(self.unanswered.load(Ordering::Acquire) == 0);
         // Both are queued now: the thread reads right after it has written.
         let committed = self.commit(commit);
-        let state = self.ask_looking(move |db| read_state(db, &id), spin);
+        let state = self.ask_looking(move |db| read_state(db, &id, detail), spin);
         Box::pin(async move {
             committed.await?;
             state.await
@@ -379,7 +383,7 @@ impl RunLog for LibsqlStore {
     fn state<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<WorkflowState>>> {
         let id = id.to_owned();
         // One trip to the store thread instead of three.
-        self.ask(move |db| read_state(db, &id))
+        self.ask(move |db| read_state(db, &id, StepDetail::Whole))
     }
 
     fn steps<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Vec<StepRow>>> {

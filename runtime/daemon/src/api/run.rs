@@ -11,7 +11,7 @@ use super::args::Args;
 use super::view::{Asked, render};
 use super::{Api, ToolError, ToolResult};
 use opcode_runtime::executor::{ExecError, Executor, StartRequest};
-use opcode_runtime::store::{StoreError, TemplateRow, WorkflowStatus};
+use opcode_runtime::store::{StepDetail, StoreError, TemplateRow, WorkflowStatus};
 
 /// Handles `opcode.run`.
 pub async fn run(api: &Api, args: &Args) -> ToolResult {
@@ -33,8 +33,14 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
         let template = kept_template(api, name, version).await?;
         // The run's creation notes its agent as seen.
         let mut request = template_request(&api.exec, &template, &given, agent_id, None)?;
-        // The run's state is read with the commit that settles it.
-        request.report_state = wait;
+        // The run's state is read with the commit that settles it: its
+        // steps whole only when the answer shows them.
+        let detail = if asked.view.shows_steps() {
+            StepDetail::Whole
+        } else {
+            StepDetail::StatusOnly
+        };
+        request.report_state = wait.then_some(detail);
         request.session_id.clone_from(&session_id);
         request.template_latest = version.is_none();
         match api.exec.start(request).await {

@@ -720,7 +720,21 @@ impl Db {
             .collect()
     }
 
-    /// Step instances of a workflow.
+    /// A workflow's step instances, their names and statuses only.
+    pub fn step_statuses(&self, id: &str) -> StoreResult<Vec<StepRow>> {
+        let sql = "SELECT step_id, status FROM step_state WHERE workflow_id = ?1 \
+                   ORDER BY started_at, step_id";
+        self.block(self.query_all(sql, vec![id.into()], |row| {
+            Ok(StepRow {
+                step_id: get(row, 0)?,
+                status: get(row, 1)?,
+                ..StepRow::default()
+            })
+        }))
+    }
+
+    /// A workflow's step instances, whole (their outputs and errors read
+    /// back from blobs).
     pub fn steps(&self, id: &str) -> StoreResult<Vec<StepRow>> {
         let sql = "SELECT step_id, status, attempt, output, error, started_at, completed_at, \
                    duration_ms FROM step_state WHERE workflow_id = ?1 ORDER BY started_at, step_id";

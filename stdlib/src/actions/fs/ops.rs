@@ -450,12 +450,22 @@ mod tests {
         let rules = rules.absolute(Path::new("/"));
         let file = stat(&inside.join("file"), &rules).unwrap();
         assert_eq!((&file["size"], &file["is_dir"]), (&json!(5), &json!(false)));
-        assert_eq!(stat(&inside.join("sub"), &rules).unwrap()["is_dir"], json!(true));
+        assert_eq!(
+            stat(&inside.join("sub"), &rules).unwrap()["is_dir"],
+            json!(true)
+        );
         // A link inside is described as what it points to.
-        assert_eq!(stat(&inside.join("near"), &rules).unwrap()["size"], json!(5));
+        assert_eq!(
+            stat(&inside.join("near"), &rules).unwrap()["size"],
+            json!(5)
+        );
         let far = stat(&inside.join("far"), &rules).unwrap_err();
         assert_eq!(far.code, opcode_vm::codes::R0126.id);
         let missing = stat(&inside.join("none"), &rules).unwrap_err();
-        assert!(missing.message.contains("cannot stat"), "{}", missing.message);
+        assert!(
+            missing.message.contains("cannot stat"),
+            "{}",
+            missing.message
+        );
     }
 }
