@@ -160,7 +160,7 @@ fn write(call: &Call, path: &Path, rules: &PathRules, append: bool) -> Result<Va
         rules.create_parents(path)?;
     }
     let entry = rules.entry(path, Writing)?;
-    let existed = entry.stat().is_some();
+    let existed = entry.found.is_ok();
     let mode = call
         .params
         .get("mode")

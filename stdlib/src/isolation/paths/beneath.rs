@@ -31,7 +31,7 @@ pub struct Entry {
     /// Its real, absolute path.
     pub real: PathBuf,
     /// What the opening found there, without following a link (it looked
-    /// to see whether the name is one): a stat of it for the asking.
+    /// to see whether the name is one): a stat of it, or why there is none.
     pub found: nix::Result<FileStat>,
 }
 
@@ -42,16 +42,6 @@ impl Entry {
     pub fn path(&self) -> PathBuf {
         use std::os::fd::AsRawFd;
         Path::new(&format!("/proc/self/fd/{}", self.dir.as_raw_fd())).join(&self.name)
-    }
-
-    /// What is there, without following a link (none: nothing).
-    pub fn stat(&self) -> Option<FileStat> {
-        fstatat(
-            &self.dir,
-            self.name.as_os_str(),
-            AtFlags::AT_SYMLINK_NOFOLLOW,
-        )
-        .ok()
     }
 
     /// Opens the entry itself, never through a link.
@@ -116,7 +106,7 @@ impl PathRules {
         let mut dir = logical.parent().map(Path::to_path_buf);
         while let Some(current) = dir {
             match self.entry(&current, Access::Write) {
-                Ok(entry) if entry.stat().is_some() => break,
+                Ok(entry) if entry.found.is_ok() => break,
                 Ok(_) => {}
                 Err(e) => return Err(e),
             }
