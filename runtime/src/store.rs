@@ -626,10 +626,9 @@ pub trait RunLog: Send + Sync {
     fn commit_and_state(
         &self,
         commit: Commit,
-        detail: StepDetail,
-    ) -> BoxFuture<'_, StoreResult<Option<WorkflowState>>> {
         // Whole rows are more than `StatusOnly` asks: a store may read them.
-        let _ = detail;
+        _detail: StepDetail,
+    ) -> BoxFuture<'_, StoreResult<Option<WorkflowState>>> {
         Box::pin(async move {
             let id = commit.workflow_id.clone();
             self.commit(commit).await?;

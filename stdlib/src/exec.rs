@@ -652,11 +652,12 @@ mod tests {
         }
     }
 
-    struct Plugin;
+    /// A plugin providing the actions whose names start with its prefix.
+    struct Plugin(&'static str);
 
     impl ExternalActions for Plugin {
         fn handles(&self, action: &str) -> bool {
-            action.starts_with("crypto.")
+            action.starts_with(self.0)
         }
         fn run<'a>(&'a self, _: &'a Call) -> BoxFuture<'a, Result<Value, ActionError>> {
             Box::pin(std::future::ready(Ok(Value::Null)))
@@ -696,7 +697,7 @@ mod tests {
             json!({"expression": "1", "language": "jq"})
         ));
         let plugged = Actions::new(Arc::new(NoServices), PathBuf::from("."))
-            .with_external(Some(Arc::new(Plugin)));
+            .with_external(Some(Arc::new(Plugin("crypto."))));
         assert!(plugged.uses_workspace("crypto.hash", &json!({}), ws));
     }
 
@@ -743,22 +744,13 @@ mod tests {
         assert!(!actions.immediate("workflow.context", &other, "r"));
         // A plugin that takes a built-in family's names runs them its way.
         let plugged = Actions::new(Arc::new(NoServices), PathBuf::from("."))
-            .with_external(Some(Arc::new(Plugin)));
+            .with_external(Some(Arc::new(Plugin("crypto."))));
         assert!(!plugged.immediate("crypto.hash", &none, "r"));
         assert!(plugged.immediate("expr.eval", &cel, "r"));
     }
 
     #[test]
     fn only_reads_of_files_start_before_their_commit() {
-        struct Files;
-        impl ExternalActions for Files {
-            fn handles(&self, action: &str) -> bool {
-                action.starts_with("fs.")
-            }
-            fn run<'a>(&'a self, _: &'a Call) -> BoxFuture<'a, Result<Value, ActionError>> {
-                Box::pin(std::future::ready(Ok(Value::Null)))
-            }
-        }
         let actions = Actions::new(Arc::new(NoServices), PathBuf::from("."));
         let reads: Vec<String> = crate::catalog()
             .into_iter()
@@ -769,7 +761,7 @@ mod tests {
         assert!(!actions.reads_only("no.such"));
         // A plugin's `fs.read` may do anything.
         let plugged = Actions::new(Arc::new(NoServices), PathBuf::from("."))
-            .with_external(Some(Arc::new(Files)));
+            .with_external(Some(Arc::new(Plugin("fs."))));
         assert!(!plugged.reads_only("fs.read"));
     }
 }
