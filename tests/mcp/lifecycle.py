@@ -21,6 +21,7 @@ from mcp import Client
 
 from clients import check, data, wait_for
 from daemon import Daemon, free_port
+from raw import Session
 
 
 def iso(dt):
@@ -76,13 +77,39 @@ async def main(binary):
             check(len(runs) == 1 and runs[0]["id"].startswith("sched-run-once-"), f"scheduled runs: {runs}")
             print("ok - a job due while down runs once (run-once) or not at all (skip)")
             running = data(await client.call_tool("opcode.run", {"template_name": "slow", "wait": False}))
+            # Two calls wait on runs of their own: a session's (its answer an
+            # event stream) and a stateless one's (plain JSON).
+            waiting = [asyncio.to_thread(run_and_wait, daemon.url, revision)
+                       for revision in ("2025-11-25", "2026-07-28")]
+            waits = asyncio.gather(*waiting)
+            deadline = time.time() + 10
+            while len(data(await client.call_tool("opcode.query", {
+                    "resource": "workflows", "filter": {"status": "active"}}))["workflows"]) < 3:
+                check(time.time() < deadline, "the waiting calls' runs did not start")
+                await asyncio.sleep(0.05)
         code = daemon.terminate()
         check(code == 0, f"SIGTERM exit code {code}")
+        stopped = [reply["result"] for reply in await waits]
+        for result in stopped:
+            check(result.get("isError"), f"a wait cut by SIGTERM answered {result}")
+            error = result["structuredContent"]["error"]
+            check(error["code"] == "R0134" and error["details"]["workflow_id"], f"the stop answered {error}")
+        print("ok - SIGTERM ends the calls waiting on runs with R0134 naming their runs (a session's and a stateless one)")
         daemon.start()
         async with Client(f"{daemon.url}/mcp") as client:
             await wait_for(client, running["workflow_id"], ("completed",))
+            for result in stopped:
+                await wait_for(client, result["structuredContent"]["error"]["details"]["workflow_id"], ("completed",))
         daemon.terminate()
-        print("ok - SIGTERM stops cleanly and the interrupted workflow completes after the next start")
+        print("ok - SIGTERM stops cleanly and the interrupted workflows complete after the next start")
+
+
+def run_and_wait(url, revision):
+    """`opcode.run` of `slow`, waiting, through a raw client at `revision`."""
+    client = Session(f"{url}/mcp", revision)
+    client.open()
+    reply, _ = client.request("tools/call", {"name": "opcode.run", "arguments": {"template_name": "slow"}})
+    return reply
 
 
 def status_of(url, token=None):

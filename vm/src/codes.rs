@@ -117,6 +117,9 @@ code_registry! { RUNTIME, "../../spec/errors/";
     /// The run was pruned by the retention settings: only its tombstone
     /// (and its export, if one was made) is left.
     R0133 = "workflow-pruned",
+    /// The daemon began to stop while a call waited on a run: the run is
+    /// kept and carries on at the next start.
+    R0134 = "daemon-stopping",
 }
 
 /// Finds a run-time code by its id.

@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 
 use crate::metrics::Metrics;
 use crate::plugins::Plugins;
+use crate::stopping::Stopping;
 use opcode_runtime::executor::{ExecError, Executor};
 use opcode_runtime::store::{EventStore, StoreError};
 
@@ -129,6 +130,7 @@ pub struct Api {
     inline_limit: usize,
     elicit_decisions: bool,
     tools: tokio::sync::broadcast::Sender<()>,
+    stopping: Stopping,
 }
 
 /// Values longer than this (their compact JSON, in bytes) are not inlined
@@ -155,6 +157,7 @@ impl Api {
             inline_limit: DEFAULT_INLINE_LIMIT,
             elicit_decisions: false,
             tools: tokio::sync::broadcast::channel(16).0,
+            stopping: Stopping::default(),
         }
     }
 
@@ -173,6 +176,36 @@ impl Api {
     pub fn with_inline_limit(mut self, bytes: usize) -> Api {
         self.inline_limit = bytes;
         self
+    }
+
+    /// The tools, ending their waits on runs with R0134 once `stopping`
+    /// has begun.
+    #[must_use]
+    pub fn with_stopping(mut self, stopping: Stopping) -> Api {
+        self.stopping = stopping;
+        self
+    }
+
+    /// The daemon's stop, as these tools see it.
+    pub fn stopping(&self) -> &Stopping {
+        &self.stopping
+    }
+
+    /// `wait`'s outcome, unless the daemon begins to stop first: then
+    /// R0134 naming run `id`, which the next start carries on.
+    pub async fn unless_stopping<T>(
+        &self,
+        id: &str,
+        wait: impl Future<Output = Result<T, ToolError>>,
+    ) -> Result<T, ToolError> {
+        tokio::select! {
+            outcome = wait => outcome,
+            () = self.stopping.begun() => Err(ToolError::new(
+                codes::R0134,
+                format!("the daemon is stopping: run `{id}` is kept and carries on when the daemon starts again"),
+            )
+            .with_details(json!({ "workflow_id": id }))),
+        }
     }
 
     /// The tools, asking decisions of agents whose clients show forms

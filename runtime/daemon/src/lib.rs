@@ -27,4 +27,5 @@ pub mod retention;
 pub mod scheduler;
 pub mod serve;
 pub mod settings;
+pub mod stopping;
 pub mod tenants;

@@ -21,6 +21,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::{ListenerExt, TapIo};
+use futures::StreamExt;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -30,6 +31,7 @@ use crate::api::Api;
 use crate::mcp::{AgentSessions, OpcodeServer};
 use crate::metrics::Metrics;
 use crate::panel::Panel;
+use crate::stopping::Stopping;
 
 pub use guard::{Gate, Guard, SharedGuard};
 
@@ -67,6 +69,7 @@ pub fn router(
                 .with_json_response(true),
         )
     };
+    let stopping = api.stopping().clone();
     let observability = Router::new()
         .route("/api/runs/{id}/ag-ui", get(agui::observe).post(agui::run))
         .route("/metrics", get(metrics))
@@ -84,7 +87,8 @@ pub fn router(
             Router::new()
                 .nest_service("/mcp", mcp)
                 .layer(axum::middleware::from_fn(depth::guard))
-                .layer(axum::middleware::from_fn(session_ended)),
+                .layer(axum::middleware::from_fn(session_ended))
+                .layer(axum::middleware::from_fn_with_state(stopping, answered)),
         );
     router = match panel {
         Some(panel) => router.merge(crate::panel::router(panel)),
@@ -106,6 +110,35 @@ async fn unknown_route(uri: axum::http::Uri) -> Response {
         ),
     )
         .into_response()
+}
+
+/// A `POST /mcp` (a call), counted until answered: the daemon's stop
+/// waits for it before ending the sessions (crate::stopping). An answer
+/// sent as an event stream (a session's) is counted until the stream
+/// ends; a `GET`'s stream lasts until the sessions end, so it is not.
+async fn answered(
+    State(stopping): State<Stopping>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    let answering = stopping.answering();
+    let response = next.run(request).await;
+    let streamed = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
+    if !streamed {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let body = body.into_data_stream().map(move |chunk| {
+        let _ = &answering;
+        chunk
+    });
+    Response::from_parts(parts, axum::body::Body::from_stream(body))
 }
 
 /// A `DELETE /mcp` that ended its session answers 204 No Content: the

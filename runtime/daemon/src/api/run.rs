@@ -58,11 +58,13 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
         return Ok(json!({ "workflow_id": id, "status": status }));
     }
     // A run stopped by a refused write carries on later: name it.
-    let state = api
-        .exec
-        .settled_or_held(&id, Some(changes), children)
-        .await
-        .map_err(|e| ToolError::from(e).with_details(json!({ "workflow_id": id })))?;
+    let settled = async {
+        api.exec
+            .settled_or_held(&id, Some(changes), children)
+            .await
+            .map_err(|e| ToolError::from(e).with_details(json!({ "workflow_id": id })))
+    };
+    let state = api.unless_stopping(&id, settled).await?;
     render(api, &id, state, &asked).await
 }
 

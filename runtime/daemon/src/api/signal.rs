@@ -136,7 +136,15 @@ async fn settled(
         out["workflow_id"] = json!(id);
         return Ok(out);
     };
-    let state = api.exec.settled_or_held(id, None, children).await?;
+    let settled = async { Ok(api.exec.settled_or_held(id, None, children).await?) };
+    // The signal is in the log: a stop ends only the wait for the view.
+    let state = api.unless_stopping(id, settled).await.map_err(|e| {
+        if e.code == codes::R0134 {
+            e.with_details(json!({ "workflow_id": id, "signal_applied": true }))
+        } else {
+            e
+        }
+    })?;
     let view = render(api, id, state, asked).await?;
     if let (Some(out), Value::Object(view)) = (out.as_object_mut(), view) {
         out.extend(view);

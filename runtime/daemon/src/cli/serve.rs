@@ -20,6 +20,7 @@ use super::common::{Database, Exit, home};
 use super::stacks::{self, Stack};
 use opcode_daemon::plugins::PluginConfig;
 use opcode_daemon::serve::tenancy::TenantRoutes;
+use opcode_daemon::stopping::Stopping;
 use opcode_daemon::tenants::Tenant;
 use opcode_runtime::Executor;
 use opcode_runtime::executor::Background;
@@ -28,6 +29,9 @@ use opcode_runtime::executor::Background;
 const PLUGIN_START_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 /// How long the runs get, at shutdown, to note it and give their leases up.
 const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long, at shutdown, the MCP requests being served get to answer
+/// (those waiting on a run answer R0134 at once) before sessions end.
+const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Flags of `serve` and `install` (each overrides settings and environment).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -234,12 +238,14 @@ pub async fn serve(args: Args) -> Exit {
         Err(exit) => return exit,
     };
     let shutdown = CancellationToken::new();
+    let stopping = Stopping::default();
     let surroundings = Surroundings {
         settings: &settings,
         listen,
         plugins: &plugins,
         inline_limit,
         shutdown: &shutdown,
+        stopping: &stopping,
     };
     let mut served = Vec::with_capacity(stacks.len());
     for stack in stacks {
@@ -284,6 +290,8 @@ pub async fn serve(args: Args) -> Exit {
             tracing::info!(
                 "shutting down: in-flight steps are recorded and resume at the next start"
             );
+            // Calls waiting on runs answer (R0134) before the sessions end.
+            stopping.begin(ANSWER_WAIT).await;
             stop.cancel();
         })
         .await;
@@ -301,6 +309,7 @@ struct Surroundings<'a> {
     plugins: &'a [PluginConfig],
     inline_limit: usize,
     shutdown: &'a CancellationToken,
+    stopping: &'a Stopping,
 }
 
 /// One engine, served: its routes behind its guard.
@@ -353,7 +362,8 @@ impl Surroundings<'_> {
         let api = Api::new(exec.clone())
             .with_plugins(plugins)
             .with_inline_limit(self.inline_limit)
-            .with_elicit_decisions(self.settings.elicit_decisions.unwrap_or(false));
+            .with_elicit_decisions(self.settings.elicit_decisions.unwrap_or(false))
+            .with_stopping(self.stopping.clone());
         tokio::spawn(opcode_daemon::scheduler::run(
             exec.clone(),
             api.metrics().clone(),
