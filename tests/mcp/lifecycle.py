@@ -18,6 +18,7 @@ import urllib.request
 from datetime import datetime, timedelta, timezone
 
 from mcp import Client
+from mcp.client.sse import sse_client
 
 from clients import check, data, wait_for
 from daemon import Daemon, free_port
@@ -77,24 +78,31 @@ async def main(binary):
             check(len(runs) == 1 and runs[0]["id"].startswith("sched-run-once-"), f"scheduled runs: {runs}")
             print("ok - a job due while down runs once (run-once) or not at all (skip)")
             running = data(await client.call_tool("opcode.run", {"template_name": "slow", "wait": False}))
-            # Two calls wait on runs of their own: a session's (its answer an
-            # event stream) and a stateless one's (plain JSON).
+            # Three calls wait on runs of their own: a Streamable HTTP
+            # session's (its answer an event stream), a stateless one's
+            # (plain JSON) and a legacy SSE session's.
             waiting = [asyncio.to_thread(run_and_wait, daemon.url, revision)
                        for revision in ("2025-11-25", "2026-07-28")]
-            waits = asyncio.gather(*waiting)
+            waits = asyncio.gather(*waiting, legacy_run_and_wait(daemon.url))
             deadline = time.time() + 10
             while len(data(await client.call_tool("opcode.query", {
-                    "resource": "workflows", "filter": {"status": "active"}}))["workflows"]) < 3:
+                    "resource": "workflows", "filter": {"status": "active"}}))["workflows"]) < 4:
                 check(time.time() < deadline, "the waiting calls' runs did not start")
                 await asyncio.sleep(0.05)
-        code = daemon.terminate()
-        check(code == 0, f"SIGTERM exit code {code}")
+        # A legacy SSE session stays open through the stop: its stream ends
+        # with the daemon (it used to hold the daemon up until the client left).
+        async with Client(sse_client(f"{daemon.url}/sse")):
+            began = time.time()
+            code = await asyncio.to_thread(daemon.terminate)
+            check(code == 0 and time.time() - began < 5,
+                  f"SIGTERM exit code {code} after {time.time() - began:.1f} s")
         stopped = [reply["result"] for reply in await waits]
         for result in stopped:
             check(result.get("isError"), f"a wait cut by SIGTERM answered {result}")
             error = result["structuredContent"]["error"]
             check(error["code"] == "R0134" and error["details"]["workflow_id"], f"the stop answered {error}")
-        print("ok - SIGTERM ends the calls waiting on runs with R0134 naming their runs (a session's and a stateless one)")
+        print("ok - SIGTERM ends the calls waiting on runs with R0134 naming their runs (Streamable HTTP "
+              "with and without a session, legacy SSE) and exits with an SSE session open")
         daemon.start()
         async with Client(f"{daemon.url}/mcp") as client:
             await wait_for(client, running["workflow_id"], ("completed",))
@@ -110,6 +118,13 @@ def run_and_wait(url, revision):
     client.open()
     reply, _ = client.request("tools/call", {"name": "opcode.run", "arguments": {"template_name": "slow"}})
     return reply
+
+
+async def legacy_run_and_wait(url):
+    """`opcode.run` of `slow`, waiting, through a legacy SSE session."""
+    async with Client(sse_client(f"{url}/sse")) as legacy:
+        result = await legacy.call_tool("opcode.run", {"template_name": "slow"})
+    return {"result": {"isError": result.is_error, "structuredContent": result.structured_content}}
 
 
 def status_of(url, token=None):

@@ -76,7 +76,7 @@ pub fn router(
         .route("/readyz", get(ready))
         .route("/hooks/{template}", post(hooks::deliver))
         .with_state(api);
-    let sessions = sse::Sessions::new(server, base_url);
+    let sessions = sse::Sessions::new(server, base_url, stopping.clone(), shutdown.child_token());
     let mut router = Router::new()
         .route("/sse", get(sse::connect))
         .route("/message", post(sse::post))

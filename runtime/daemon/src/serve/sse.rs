@@ -20,13 +20,15 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use rmcp::RoleServer;
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, JsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::service::serve_server;
 use rmcp::transport::Transport;
 use serde::Deserialize;
 use tokio::sync::mpsc;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::mcp::OpcodeServer;
+use crate::stopping::{Answering, Stopping};
 
 /// Messages queued for one session before a slow client holds the server up.
 const QUEUE: usize = 64;
@@ -36,25 +38,51 @@ const QUEUE: usize = 64;
 pub struct Sessions {
     server: OpcodeServer,
     base_url: Option<String>,
-    open: Arc<Mutex<HashMap<String, mpsc::Sender<ClientJsonRpcMessage>>>>,
+    open: Arc<Mutex<HashMap<String, Open>>>,
+    stopping: Stopping,
+    shutdown: CancellationToken,
 }
+
+/// An open session: where its client's messages go, and the requests it
+/// has not answered yet.
+#[derive(Clone)]
+struct Open {
+    to_server: mpsc::Sender<ClientJsonRpcMessage>,
+    unanswered: Unanswered,
+}
+
+/// A session's requests not answered yet, by id (their JSON), each
+/// counted by the daemon's stop until its answer is on the stream.
+type Unanswered = Arc<Mutex<HashMap<String, Answering>>>;
 
 impl Sessions {
     /// No sessions yet, each to be handled by one of `server`'s session
-    /// handlers; `base_url` (if any) prefixes the endpoint URL.
-    pub fn new(server: OpcodeServer, base_url: Option<String>) -> Sessions {
+    /// handlers; `base_url` (if any) prefixes the endpoint URL. At
+    /// `shutdown` the streams end, after what they hold; `stopping`
+    /// waits for the answers to the requests they have.
+    pub fn new(
+        server: OpcodeServer,
+        base_url: Option<String>,
+        stopping: Stopping,
+        shutdown: CancellationToken,
+    ) -> Sessions {
         Sessions {
             server,
             base_url,
             open: Arc::default(),
+            stopping,
+            shutdown,
         }
     }
 
-    fn open(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, mpsc::Sender<ClientJsonRpcMessage>>> {
+    fn open(&self) -> std::sync::MutexGuard<'_, HashMap<String, Open>> {
         self.open.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// A session's unanswered requests, locked.
+fn unanswered(map: &Unanswered) -> std::sync::MutexGuard<'_, HashMap<String, Answering>> {
+    map.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// One session's side of rmcp: what the server sends goes to the stream,
@@ -107,7 +135,12 @@ pub async fn connect(State(sessions): State<Sessions>, headers: HeaderMap) -> Re
     let id = uuid::Uuid::new_v4().simple().to_string();
     let (to_server, inbox) = mpsc::channel(QUEUE);
     let (outbox, messages) = mpsc::channel::<ServerJsonRpcMessage>(QUEUE);
-    sessions.open().insert(id.clone(), to_server);
+    let open = Open {
+        to_server,
+        unanswered: Unanswered::default(),
+    };
+    let answers = open.unanswered.clone();
+    sessions.open().insert(id.clone(), open);
     let transport = SseTransport { outbox, inbox };
     let server = sessions.server.for_session();
     tokio::spawn(async move {
@@ -118,6 +151,8 @@ pub async fn connect(State(sessions): State<Sessions>, headers: HeaderMap) -> Re
     let stream = SessionStream {
         endpoint: Some(endpoint_url(sessions.base_url.as_deref(), &headers, &id)),
         messages,
+        answers,
+        ended: Box::pin(sessions.shutdown.clone().cancelled_owned()),
         _leave: Leave { sessions, id },
     };
     Sse::new(stream)
@@ -139,10 +174,13 @@ fn endpoint_url(base_url: Option<&str>, headers: &HeaderMap, id: &str) -> String
     }
 }
 
-/// One session's event stream: `endpoint` first, then each message.
+/// One session's event stream: `endpoint` first, then each message; it
+/// ends at the daemon's shutdown once it has sent what it holds.
 struct SessionStream {
     endpoint: Option<String>,
     messages: mpsc::Receiver<ServerJsonRpcMessage>,
+    answers: Unanswered,
+    ended: Pin<Box<WaitForCancellationFutureOwned>>,
     _leave: Leave,
 }
 
@@ -153,13 +191,28 @@ impl Stream for SessionStream {
         if let Some(endpoint) = self.endpoint.take() {
             return Poll::Ready(Some(Ok(Event::default().event("endpoint").data(endpoint))));
         }
-        self.messages.poll_recv(cx).map(|message| {
-            message.map(|m| {
-                let data = serde_json::to_string(&m).unwrap_or_default();
-                Ok(Event::default().event("message").data(data))
-            })
-        })
+        match self.messages.poll_recv(cx) {
+            Poll::Ready(Some(message)) => {
+                if let Some(id) = answered(&message) {
+                    unanswered(&self.answers).remove(&id);
+                }
+                let data = serde_json::to_string(&message).unwrap_or_default();
+                Poll::Ready(Some(Ok(Event::default().event("message").data(data))))
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => self.ended.as_mut().poll(cx).map(|()| None),
+        }
     }
+}
+
+/// The id (its JSON) of the request `message` answers, if it is an answer.
+fn answered(message: &ServerJsonRpcMessage) -> Option<String> {
+    let id = match message {
+        JsonRpcMessage::Response(response) => &response.id,
+        JsonRpcMessage::Error(error) => error.id.as_ref()?,
+        JsonRpcMessage::Request(_) | JsonRpcMessage::Notification(_) => return None,
+    };
+    serde_json::to_string(id).ok()
 }
 
 /// The query of `POST /message`.
@@ -175,7 +228,7 @@ pub async fn post(
     Query(query): Query<SessionQuery>,
     body: Bytes,
 ) -> Response {
-    let Some(session) = sessions.open().get(&query.session_id).cloned() else {
+    let Some(open) = sessions.open().get(&query.session_id).cloned() else {
         return (StatusCode::NOT_FOUND, "unknown or closed session").into_response();
     };
     let found = super::depth::depth(&body);
@@ -192,8 +245,18 @@ pub async fn post(
                 .into_response();
         }
     };
-    match session.send(message).await {
-        Ok(()) => StatusCode::ACCEPTED.into_response(),
-        Err(_) => (StatusCode::GONE, "the session has ended").into_response(),
+    let asked = match &message {
+        JsonRpcMessage::Request(request) => serde_json::to_string(&request.id).ok(),
+        _ => None,
+    };
+    if let Some(id) = &asked {
+        unanswered(&open.unanswered).insert(id.clone(), sessions.stopping.answering());
     }
+    if open.to_server.send(message).await.is_ok() {
+        return StatusCode::ACCEPTED.into_response();
+    }
+    if let Some(id) = &asked {
+        unanswered(&open.unanswered).remove(id);
+    }
+    (StatusCode::GONE, "the session has ended").into_response()
 }
