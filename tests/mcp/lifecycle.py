@@ -89,20 +89,27 @@ async def main(binary):
                     "resource": "workflows", "filter": {"status": "active"}}))["workflows"]) < 4:
                 check(time.time() < deadline, "the waiting calls' runs did not start")
                 await asyncio.sleep(0.05)
-        # A legacy SSE session stays open through the stop: its stream ends
-        # with the daemon (it used to hold the daemon up until the client left).
+        # A legacy SSE session, the panel's live feed and an AG-UI stream stay
+        # open through the stop: each ends with the daemon (each used to hold
+        # it up until its client left).
+        live = urllib.request.urlopen(f"{daemon.url}/panel/live", timeout=30)
+        agui = urllib.request.urlopen(f"{daemon.url}/api/runs/{running['workflow_id']}/ag-ui", timeout=30)
+        streams = asyncio.gather(asyncio.to_thread(live.read), asyncio.to_thread(agui.read))
         async with Client(sse_client(f"{daemon.url}/sse")):
             began = time.time()
             code = await asyncio.to_thread(daemon.terminate)
-            check(code == 0 and time.time() - began < 5,
+            check(code == 0 and time.time() - began < 3,
                   f"SIGTERM exit code {code} after {time.time() - began:.1f} s")
+        _, followed = await streams
+        last = json.loads([line for line in followed.decode().splitlines() if line.startswith("data:")][-1][5:])
+        check(last["type"] == "RUN_ERROR" and last["code"] == "R0134", f"the AG-UI stream ended with {last}")
         stopped = [reply["result"] for reply in await waits]
         for result in stopped:
             check(result.get("isError"), f"a wait cut by SIGTERM answered {result}")
             error = result["structuredContent"]["error"]
             check(error["code"] == "R0134" and error["details"]["workflow_id"], f"the stop answered {error}")
         print("ok - SIGTERM ends the calls waiting on runs with R0134 naming their runs (Streamable HTTP "
-              "with and without a session, legacy SSE) and exits with an SSE session open")
+              "with and without a session, legacy SSE, AG-UI) and exits at once with streams open")
         daemon.start()
         async with Client(f"{daemon.url}/mcp") as client:
             await wait_for(client, running["workflow_id"], ("completed",))

@@ -89,7 +89,10 @@ async fn stream(api: Api, id: String, input: RunInput) -> Response {
         .unwrap_or_else(|| format!("{id}@{}", row.last_seq));
     let (tx, rx) = mpsc::channel::<Value>(64);
     tokio::spawn(async move {
-        if let Err(e) = follow(&api, &id, &run_id, input.resume, &tx).await {
+        // A stop ends the stream with R0134: the run carries on at the
+        // next start, where the client can follow it again.
+        let followed = api.unless_stopping(&id, follow(&api, &id, &run_id, input.resume, &tx));
+        if let Err(e) = followed.await {
             let _ = tx
                 .send(json!({"type": "RUN_ERROR", "message": e.message, "code": e.code.id}))
                 .await;

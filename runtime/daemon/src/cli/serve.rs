@@ -32,6 +32,9 @@ const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long, at shutdown, the MCP requests being served get to answer
 /// (those waiting on a run answer R0134 at once) before sessions end.
 const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long, once the sessions end, connections still open are waited
+/// for before they are dropped: no stream holds a stop up for ever.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Flags of `serve` and `install` (each overrides settings and environment).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -284,8 +287,8 @@ pub async fn serve(args: Args) -> Exit {
     );
     let stop = shutdown.clone();
     let app = app.into_make_service_with_connect_info::<SocketAddr>();
-    let result = axum::serve(serve::without_delay(listener), app)
-        .with_graceful_shutdown(async move {
+    let serving =
+        axum::serve(serve::without_delay(listener), app).with_graceful_shutdown(async move {
             terminated().await;
             tracing::info!(
                 "shutting down: in-flight steps are recorded and resume at the next start"
@@ -293,8 +296,19 @@ pub async fn serve(args: Args) -> Exit {
             // Calls waiting on runs answer (R0134) before the sessions end.
             stopping.begin(ANSWER_WAIT).await;
             stop.cancel();
-        })
-        .await;
+        });
+    let overdue = async {
+        shutdown.cancelled().await;
+        tokio::time::sleep(CLOSE_WAIT).await;
+        tracing::warn!(
+            "connections still open {}s after the stop began: closing them",
+            CLOSE_WAIT.as_secs()
+        );
+    };
+    let result = tokio::select! {
+        result = serving.into_future() => result,
+        () = overdue => Ok(()),
+    };
     futures::future::join_all(served.iter().map(|s| s.exec.shutdown(SHUTDOWN_WAIT))).await;
     match result {
         Ok(()) => Exit::Ok,

@@ -4,15 +4,16 @@
 use std::convert::Infallible;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::Panel;
 
-/// The stream.
+/// The stream; it ends when the daemon begins to stop.
 pub async fn stream(panel: Panel) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let feed = panel.api.executor().appended();
+    let stopping = panel.api.stopping().clone();
     let events = futures::stream::unfold(feed, |mut feed| async move {
         let data = match feed.recv().await {
             Ok(appended) => {
@@ -32,5 +33,6 @@ pub async fn stream(panel: Panel) -> Sse<impl Stream<Item = Result<Event, Infall
             feed,
         ))
     });
+    let events = events.take_until(async move { stopping.begun().await });
     Sse::new(events).keep_alive(KeepAlive::default())
 }
