@@ -42,11 +42,15 @@ async def main(binary):
         slow = {"name": "slow", "agent_id": "bot", "definition": {"steps": [
             {"id": "nap", "type": "wait", "config": {"duration": "2s"}},
             {"id": "after", "action": "workflow.log", "depends_on": ["nap"], "params": {"message": "woke"}}]}}
+        # Long enough for the calls of the SIGTERM check to all be waiting.
+        long = {"name": "long", "agent_id": "bot", "definition": {"steps": [
+            {"id": "nap", "type": "wait", "config": {"duration": "6s"}}]}}
         ping = {"name": "ping", "agent_id": "bot",
                 "definition": {"steps": [{"id": "p", "action": "workflow.log", "params": {"message": "ping"}}]}}
         async with Client(f"{daemon.url}/mcp") as client:
             data(await client.call_tool("opcode.define", slow))
             data(await client.call_tool("opcode.define", ping))
+            data(await client.call_tool("opcode.define", long))
             ids = [data(await client.call_tool("opcode.run", {"template_name": "slow", "wait": False}))["workflow_id"]
                    for _ in range(5)]
         for policy in ["run-once", "skip"]:
@@ -77,7 +81,7 @@ async def main(binary):
                 "resource": "workflows", "filter": {"template_name": "ping"}}))["workflows"]
             check(len(runs) == 1 and runs[0]["id"].startswith("sched-run-once-"), f"scheduled runs: {runs}")
             print("ok - a job due while down runs once (run-once) or not at all (skip)")
-            running = data(await client.call_tool("opcode.run", {"template_name": "slow", "wait": False}))
+            running = data(await client.call_tool("opcode.run", {"template_name": "long", "wait": False}))
             # Three calls wait on runs of their own: a Streamable HTTP
             # session's (its answer an event stream), a stateless one's
             # (plain JSON) and a legacy SSE session's.
@@ -120,17 +124,17 @@ async def main(binary):
 
 
 def run_and_wait(url, revision):
-    """`opcode.run` of `slow`, waiting, through a raw client at `revision`."""
+    """`opcode.run` of `long`, waiting, through a raw client at `revision`."""
     client = Session(f"{url}/mcp", revision)
     client.open()
-    reply, _ = client.request("tools/call", {"name": "opcode.run", "arguments": {"template_name": "slow"}})
+    reply, _ = client.request("tools/call", {"name": "opcode.run", "arguments": {"template_name": "long"}})
     return reply
 
 
 async def legacy_run_and_wait(url):
-    """`opcode.run` of `slow`, waiting, through a legacy SSE session."""
+    """`opcode.run` of `long`, waiting, through a legacy SSE session."""
     async with Client(sse_client(f"{url}/sse")) as legacy:
-        result = await legacy.call_tool("opcode.run", {"template_name": "slow"})
+        result = await legacy.call_tool("opcode.run", {"template_name": "long"})
     return {"result": {"isError": result.is_error, "structuredContent": result.structured_content}}
 
 
