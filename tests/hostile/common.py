@@ -95,6 +95,11 @@ def within(predicate, seconds):
         return None
 
 
+# How long `/livez` may take, however loaded the machine, before the daemon
+# counts as not answering.
+LIVEZ_BOUND_MS = 2000
+
+
 def _watch(url, stop, worst, slow):
     import http.client
     from urllib.parse import urlparse
@@ -114,7 +119,7 @@ def _watch(url, stop, worst, slow):
         took = (time.monotonic() - started) * 1000 if ok else 5000.0
         with worst.get_lock():
             worst.value = max(worst.value, took)
-        if took > 100:
+        if took > LIVEZ_BOUND_MS:
             with slow.get_lock():
                 slow.value += 1
         time.sleep(0.05)
@@ -122,7 +127,9 @@ def _watch(url, stop, worst, slow):
 
 class LivezWatch:
     """Times `/livez` every 50 ms from another process while the tests run:
-    the slowest answer, and how many took over 100 ms (or failed)."""
+    the slowest answer, and how many took over `LIVEZ_BOUND_MS` (or failed).
+    The bound is one a loaded 2-core machine holds: the check is that the
+    daemon keeps answering, not how fast (latency is a benchmark's)."""
 
     def __init__(self, daemon):
         self.stop = multiprocessing.Event()

@@ -2,7 +2,8 @@
 itself", spec/limits.md), all sent to ONE daemon process, one after
 another, while another process times `/livez` every 50 ms: each must end as
 a coded diagnostic or a coded failure of its own run, the daemon must
-answer `/livez` within 100 ms throughout, and it must start again after.
+answer `/livez` throughout (LIVEZ_BOUND_MS: a loaded machine's bound, the
+slowest answer printed), and it must start again after.
 
 Usage: python workflows.py PATH_TO_OPCODE
 """
@@ -14,7 +15,7 @@ import tempfile
 import threading
 import time
 
-from common import (Expectations, LivezWatch, call, daemon, diagnostic_codes, get, rpc, wait_for, within)
+from common import (LIVEZ_BOUND_MS, Expectations, LivezWatch, call, daemon, diagnostic_codes, get, rpc, wait_for, within)
 
 RECURSE = "def f: if . > 0 then (. - 1 | f) + 1 else 0 end; f"
 # CEL over 10^8 elements: eight nested comprehensions of ten.
@@ -175,9 +176,9 @@ def main(binary):
             alive = d.process.poll() is None
             d.terminate() if alive else None
         expect.that(alive, "the daemon died: " + open(f"{home}/daemon.log").read()[-3000:])
-        expect.that(slow == 0, f"/livez took over 100 ms {slow} times (worst {worst:.0f} ms)")
+        expect.that(slow == 0, f"/livez took over {LIVEZ_BOUND_MS} ms {slow} times (worst {worst:.0f} ms)")
         print(f"  /livez: slowest answer {worst:.1f} ms")
-        expect.section("the daemon lived through all of it in one process, /livez within 100 ms")
+        expect.section(f"the daemon lived through all of it in one process, answering /livez within {LIVEZ_BOUND_MS} ms")
         # Nothing it recorded makes it fall over again at the next start.
         d = daemon(binary, home, settings, port=d.port)
         try:
