@@ -4,6 +4,7 @@ mod common;
 mod database;
 mod doctor;
 mod export;
+mod guarding;
 mod inspect;
 mod install;
 mod resume;

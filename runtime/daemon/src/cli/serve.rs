@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use opcode_daemon::api::Api;
 use opcode_daemon::panel::Panel;
 use opcode_daemon::plugins::Plugins;
-use opcode_daemon::serve::guard::valid_token;
 use opcode_daemon::serve::{self, Gate, Guard, SharedGuard};
 use opcode_daemon::settings::Settings;
 use opcode_runtime::store::Durability;
@@ -190,14 +189,10 @@ pub async fn serve(args: Args) -> Exit {
         Ok(listen) => listen,
         Err(e) => return refuse(e),
     };
-    if let Some(token) = &settings.token
-        && let Err(e) = valid_token(token)
-    {
-        return refuse(e);
-    }
-    if let Some(problem) = exposure_problem(&listen, &settings) {
-        return refuse(problem);
-    }
+    let tenants = match super::guarding::checked(&listen, &settings) {
+        Ok(tenants) => tenants,
+        Err(e) => return refuse(e),
+    };
     let durability = match durability_of(&settings) {
         Ok(durability) => durability,
         Err(message) => return refuse(message),
@@ -205,10 +200,6 @@ pub async fn serve(args: Args) -> Exit {
     let db = match database_of(&settings) {
         Ok(db) => db,
         Err(message) => return refuse(message),
-    };
-    let tenants = match settings.tenants() {
-        Ok(tenants) => tenants,
-        Err(e) => return refuse(e),
     };
     // Checked before any engine starts; each engine reads it with its own folder.
     if let Err(e) = settings.retention(Path::new("/"), None) {
@@ -491,27 +482,10 @@ async fn reload_on_hangup(
     let Ok(mut hangups) = signal(SignalKind::hangup()) else {
         return;
     };
+    let served: Vec<Option<String>> = gates.iter().map(|(name, _)| name.clone()).collect();
     while hangups.recv().await.is_some() {
-        let checked = args.settings().and_then(|settings| {
-            settings.token.as_deref().map_or(Ok(()), valid_token)?;
-            let tenants = settings.tenants()?;
-            for (name, _) in &gates {
-                if let Some(name) = name
-                    && !tenants.iter().any(|t| &t.name == name)
-                {
-                    return Err(format!(
-                        "tenant `{name}` is gone from the settings: restart to remove a tenant"
-                    ));
-                }
-            }
-            match settings.log_level.as_deref() {
-                Some(level) if !LEVELS.contains(&level) => Err(unknown_level_message(level)),
-                _ => Ok(settings),
-            }
-        });
-        match checked {
-            Ok(settings) => {
-                let tenants = settings.tenants().unwrap_or_default();
+        match super::guarding::reloaded(args.settings(), &listen, &served) {
+            Ok((settings, tenants)) => {
                 for (name, gate) in &gates {
                     let tenant = name
                         .as_ref()

@@ -61,8 +61,17 @@ pub enum Refusal {
     Wrong,
 }
 
-/// Checks that a token is long enough to guard a daemon.
+/// Checks that a token can guard a daemon: long enough, and without
+/// spaces or control characters (which no client sends back as they were
+/// written, and which make a blank-looking token pass for a set one).
 pub fn valid_token(token: &str) -> Result<(), String> {
+    if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(
+            "the token must not contain spaces, tabs, line breaks or control characters; \
+             make one with `openssl rand -hex 32`"
+                .into(),
+        );
+    }
     if token.chars().count() < MIN_TOKEN_LEN {
         return Err(format!(
             "the token must be at least {MIN_TOKEN_LEN} characters (an empty or short one is \
