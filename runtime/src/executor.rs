@@ -30,6 +30,7 @@ mod run;
 mod services;
 mod stand_in;
 mod step_rows;
+mod tree;
 mod types;
 mod writes;
 
@@ -107,6 +108,7 @@ pub(crate) struct Inner {
     external: std::sync::OnceLock<Arc<dyn ExternalActions>>,
     stand_in: std::sync::OnceLock<Arc<dyn StandIn>>,
     asks: asks::Asks,
+    trees: tree::Trees,
 }
 
 /// Delivers `workflow.notify` messages to the agent that started a run.
@@ -144,6 +146,7 @@ impl Executor {
                 external: std::sync::OnceLock::new(),
                 stand_in: std::sync::OnceLock::new(),
                 asks: asks::Asks::default(),
+                trees: tree::Trees::default(),
             }
         });
         Executor { inner }
@@ -467,6 +470,7 @@ impl Inner {
             workspace: workspace.as_ref().map(|w| w.to_string_lossy().into_owned()),
             session_id: request.session_id.clone(),
             max_loop_iterations: Some(self.config.limits.loop_iterations),
+            max_step_instances: Some(self.config.limits.step_instances),
             rerun_of: request.rerun.as_ref().map(|(of, _)| of.clone()),
             carried: request
                 .rerun
@@ -810,6 +814,8 @@ impl Inner {
     }
 
     async fn recover(self: &Arc<Self>) -> Result<Vec<String>, ExecError> {
+        self.sweep_workspaces().await;
+        tree::cancel_orphans(self).await?;
         let rows = self
             .store
             .workflows(WorkflowFilter {
@@ -834,6 +840,31 @@ impl Inner {
             }
         }
         Ok(recovered)
+    }
+
+    /// Removes the workspaces of runs that ended while their process was
+    /// dying (killed between a run's end and its workspace's removal), and
+    /// what a dead process was making. Workspaces of runs this store does
+    /// not know are another daemon's: left alone.
+    async fn sweep_workspaces(&self) {
+        let Some(workspaces) = self.config.workspaces.clone() else {
+            return;
+        };
+        let made = tokio::task::spawn_blocking({
+            let workspaces = workspaces.clone();
+            move || workspaces.made()
+        })
+        .await
+        .unwrap_or_default();
+        for (name, path) in made {
+            if let Ok(Some(row)) = self.store.workflow(&name).await
+                && row.status.is_ended()
+                && workspaces.for_run(&row.id) == path
+            {
+                tracing::info!(workflow = %row.id, "removing the workspace its run left behind");
+                workspaces.remove(&path).await;
+            }
+        }
     }
 
     /// Marks an interrupted workflow suspended, as opcode does.

@@ -110,9 +110,21 @@ pub async fn waiting_below(
     store: &dyn EventStore,
     id: &str,
 ) -> Result<Vec<(String, Vec<DecisionRow>)>, StoreError> {
+    let waiting = waiting_via(store, id).await?;
+    Ok(waiting
+        .into_iter()
+        .map(|(_, run, decisions)| (run, decisions))
+        .collect())
+}
+
+/// [`waiting_below`], each run with the child of `id` it is below (or is).
+async fn waiting_via(
+    store: &dyn EventStore,
+    id: &str,
+) -> Result<Vec<(String, String, Vec<DecisionRow>)>, StoreError> {
     let mut out = Vec::new();
-    let mut parents = vec![id.to_owned()];
-    while let Some(parent) = parents.pop() {
+    let mut parents = vec![(id.to_owned(), None)];
+    while let Some((parent, via)) = parents.pop() {
         let filter = crate::store::WorkflowFilter {
             parent_id: Some(parent),
             ..Default::default()
@@ -121,13 +133,14 @@ pub async fn waiting_below(
             if child.status.is_ended() {
                 continue;
             }
+            let via: String = via.clone().unwrap_or_else(|| child.id.clone());
             if child.status == crate::store::WorkflowStatus::Suspended {
                 let pending = store
                     .decisions(Some(&child.id), Some(crate::store::DecisionStatus::Pending))
                     .await?;
-                out.push((child.id.clone(), pending));
+                out.push((via.clone(), child.id.clone(), pending));
             }
-            parents.push(child.id);
+            parents.push((child.id, Some(via)));
         }
     }
     Ok(out)
@@ -248,7 +261,7 @@ async fn add_held(
     if state.workflow.status != crate::store::WorkflowStatus::Active || running.is_empty() {
         return Ok(());
     }
-    let waiting = waiting_below(store, id).await?;
+    let waiting = waiting_via(store, id).await?;
     let asks = |step: &StepRow| {
         state
             .pending_decisions
@@ -256,8 +269,13 @@ async fn add_held(
             .any(|d| opcode_vm::event::asking_step(&d.id) == Some(step.step_id.as_str()))
     };
     let holds = |step: &StepRow| {
-        let prefix = format!("{id}.{}.", step.step_id.replace('/', "."));
-        asks(step) || waiting.iter().any(|(child, _)| child.starts_with(&prefix))
+        let started = |child: &String| {
+            (1..=step.attempt.max(1)).any(|attempt| {
+                let key = format!("{id}/{}/{attempt}", step.step_id);
+                opcode_stdlib::exec::started_by(child, &key)
+            })
+        };
+        asks(step) || waiting.iter().any(|(via, _, _)| started(via))
     };
     if running.iter().all(|s| holds(s)) {
         out["status"] = json!("suspended");
@@ -265,13 +283,13 @@ async fn add_held(
     if waiting.is_empty() {
         return Ok(());
     }
-    let runs: Vec<&String> = waiting.iter().map(|(child, _)| child).collect();
+    let runs: Vec<&String> = waiting.iter().map(|(_, run, _)| run).collect();
     out["waiting_runs"] = json!(runs);
     let mut pending: Vec<Value> = out["pending_decisions"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    for (child, decisions) in &waiting {
+    for (_, child, decisions) in &waiting {
         for d in decisions {
             let mut shown = decision(child, d, view.inline_limit);
             shown["workflow_id"] = json!(child);

@@ -48,38 +48,73 @@ impl Workspaces {
         }
     }
 
-    /// Makes `workspace` if it is a fresh one that does not exist yet: one
-    /// `mkdir` when it does (every effectful call asks), the root made
-    /// only when missing.
+    /// Makes `workspace` if it is a fresh one that does not exist yet, at
+    /// once: made and given to the sandbox user under a name of its own,
+    /// then renamed into place, so that no process dying half-way leaves a
+    /// workspace the sandbox cannot use. One `lstat` when it exists (every
+    /// effectful call asks), the root made only when missing.
     pub fn ensure(&self, workspace: &Path) -> std::io::Result<()> {
         let Workspaces::Fresh { root, owner } = self else {
             return Ok(());
         };
-        if workspace.parent() != Some(root.as_path()) {
+        if workspace.parent() != Some(root.as_path())
+            || std::fs::symlink_metadata(workspace).is_ok()
+        {
             return Ok(());
         }
-        match make_private(workspace) {
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+        let making = making_name(workspace);
+        match make_private(&making) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 make_root(root)?;
-                match make_private(workspace) {
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
-                    made => made?,
-                }
+                make_private(&making)?;
             }
             made => made?,
         }
-        if let Some((uid, gid)) = owner
-            && nix::unistd::Uid::effective().is_root()
-        {
-            nix::unistd::chown(
+        let placed = give(&making, *owner).and_then(|()| {
+            nix::fcntl::renameat2(
+                nix::fcntl::AT_FDCWD,
+                &making,
+                nix::fcntl::AT_FDCWD,
                 workspace,
-                Some(nix::unistd::Uid::from_raw(*uid)),
-                Some(nix::unistd::Gid::from_raw(*gid)),
+                nix::fcntl::RenameFlags::RENAME_NOREPLACE,
             )
-            .map_err(std::io::Error::from)?;
+            .map_err(std::io::Error::from)
+        });
+        match placed {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let _ = std::fs::remove_dir(&making);
+                // Another call made it meanwhile.
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            }
         }
-        Ok(())
+    }
+
+    /// The workspaces under the root, by name (a run id, or a digest of
+    /// one), for the sweep at start: what a process killed after its run
+    /// ended left behind. Workspaces a dead process was making are removed
+    /// here; another live process's are left alone.
+    pub fn made(&self) -> Vec<(String, PathBuf)> {
+        let Some(root) = self.root() else {
+            return Vec::new();
+        };
+        let Ok(entries) = std::fs::read_dir(root) else {
+            return Vec::new();
+        };
+        let mut made = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            match making_pid(&name) {
+                Some(pid) if !alive(pid) => remove_now(&entry.path()),
+                Some(_) => {}
+                None => made.push((name, entry.path())),
+            }
+        }
+        made
     }
 
     /// Removes `workspace` if it is a fresh one, on a blocking thread: a
@@ -112,6 +147,46 @@ fn remove_now(workspace: &Path) {
     {
         tracing::warn!(workspace = %workspace.display(), error = %e, "cannot remove a run's workspace");
     }
+}
+
+/// The name a workspace is made under before it is renamed into place:
+/// `.NAME.PID.N.making`.
+fn making_name(workspace: &Path) -> PathBuf {
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = workspace.file_name().unwrap_or_default().to_string_lossy();
+    workspace.with_file_name(format!(".{name}.{}.{n}.making", std::process::id()))
+}
+
+/// The process making `name`, if it is a workspace being made.
+fn making_pid(name: &str) -> Option<i32> {
+    let rest = name.strip_prefix('.')?.strip_suffix(".making")?;
+    let mut parts = rest.rsplitn(3, '.');
+    let _n = parts.next()?;
+    parts.next()?.parse().ok()
+}
+
+/// Is process `pid` alive (it may be another user's)?
+fn alive(pid: i32) -> bool {
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        Err(e) => e == nix::errno::Errno::EPERM,
+    }
+}
+
+/// Gives `dir` to the sandbox user, when this process may.
+fn give(dir: &Path, owner: Option<(u32, u32)>) -> std::io::Result<()> {
+    if let Some((uid, gid)) = owner
+        && nix::unistd::Uid::effective().is_root()
+    {
+        nix::unistd::chown(
+            dir,
+            Some(nix::unistd::Uid::from_raw(uid)),
+            Some(nix::unistd::Gid::from_raw(gid)),
+        )
+        .map_err(std::io::Error::from)?;
+    }
+    Ok(())
 }
 
 /// Makes `dir` with mode 0700 (its parent must exist).
@@ -180,5 +255,33 @@ mod tests {
         // Only workspaces it made are removed.
         workspaces.remove(dir.path()).await;
         assert!(dir.path().exists());
+    }
+
+    #[test]
+    fn a_workspace_half_made_by_a_dead_process_is_swept_and_never_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        let workspaces = Workspaces::Fresh {
+            root: root.clone(),
+            owner: None,
+        };
+        let ws = workspaces.for_run("run-1");
+        workspaces.ensure(&ws).unwrap();
+        // A dead process's making (no pid is this large) and a live one's.
+        let dead = root.join(".run-2.2147483646.0.making");
+        let live = root.join(format!(".run-3.{}.7.making", std::process::id()));
+        for making in [&dead, &live] {
+            std::fs::create_dir(making).unwrap();
+        }
+        let made = workspaces.made();
+        assert_eq!(made, vec![("run-1".to_owned(), ws.clone())]);
+        assert!(!dead.exists() && live.exists());
+        // Nothing made under its own name is left once it is in place.
+        let names: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
     }
 }

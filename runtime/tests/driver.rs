@@ -166,7 +166,7 @@ fn a_child_that_waits_for_a_signal_holds_its_parent_and_is_named() {
     assert_eq!(view["status"], "suspended", "{view}");
     assert_eq!(
         view["waiting_runs"],
-        json!([format!("{id}.call.1")]),
+        json!([opcode_stdlib::exec::child_id(&format!("{id}/call/1"), None)]),
         "{view}"
     );
     assert!(view.get("pending_decisions").is_none(), "{view}");
@@ -179,13 +179,13 @@ fn a_child_that_waits_for_a_decision_holds_its_parent_which_rests_suspended() {
     assert_eq!(view["status"], "suspended", "{view}");
     assert_eq!(
         view["waiting_runs"],
-        json!([format!("{id}.call.1")]),
+        json!([opcode_stdlib::exec::child_id(&format!("{id}/call/1"), None)]),
         "{view}"
     );
     assert_eq!(view["pending_decisions"][0]["step_id"], "review", "{view}");
     assert_eq!(
         view["pending_decisions"][0]["workflow_id"],
-        format!("{id}.call.1")
+        opcode_stdlib::exec::child_id(&format!("{id}/call/1"), None)
     );
 }
 

@@ -413,7 +413,7 @@ fn a_child_workflow_runs_once_and_its_output_reaches_the_parent() {
         assert_eq!(row.status.as_str(), "completed", "{row:?}");
         let output = json_of(row.output.as_deref());
         assert_eq!(output["call"]["output"]["doubled"], json!(42), "{output}");
-        let child_id = format!("{id}.call.1");
+        let child_id = opcode_stdlib::exec::child_id(&format!("{id}/call/1"), None);
         let child = store.workflow(&child_id).await.unwrap().unwrap();
         assert_eq!(child.parent_id.as_deref(), Some(id.as_str()));
         assert_eq!(child.status.as_str(), "completed");

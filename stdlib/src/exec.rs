@@ -226,13 +226,42 @@ impl Child<'_> {
 
 /// The workflow id of the child a call starts (the `index`th, for
 /// `workflow.map`): the same for a re-run of an interrupted attempt, so it
-/// finds the child it already started.
+/// finds the child it already started (see [`child_id`]).
 pub fn child_workflow_id(call: &Call, index: Option<usize>) -> String {
-    let key = call.idempotency_key.replace('/', ".");
-    match index {
-        Some(i) => format!("{key}.{i}"),
-        None => key,
+    child_id(&call.idempotency_key, index)
+}
+
+/// The id of the child started by the call whose idempotency key is
+/// `key` (`run/step/attempt`): `ROOT.DIGEST`, the id of the tree's first
+/// run and 16 hex digits of the SHA-256 of the key; a `workflow.map`
+/// child adds `.INDEX`. As short at any depth, every run of a tree starts
+/// with its root's id, and a call's children with its `ROOT.DIGEST`.
+pub fn child_id(key: &str, index: Option<usize>) -> String {
+    use sha2::Digest;
+    use std::fmt::Write;
+    let run = key.split('/').next().unwrap_or(key);
+    let digest = sha2::Sha256::digest(key.as_bytes());
+    let mut id = format!("{}.", tree_root(run));
+    for byte in &digest[..8] {
+        let _ = write!(id, "{byte:02x}");
     }
+    if let Some(i) = index {
+        let _ = write!(id, ".{i}");
+    }
+    id
+}
+
+/// Is `child` a run that the call whose idempotency key is `key` started?
+pub fn started_by(child: &str, key: &str) -> bool {
+    let base = child_id(key, None);
+    child
+        .strip_prefix(base.as_str())
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+}
+
+/// The id of the first run of the tree run `id` belongs to.
+pub fn tree_root(id: &str) -> &str {
+    id.split('.').next().unwrap_or(id)
 }
 
 /// The file of a child template named `template`, looked up next to a

@@ -25,6 +25,12 @@ pub struct Block {
     pub expr_memory: Option<Size>,
     /// Iterations of one loop instance.
     pub loop_iterations: Option<u64>,
+    /// Step instances the loops of one run may make in all.
+    pub step_instances: Option<u64>,
+    /// Runs one run tree may nest (`workflow.run` in `workflow.run`).
+    pub run_depth: Option<u64>,
+    /// Runs one run tree may make besides its root.
+    pub run_tree: Option<u64>,
     /// Children of one `workflow.map`.
     pub map_items: Option<u64>,
     /// Bytes of one action's output (as JSON).
@@ -50,6 +56,12 @@ pub struct Limits {
     pub expr_memory: u64,
     /// Iterations of one loop instance.
     pub loop_iterations: u64,
+    /// Step instances the loops of one run may make in all.
+    pub step_instances: u64,
+    /// Runs one run tree may nest.
+    pub run_depth: u64,
+    /// Runs one run tree may make besides its root.
+    pub run_tree: u64,
     /// Children of one `workflow.map`.
     pub map_items: u64,
     /// Bytes of one action's output.
@@ -70,6 +82,9 @@ impl Default for Limits {
             jq_outputs: 100_000,
             expr_memory: 1 << 30,
             loop_iterations: opcode_vm::limits::LOOP_ITERATIONS,
+            step_instances: opcode_vm::limits::STEP_INSTANCES,
+            run_depth: 16,
+            run_tree: 10_000,
             map_items: 10_000,
             output_bytes: 64 << 20,
             recoveries: 3,
@@ -101,6 +116,9 @@ impl Limits {
             jq_outputs: block.jq_outputs.unwrap_or(base.jq_outputs),
             expr_memory: block.expr_memory.map_or(base.expr_memory, |s| s.0),
             loop_iterations: block.loop_iterations.unwrap_or(base.loop_iterations),
+            step_instances: block.step_instances.unwrap_or(base.step_instances),
+            run_depth: block.run_depth.unwrap_or(base.run_depth).max(1),
+            run_tree: block.run_tree.unwrap_or(base.run_tree).max(1),
             map_items: block.map_items.unwrap_or(base.map_items),
             output_bytes: block.output_bytes.map_or(base.output_bytes, |s| s.0),
             recoveries: block.recoveries.unwrap_or(base.recoveries).max(1),

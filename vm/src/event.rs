@@ -59,6 +59,10 @@ pub struct RunMeta {
     /// that its replay takes the same path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_loop_iterations: Option<u64>,
+    /// Step instances the run's loops may make in all (default
+    /// [`crate::limits::STEP_INSTANCES`]); fixed when the run starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_step_instances: Option<u64>,
     /// The conversation the run belongs to: delegated agents' steps of
     /// runs in one session get its earlier turns (spec/agents.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -52,6 +52,11 @@ pub const REGEX_NESTING: u32 = 128;
 /// ([`crate::event::RunMeta::max_loop_iterations`]).
 pub const LOOP_ITERATIONS: u64 = 100_000;
 
+/// Step instances the loops of one run may make in all, however they
+/// nest, unless the run says ([`crate::event::RunMeta::max_step_instances`]):
+/// a loop at [`LOOP_ITERATIONS`] with a one-step body fits.
+pub const STEP_INSTANCES: u64 = 100_000;
+
 /// R0130 for a run-time bound: `limit` names it, `value` is what was
 /// asked, `max` the bound.
 pub fn exceeded(limit: &str, value: u64, max: u64, message: String) -> crate::error::ActionError {

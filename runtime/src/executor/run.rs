@@ -132,6 +132,9 @@ pub struct RunTask {
     /// Answered once a shutdown has let the run go.
     shutting_down: Option<oneshot::Sender<()>>,
     lapsed: Option<ExecError>,
+    /// It has started children (`workflow.run`, `workflow.map`): when it
+    /// ends, those still running are cancelled.
+    has_children: bool,
 }
 
 /// What a run starts from.
@@ -253,6 +256,7 @@ impl RunTask {
             resume_halted: false,
             shutting_down: None,
             lapsed: None,
+            has_children: false,
         }
     }
 
@@ -646,6 +650,7 @@ impl RunTask {
     fn perform(&mut self, effect: Effect) {
         match effect {
             Effect::Dispatch(d) => {
+                self.has_children |= matches!(d.action.as_str(), "workflow.run" | "workflow.map");
                 let step = self.loaded.plan.instance_name(&d.inst);
                 let effect = d.effect;
                 let (caller, tx, run_id, name, facts) = (
@@ -732,6 +737,9 @@ impl RunTask {
     /// The run ended (or its channel closed).
     async fn finish(mut self) {
         self.leave();
+        if self.has_children && self.vm.status().is_terminal() {
+            super::tree::cancel_children(&self.inner, &self.id, self.vm.status().into());
+        }
         if self.vm.status().is_terminal()
             && !self.who.child
             && let (Some(workspaces), Some(ws)) =

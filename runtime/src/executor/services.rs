@@ -124,6 +124,11 @@ impl Services for RuntimeServices {
             // Started by an earlier attempt: it may run elsewhere.
             let mut look = true;
             if inner.store.workflow(&id).await.ok().flatten().is_none() {
+                let limits = &inner.config.limits;
+                inner
+                    .trees
+                    .admit(&*inner.store, limits, &call.run_id)
+                    .await?;
                 start_child(&inner, call, child, &id).await?;
                 look = !inner.runs().contains_key(&id);
             }

@@ -164,6 +164,18 @@ impl Vm {
                 crate::limits::exceeded("loop_iterations", u64::from(index) + 1, limit, message);
             return self.fail_attempt(key, error, host);
         }
+        let held = self.nested.len() as u64;
+        let body_steps = self.plan.program.blocks[body as usize].steps.len() as u64;
+        let instances = self.instance_limit();
+        if held + body_steps > instances {
+            let message = format!(
+                "the run's loops have made {held} step instances; one more iteration would pass \
+                 {instances}, the most one run may hold (limits.step_instances)"
+            );
+            let error =
+                crate::limits::exceeded("step_instances", held + body_steps, instances, message);
+            return self.fail_attempt(key, error, host);
+        }
         if mode == LoopMode::While {
             match self.loop_condition(key, index, host) {
                 Ok(true) => {}
@@ -201,6 +213,13 @@ impl Vm {
         self.meta
             .max_loop_iterations
             .unwrap_or(crate::limits::LOOP_ITERATIONS)
+    }
+
+    /// Step instances this run's loops may make in all.
+    fn instance_limit(&self) -> u64 {
+        self.meta
+            .max_step_instances
+            .unwrap_or(crate::limits::STEP_INSTANCES)
     }
 
     /// Evaluates a `while`/`until` condition for iteration `index`.
