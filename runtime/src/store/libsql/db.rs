@@ -153,7 +153,11 @@ const WORKFLOW_COLUMNS: &str = concat!(
 
 impl Db {
     /// Opens (creating if needed) the database at `path` and migrates it.
+    /// A new database is made readable by its owner only (0600; SQLite
+    /// gives its WAL and shared-memory files the database's mode): it holds
+    /// every run's inputs and outputs.
     pub fn open(path: &Path, durability: Durability) -> StoreResult<Db> {
+        create_private(path).map_err(backend)?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .map_err(backend)?;
@@ -980,6 +984,20 @@ pub(super) fn workflows_query(filter: &WorkflowFilter) -> (String, Vec<Value>) {
     (sql, params)
 }
 
+/// Creates `path` empty with mode 0600 unless it exists.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        made => made.map(drop),
+    }
+}
+
 fn seq(n: u64) -> Value {
     Value::Integer(n as i64)
 }
@@ -999,6 +1017,17 @@ mod tests {
             .unwrap()
             .connect()
             .unwrap()
+    }
+
+    #[test]
+    fn a_new_database_and_its_wal_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("private.db");
+        let _db = Db::open(&path, Durability::Normal).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&dir.path().join("private.db-wal")), 0o600);
     }
 
     /// The writer skips the schema's CHECKs (decision 0040); another
