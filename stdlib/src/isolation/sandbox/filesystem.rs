@@ -3,6 +3,13 @@
 //! daemon's files and other runs' workspaces covered, and the workspace
 //! itself bound back (writable unless the policy says not). `/proc` is
 //! mounted by the init, inside the new pid namespace.
+//!
+//! Covers and binds are laid shallowest first ([`layers`]), so the deepest
+//! rule decides what each path shows: a hidden path inside a bound one
+//! (the daemon's database inside a granted home, wherever it lives: under
+//! the private `/tmp` too) is covered after the bind brings it back, and
+//! the workspace inside the covered root of workspaces is bound after the
+//! cover.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -44,12 +51,22 @@ pub(super) fn build(spec: &Spec) -> Result<(), String> {
     read_only_host(&host_mounts)?;
     private_tmp(spec)?;
     private_dev(spec, &devices)?;
-    let masks = hide(&spec.hidden, &devices)?;
-    if let Some((ws, handle)) = &workspace {
-        bind_back(ws, handle, spec.writable, &host_mounts)?;
-    }
-    for (bind, handle) in &binds {
-        bind_back(&bind.path, handle, bind.writable, &host_mounts)?;
+    let mut masks = Vec::new();
+    let bound = workspace
+        .iter()
+        .map(|(ws, handle)| (*ws, handle, spec.writable))
+        .chain(binds.iter().map(|(b, h)| (b.path.as_path(), h, b.writable)));
+    for layer in layers(&spec.hidden, bound) {
+        match layer {
+            Layer::Cover(path) => {
+                if hide(path, &devices)? {
+                    masks.push(path.to_path_buf());
+                }
+            }
+            Layer::Bind(path, handle, writable) => {
+                bind_back(path, handle, writable, &host_mounts)?;
+            }
+        }
     }
     for dir in masks {
         remount(&dir, MsFlags::MS_RDONLY | MASKED)
@@ -183,38 +200,56 @@ fn private_dev(spec: &Spec, devices: &[(&'static str, OwnedFd)]) -> Result<(), S
     .map_err(|e| format!("cannot make /dev read-only: {e}"))
 }
 
-/// Covers each hidden path the sandbox user can reach: a directory with an
-/// empty tmpfs (read-only once the workspace is bound), a file with
-/// `/dev/null`. Returns the covered directories.
-fn hide(hidden: &[PathBuf], devices: &[(&'static str, OwnedFd)]) -> Result<Vec<PathBuf>, String> {
-    let null = devices
-        .iter()
-        .find(|(name, _)| *name == "null")
-        .map(|(_, fd)| by_handle(fd))
-        .unwrap_or_default();
-    let mut covered = Vec::new();
-    for path in hidden {
-        // Out of the sandbox user's reach, or absent: nothing to see.
-        let Ok(meta) = std::fs::metadata(path) else {
-            continue;
-        };
-        let result = if meta.is_dir() {
-            mount(
-                Some("tmpfs"),
-                path,
-                Some("tmpfs"),
-                MASKED,
-                Some("size=64k,mode=0755"),
-            )
-        } else {
-            mount(Some(null.as_str()), path, NONE, MsFlags::MS_BIND, NONE)
-        };
-        result.map_err(|e| format!("cannot hide {}: {e}", path.display()))?;
-        if meta.is_dir() {
-            covered.push(path.clone());
-        }
-    }
-    Ok(covered)
+/// One mount of the view: a hidden path covered, or a kept path (opened
+/// before anything was covered) bound back, writable or not.
+#[derive(Debug, PartialEq)]
+enum Layer<'a, H> {
+    Cover(&'a Path),
+    Bind(&'a Path, H, bool),
+}
+
+/// The covers and binds in the order they are laid: shallowest path
+/// first, a cover before a bind of the same depth; so each path shows
+/// what the deepest rule above it says.
+fn layers<'a, H>(
+    hidden: &'a [PathBuf],
+    bound: impl Iterator<Item = (&'a Path, H, bool)>,
+) -> Vec<Layer<'a, H>> {
+    let mut layers: Vec<Layer<'a, H>> = hidden.iter().map(|p| Layer::Cover(p.as_path())).collect();
+    layers.extend(bound.map(|(path, handle, writable)| Layer::Bind(path, handle, writable)));
+    layers.sort_by_key(|layer| match layer {
+        Layer::Cover(path) => (path.components().count(), 0),
+        Layer::Bind(path, ..) => (path.components().count(), 1),
+    });
+    layers
+}
+
+/// Covers a hidden path if the view shows it: a directory with an empty
+/// tmpfs (read-only once everything is laid), a file with `/dev/null`.
+/// True when it covered a directory.
+fn hide(path: &Path, devices: &[(&'static str, OwnedFd)]) -> Result<bool, String> {
+    // Out of the sandbox user's reach, or absent from the view: nothing to see.
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(false);
+    };
+    let result = if meta.is_dir() {
+        mount(
+            Some("tmpfs"),
+            path,
+            Some("tmpfs"),
+            MASKED,
+            Some("size=64k,mode=0755"),
+        )
+    } else {
+        let null = devices
+            .iter()
+            .find(|(name, _)| *name == "null")
+            .map(|(_, fd)| by_handle(fd))
+            .unwrap_or_default();
+        mount(Some(null.as_str()), path, NONE, MsFlags::MS_BIND, NONE)
+    };
+    result.map_err(|e| format!("cannot hide {}: {e}", path.display()))?;
+    Ok(meta.is_dir())
 }
 
 /// Binds the workspace, or another kept path (opened before anything
@@ -332,5 +367,39 @@ mod tests {
         let flags = kept_flags("rw,nosuid,nodev,relatime");
         assert!(flags.contains(MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_RELATIME));
         assert!(!flags.contains(MsFlags::MS_NOEXEC));
+    }
+
+    /// The daemon's home granted to a step (its database inside, the
+    /// root of workspaces inside, the step's own workspace inside that):
+    /// the database and the root are covered after the home is bound back,
+    /// the workspace bound after the root is covered.
+    #[test]
+    fn the_deepest_rule_is_laid_last() {
+        let hidden = [
+            PathBuf::from("/tmp/home/.opcode/opcode.db"),
+            PathBuf::from("/tmp/home/workspaces"),
+            PathBuf::from("/var/x"),
+        ];
+        let bound = [
+            (Path::new("/tmp/home/workspaces/r1"), 'w', true),
+            (Path::new("/tmp/home"), 'h', true),
+        ];
+        let order: Vec<String> = layers(&hidden, bound.into_iter())
+            .iter()
+            .map(|layer| match layer {
+                Layer::Cover(path) => format!("cover {}", path.display()),
+                Layer::Bind(path, ..) => format!("bind {}", path.display()),
+            })
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "cover /var/x",
+                "bind /tmp/home",
+                "cover /tmp/home/workspaces",
+                "cover /tmp/home/.opcode/opcode.db",
+                "bind /tmp/home/workspaces/r1",
+            ]
+        );
     }
 }
