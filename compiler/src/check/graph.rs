@@ -15,7 +15,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use opcode_vm::policy::{ParallelMode, Strategy};
-use petgraph::algo::tarjan_scc;
+use petgraph::algo::kosaraju_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 
 use super::model::{BlockRole, Model, StepIdx};
@@ -271,7 +271,9 @@ fn report_cycles(model: &Model<'_>, graph: &Graph, sink: &mut Diagnostics) {
             g.add_edge(NodeIndex::new(d), NodeIndex::new(s), ());
         }
     }
-    for component in tarjan_scc(&g) {
+    // Kosaraju's walk keeps its own stack: a chain of any length cannot
+    // overflow the thread's (Tarjan's recurses once a step).
+    for component in kosaraju_scc(&g) {
         if component.len() < 2 {
             continue;
         }

@@ -147,24 +147,29 @@ impl Services for RuntimeServices {
                 .as_deref()
                 .and_then(|o| serde_json::from_str(o).ok())
                 .unwrap_or(Value::Null);
-            let result = json!({"workflow_id": id, "status": row.status, "output": output});
+            let mut result = json!({"workflow_id": id, "status": row.status, "output": output});
             if row.status == WorkflowStatus::Completed {
-                Ok(result)
-            } else {
-                let why = row
-                    .error
-                    .as_deref()
-                    .and_then(|e| serde_json::from_str::<Value>(e).ok())
-                    .and_then(|e| e.get("message").and_then(Value::as_str).map(str::to_owned))
-                    .map_or_else(String::new, |m| format!(": {m}"));
-                Err(ActionError::new(
-                    opcode_vm::codes::R0113,
-                    "EXECUTION_ERROR",
-                    format!("child `{}` ended {}{why}", child.template, row.status),
-                    false,
-                )
-                .with_details(result))
+                return Ok(result);
             }
+            let cause = row
+                .error
+                .as_deref()
+                .and_then(|e| serde_json::from_str::<Value>(e).ok())
+                .map(|e| cause_of(&id, &e));
+            let why = cause
+                .as_ref()
+                .and_then(|c| c["message"].as_str())
+                .map_or_else(String::new, |m| format!(": {m}"));
+            if let Some(cause) = cause {
+                result["cause"] = cause;
+            }
+            Err(ActionError::new(
+                opcode_vm::codes::R0113,
+                "EXECUTION_ERROR",
+                format!("child `{}` ended {}{why}", child.template, row.status),
+                false,
+            )
+            .with_details(result))
         })
     }
 
@@ -198,6 +203,21 @@ impl Services for RuntimeServices {
             }
             answer.await.unwrap_or(default)
         })
+    }
+}
+
+/// The first failure below a child run that failed with `error`: its
+/// child's cause when it failed because of one, else its own error; so a
+/// deep tree's root says what went wrong once, not once a level.
+fn cause_of(id: &str, error: &Value) -> Value {
+    match error.pointer("/details/cause") {
+        Some(cause) => cause.clone(),
+        None => json!({
+            "workflow_id": id,
+            "step": error.get("step"),
+            "code": error.get("code"),
+            "message": error.get("message"),
+        }),
     }
 }
 
