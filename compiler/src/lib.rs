@@ -95,25 +95,7 @@ impl Compiler {
 
     /// Reads and lowers a source text of either syntax into the AST.
     pub fn parse_as(&self, src: &str, syntax: Syntax, sink: &mut Diagnostics) -> Option<Document> {
-        if src.len() > MAX_SOURCE_BYTES {
-            sink.push(
-                Diagnostic::error(
-                    E0006,
-                    Span::at(0),
-                    format!(
-                        "the file is {} bytes; a workflow may be at most {MAX_SOURCE_BYTES}",
-                        src.len()
-                    ),
-                )
-                .with_help("split the workflow, or move data into inputs"),
-            );
-            return None;
-        }
-        let node = match syntax {
-            Syntax::Json => syntax::json::parse(src, sink)?,
-            Syntax::Opc => syntax::opc::parse(src, sink)?,
-        };
-        syntax::lower::lower_document(src, &node, sink)
+        deep(|| read(src, syntax, sink))
     }
 
     /// Runs every check on a JSON source text and returns what was found.
@@ -123,11 +105,13 @@ impl Compiler {
 
     /// Runs every check on a source text of either syntax.
     pub fn check_as(&self, src: &str, syntax: Syntax) -> Diagnostics {
-        let mut sink = Diagnostics::new();
-        if let Some(doc) = self.parse_as(src, syntax, &mut sink) {
-            check::check(&doc, &self.catalog, src, &mut sink);
-        }
-        sink
+        deep(|| {
+            let mut sink = Diagnostics::new();
+            if let Some(doc) = read(src, syntax, &mut sink) {
+                check::check(&doc, &self.catalog, src, &mut sink);
+            }
+            sink
+        })
     }
 
     /// Checks and compiles a source text. The Program is produced only when
@@ -146,20 +130,57 @@ impl Compiler {
         file: &str,
         isolation: Option<&dyn IsolationCheck>,
     ) -> (Option<Program>, Diagnostics) {
-        let mut sink = Diagnostics::new();
-        let Some(doc) = self.parse_as(src, Syntax::of_file(file), &mut sink) else {
-            return (None, sink);
-        };
-        let checked = check::check(&doc, &self.catalog, src, &mut sink);
-        if let Some(isolation) = isolation {
-            check::isolation::check(&doc, isolation, &mut sink);
-        }
-        if sink.has_errors() {
-            return (None, sink);
-        }
-        let program = codegen::generate(&doc, &checked, src, file);
-        (Some(program), sink)
+        deep(|| {
+            let mut sink = Diagnostics::new();
+            let Some(doc) = read(src, Syntax::of_file(file), &mut sink) else {
+                return (None, sink);
+            };
+            let checked = check::check(&doc, &self.catalog, src, &mut sink);
+            if let Some(isolation) = isolation {
+                check::isolation::check(&doc, isolation, &mut sink);
+            }
+            if sink.has_errors() {
+                return (None, sink);
+            }
+            let program = codegen::generate(&doc, &checked, src, file);
+            (Some(program), sink)
+        })
     }
+}
+
+/// [`Compiler::parse_as`] on the caller's stack.
+fn read(src: &str, syntax: Syntax, sink: &mut Diagnostics) -> Option<Document> {
+    if src.len() > MAX_SOURCE_BYTES {
+        sink.push(
+            Diagnostic::error(
+                E0006,
+                Span::at(0),
+                format!(
+                    "the file is {} bytes; a workflow may be at most {MAX_SOURCE_BYTES}",
+                    src.len()
+                ),
+            )
+            .with_help("split the workflow, or move data into inputs"),
+        );
+        return None;
+    }
+    let node = match syntax {
+        Syntax::Json => syntax::json::parse_here(src, sink)?,
+        Syntax::Opc => syntax::opc::parse(src, sink)?,
+    };
+    syntax::lower::lower_document(src, &node, sink)
+}
+
+/// The stack every reading, check and compilation runs on, whatever thread
+/// calls (a tokio worker has 2 MiB): their recursive descent is bounded
+/// by the nesting limits (spec/limits.md), and the deepest input allowed
+/// takes under 2 MiB in a debug build. Mapped per call, touched only as
+/// far as it is used.
+const COMPILE_STACK: usize = 16 << 20;
+
+/// Runs `f` on a stack of [`COMPILE_STACK`].
+pub(crate) fn deep<R>(f: impl FnOnce() -> R) -> R {
+    stacker::grow(COMPILE_STACK, f)
 }
 
 /// The embedding's ceiling for steps' `isolation` blocks (the daemon's

@@ -21,7 +21,13 @@ use crate::source::Span;
 pub const MAX_DEPTH: usize = 256;
 
 /// Reads a JSON document. Problems go to `sink`; `None` when it is unusable.
+/// On the compiler's own stack ([`crate::deep`]), whatever thread calls.
 pub fn parse<'s>(src: &'s str, sink: &mut Diagnostics) -> Option<Node<'s>> {
+    crate::deep(|| parse_here(src, sink))
+}
+
+/// [`parse`] on the caller's stack.
+pub(crate) fn parse_here<'s>(src: &'s str, sink: &mut Diagnostics) -> Option<Node<'s>> {
     let mut reader = Reader {
         src,
         lexer: Token::lexer(src),

@@ -144,6 +144,10 @@ pub fn parse(src: &str, sink: &mut Diagnostics) -> Option<Node<'static>> {
 /// The canonical layout of `.opc` text, comments kept; the diagnostics
 /// when it does not parse.
 pub fn format(src: &str) -> Result<String, Diagnostics> {
+    crate::deep(|| format_here(src))
+}
+
+fn format_here(src: &str) -> Result<String, Diagnostics> {
     let mut sink = Diagnostics::new();
     match parse_tree(src, &mut sink) {
         Some(parsed) if !sink.has_errors() => {
@@ -156,8 +160,12 @@ pub fn format(src: &str) -> Result<String, Diagnostics> {
 /// `.opc` text for a JSON workflow; the diagnostics when it is not JSON
 /// holding an object.
 pub fn from_json(src: &str) -> Result<String, Diagnostics> {
+    crate::deep(|| from_json_here(src))
+}
+
+fn from_json_here(src: &str) -> Result<String, Diagnostics> {
     let mut sink = Diagnostics::new();
-    let node = super::json::parse(src, &mut sink);
+    let node = super::json::parse_here(src, &mut sink);
     match node {
         Some(node) if node.as_object().is_some() && !sink.has_errors() => {
             Ok(print::document(&print::from_node(&node), &[], ""))
@@ -176,9 +184,11 @@ pub fn from_json(src: &str) -> Result<String, Diagnostics> {
 
 /// The JSON value of `.opc` text; the diagnostics when it does not parse.
 pub fn to_json(src: &str) -> Result<serde_json::Value, Diagnostics> {
-    let mut sink = Diagnostics::new();
-    match parse(src, &mut sink) {
-        Some(node) if !sink.has_errors() => Ok(node.to_value()),
-        _ => Err(sink),
-    }
+    crate::deep(|| {
+        let mut sink = Diagnostics::new();
+        match parse(src, &mut sink) {
+            Some(node) if !sink.has_errors() => Ok(node.to_value()),
+            _ => Err(sink),
+        }
+    })
 }
