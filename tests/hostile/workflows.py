@@ -162,6 +162,39 @@ def run_time(expect, d):
     expect.section("memory-hungry evaluations and loops fail their run (R0130); the daemon stays small")
 
 
+def floods(expect, d):
+    statuses = ["completed", "failed"] * 16384
+    answer = call(d, "opcode.query", {"resource": "workflows", "filter": {"status": statuses}, "limit": 5})
+    expect.that("workflows" in answer, f"a 32,768-item status filter: {json.dumps(answer)[:400]}")
+    expect.that(get(d, "/readyz")[0] == 200, "the store is unready after a large filter")
+    expect.section("a status filter of 32,768 items reads as the statuses it names")
+
+    big = "x" * (20 << 20)
+    result = define(d, "big", [step("workflow.log", {"message": big})])
+    expect.that(result.get("version") == "v1", f"a 20 MiB define over /mcp: {json.dumps(result)[:300]}")
+    expect.that(sse_post_status(d, {"jsonrpc": "2.0", "id": 1, "method": "ping",
+                                    "params": {"_meta": {"pad": big}}}) == 202, "a 20 MiB /message is refused")
+    expect.section("a 20 MiB message is read on both transports (a workflow source may be 32 MiB)")
+
+
+def sse_post_status(d, message):
+    """Opens a legacy SSE session and POSTs `message` to its endpoint: the status."""
+    import http.client
+    stream = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+    stream.request("GET", "/sse", headers={"Accept": "text/event-stream"})
+    response = stream.getresponse()
+    endpoint = None
+    while endpoint is None:
+        line = response.fp.readline().decode().strip()
+        if line.startswith("data:") and "sessionId" in line:
+            endpoint = line.split(":", 1)[1].strip()
+    post = http.client.HTTPConnection("127.0.0.1", d.port, timeout=60)
+    post.request("POST", endpoint, body=json.dumps(message), headers={"Content-Type": "application/json"})
+    status = post.getresponse().status
+    stream.close()
+    return status
+
+
 def main(binary):
     expect = Expectations()
     with tempfile.TemporaryDirectory() as home:
@@ -171,6 +204,7 @@ def main(binary):
         try:
             compile_time(expect, d)
             run_time(expect, d)
+            floods(expect, d)
         finally:
             worst, slow = watch.finish()
             alive = d.process.poll() is None

@@ -66,7 +66,8 @@ pub fn router(
             StreamableHttpServerConfig::default()
                 .with_cancellation_token(shutdown.child_token())
                 .disable_allowed_hosts()
-                .with_json_response(true),
+                .with_json_response(true)
+                .with_max_request_body_bytes(depth::MAX_BODY),
         )
     };
     let stopping = api.stopping().clone();
@@ -79,7 +80,10 @@ pub fn router(
     let sessions = sse::Sessions::new(server, base_url, stopping.clone(), shutdown.child_token());
     let mut router = Router::new()
         .route("/sse", get(sse::connect))
-        .route("/message", post(sse::post))
+        .route(
+            "/message",
+            post(sse::post).layer(axum::extract::DefaultBodyLimit::max(depth::MAX_BODY)),
+        )
         .with_state(sessions)
         .route("/livez", get(|| async { "ok" }))
         .merge(observability)

@@ -317,6 +317,71 @@ async fn diagrams_of_templates_and_workflows() {
     assert!(text.contains("approve (reasoning) [suspended]"), "{text}");
 }
 
+/// `opcode.diagram` is bounded (spec/limits.md, "The daemon"): past its
+/// steps a picture is refused with R0130 naming the bound, and a PNG past
+/// its pixels before anything is allocated; text goes further.
+#[tokio::test]
+async fn diagrams_are_bounded_in_steps_and_pixels() {
+    let api = api();
+    let chain: Vec<Value> = (0..2_001)
+        .map(|i| {
+            let after = if i == 0 {
+                json!([])
+            } else {
+                json!([format!("s{}", i - 1)])
+            };
+            json!({"id": format!("s{i}"), "action": "crypto.uuid", "depends_on": after})
+        })
+        .collect();
+    ok(
+        &api,
+        "opcode.define",
+        json!({"name": "chain", "definition": {"steps": chain}}),
+    )
+    .await;
+    for format in ["svg", "png"] {
+        let e = err(
+            &api,
+            "opcode.diagram",
+            json!({"template_name": "chain", "format": format}),
+        )
+        .await;
+        assert_eq!(e.code.id, "R0130", "{format}: {}", e.to_json());
+        assert_eq!(
+            e.to_json()["error"]["details"]["limit"],
+            "diagram_steps",
+            "{}",
+            e.to_json()
+        );
+    }
+    let text = ok(
+        &api,
+        "opcode.diagram",
+        json!({"template_name": "chain", "format": "mermaid"}),
+    )
+    .await;
+    assert!(text["diagram"].as_str().unwrap().contains("s2000"));
+    let branches: Vec<Value> = (0..1_000)
+        .map(|i| json!([{"id": format!("b{i}"), "action": "crypto.uuid"}]))
+        .collect();
+    let wide =
+        json!({"steps": [{"id": "p", "type": "parallel", "config": {"branches": branches}}]});
+    ok(
+        &api,
+        "opcode.define",
+        json!({"name": "wide", "definition": wide}),
+    )
+    .await;
+    let e = err(
+        &api,
+        "opcode.diagram",
+        json!({"template_name": "wide", "format": "png"}),
+    )
+    .await;
+    assert_eq!(e.code.id, "R0130", "{}", e.to_json());
+    assert!(e.message.contains("pixels"), "{}", e.message);
+}
+
 #[tokio::test]
 async fn each_tool_error_has_its_code() {
     let api = api();

@@ -10,6 +10,12 @@ use serde_json::json;
 use super::args::Args;
 use super::{Api, ToolError, ToolResult};
 
+/// Steps a drawn (svg, png) diagram may have: past it a picture is too
+/// large to read, and to draw in bounded memory and time.
+pub const MAX_IMAGE_STEPS: usize = 2_000;
+/// Steps a text (ascii, mermaid) diagram may have.
+pub const MAX_TEXT_STEPS: usize = 20_000;
+
 /// Handles `opcode.diagram`.
 pub async fn diagram(api: &Api, args: &Args) -> ToolResult {
     // opcode's `image` is a PNG.
@@ -47,13 +53,44 @@ pub async fn diagram(api: &Api, args: &Args) -> ToolResult {
         let template = super::run::template(api, args, "template_name").await?;
         (template.definition, None)
     };
-    let (program, _) = api.exec.compiler().compile(&source, "workflow.json");
-    let program =
-        program.ok_or_else(|| ToolError::new(codes::R0109, "the workflow no longer compiles"))?;
+    let compiler = api.exec.compiler();
+    let format = format.to_owned();
+    // Compiling and drawing take a while for a large workflow: off the
+    // threads that answer requests.
+    tokio::task::spawn_blocking(move || {
+        let (program, _) = compiler.compile(&source, "workflow.json");
+        let program = program
+            .ok_or_else(|| ToolError::new(codes::R0109, "the workflow no longer compiles"))?;
+        draw(&format, &program, statuses.as_ref())
+    })
+    .await
+    .map_err(|e| ToolError::new(codes::R0100, format!("drawing the diagram failed: {e}")))?
+}
+
+/// `program` drawn as `format`, if it is small enough to draw.
+fn draw(format: &str, program: &opcode_vm::Program, statuses: Option<&Statuses>) -> ToolResult {
+    let steps = program.steps.len();
+    let most = if matches!(format, "svg" | "png") {
+        MAX_IMAGE_STEPS
+    } else {
+        MAX_TEXT_STEPS
+    };
+    if steps > most {
+        let message = format!(
+            "the workflow has {steps} steps; a {format} diagram draws at most {most}{}",
+            if most == MAX_IMAGE_STEPS {
+                " (ask for mermaid or ascii)"
+            } else {
+                ""
+            }
+        );
+        return Err(ToolError::new(codes::R0130, message)
+            .with_details(json!({"limit": "diagram_steps", "value": steps, "max": most})));
+    }
     let text = match format {
-        "ascii" => diagram::ascii(&program, statuses.as_ref()),
-        "mermaid" => diagram::mermaid(&program, statuses.as_ref()),
-        _ => return image(format, &diagram::svg::svg(&program, statuses.as_ref())),
+        "ascii" => diagram::ascii(program, statuses),
+        "mermaid" => diagram::mermaid(program, statuses),
+        _ => return image(format, &diagram::svg::svg(program, statuses)),
     };
     Ok(json!({ "format": format, "diagram": text }))
 }
@@ -63,8 +100,13 @@ fn image(format: &str, svg: &str) -> ToolResult {
     use base64::Engine;
 
     let (mime, bytes) = if format == "png" {
-        let png = diagram::png::png(svg, system_fonts(), 2.0)
-            .map_err(|e| ToolError::new(codes::R0109, format!("cannot draw the PNG: {e}")))?;
+        let png = diagram::png::png(svg, system_fonts(), 2.0).map_err(|e| {
+            let code = match e {
+                diagram::png::PngError::TooLarge { .. } => codes::R0130,
+                diagram::png::PngError::Failed(_) => codes::R0109,
+            };
+            ToolError::new(code, format!("cannot draw the PNG: {e}"))
+        })?;
         ("image/png", png)
     } else {
         ("image/svg+xml", svg.as_bytes().to_vec())

@@ -208,15 +208,18 @@ pub(super) fn workflow_filter(
     limit: u32,
     offset: u32,
 ) -> Result<WorkflowFilter, ToolError> {
-    let statuses = match filter.get("status") {
+    let mut statuses = match filter.get("status") {
         None => Vec::new(),
         Some(Value::String(s)) => vec![status_of(s)?],
         Some(Value::Array(items)) => items
             .iter()
             .map(|item| item.as_str().map_or_else(|| Err(bad_status()), status_of))
-            .collect::<Result<_, _>>()?,
+            .collect::<Result<Vec<_>, _>>()?,
         Some(_) => return Err(bad_status()),
     };
+    // Each status once: a list of thousands names at most seven.
+    statuses.sort_by_key(|s| s.as_str());
+    statuses.dedup();
     let text = |key: &str| -> Result<Option<String>, ToolError> {
         Ok(filter.opt_str(key)?.map(str::to_owned))
     };

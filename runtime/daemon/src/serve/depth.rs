@@ -11,8 +11,9 @@ use axum::response::{IntoResponse, Response};
 /// Deepest message accepted (serde_json's own bound).
 pub const MAX_DEPTH: usize = 128;
 
-/// Largest message read (a workflow source may be 32 MiB, plus its JSON escaping).
-const MAX_BODY: usize = 80 << 20;
+/// Largest message read (a workflow source may be 32 MiB, plus its JSON
+/// escaping), on both transports.
+pub const MAX_BODY: usize = 80 << 20;
 
 /// The deepest nesting of arrays and objects in JSON text (strings skipped).
 pub fn depth(text: &[u8]) -> usize {
