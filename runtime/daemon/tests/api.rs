@@ -382,6 +382,49 @@ async fn diagrams_are_bounded_in_steps_and_pixels() {
     assert!(e.message.contains("pixels"), "{}", e.message);
 }
 
+/// Template names that would alias another, or read as a path, are refused.
+#[tokio::test]
+async fn template_names_that_alias_or_read_as_paths_are_refused() {
+    let api = api();
+    let steps = json!({"steps": [{"id": "a", "action": "crypto.uuid"}]});
+    for name in [
+        "a\u{0}b",
+        "../../x",
+        "a/b",
+        ".hidden",
+        " ",
+        "tab\tname",
+        &"n".repeat(1 << 20),
+    ] {
+        let e = err(
+            &api,
+            "opcode.define",
+            json!({"name": name, "definition": steps}),
+        )
+        .await;
+        assert_eq!(
+            e.code.id,
+            "R0122",
+            "{:?}: {}",
+            &name[..name.len().min(20)],
+            e.to_json()
+        );
+        assert!(e.message.len() < 300, "{}", e.message);
+    }
+    ok(
+        &api,
+        "opcode.define",
+        json!({"name": "a", "definition": steps}),
+    )
+    .await;
+    let templates = ok(&api, "opcode.query", json!({"resource": "templates"})).await;
+    assert_eq!(
+        templates["templates"].as_array().unwrap().len(),
+        1,
+        "{templates}"
+    );
+}
+
 #[tokio::test]
 async fn each_tool_error_has_its_code() {
     let api = api();

@@ -27,6 +27,7 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
         _ => args,
     };
     let name = args.str("name")?;
+    check_name(name)?;
     let agent_id = args.opt_str("agent_id")?;
     let description = args.opt_str("description")?.unwrap_or_default();
     let definition = definition_of(args)?;
@@ -130,6 +131,42 @@ fn answer(
         out["unchanged"] = json!(true);
     }
     out
+}
+
+/// The longest template name, in characters.
+const MAX_NAME_CHARS: usize = 200;
+
+/// Refuses a template name that could not be told apart or shown safely:
+/// empty, longer than [`MAX_NAME_CHARS`], holding a control character (a
+/// NUL would cut it short in the store, aliasing another), a slash or a
+/// backslash, or starting with a dot (it names a file next to a workflow).
+fn check_name(name: &str) -> Result<(), ToolError> {
+    let problem = if name.trim().is_empty() {
+        Some("must not be empty")
+    } else if name.chars().count() > MAX_NAME_CHARS {
+        Some("must be at most 200 characters")
+    } else if name.chars().any(char::is_control) {
+        Some("must not hold control characters (NUL, tabs, line breaks)")
+    } else if name.contains(['/', '\\']) || name.starts_with('.') {
+        Some("must not hold `/` or `\\`, nor start with `.`")
+    } else {
+        None
+    };
+    match problem {
+        Some(why) => {
+            let shown: String = name
+                .chars()
+                .take(40)
+                .collect::<String>()
+                .escape_debug()
+                .to_string();
+            Err(
+                ToolError::new(codes::R0122, format!("the template name `{shown}` {why}"))
+                    .with_details(json!({"argument": "name"})),
+            )
+        }
+        None => Ok(()),
+    }
 }
 
 /// Compiles `text` under the isolation ceiling of `agent`'s workflows, on
