@@ -16,16 +16,17 @@ import sys
 import tempfile
 import time
 
-from common import TOKEN, check, operator_daemon
+from common import TOKEN, call, check, operator_daemon
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "mcp"))
 from daemon import free_port  # noqa: E402
 
 
-def raw(port, lines, body=b""):
-    """Sends one request exactly as written; (status, headers text, body)."""
+def raw(port, lines, body=b"", source="127.0.0.1"):
+    """Sends one request exactly as written, from the loopback address
+    `source`; (status, headers text, body)."""
     request = ("\r\n".join(lines) + "\r\n\r\n").encode() + body
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+    with socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0)) as s:
         s.sendall(request)
         answer = b""
         while chunk := s.recv(65536):
@@ -140,9 +141,55 @@ def guard_holds(binary):
     print("ok - cookies are Secure when the public URL is https")
 
 
+def login(port, token, source="127.0.0.1", cookie=None):
+    body = f"token={token}".encode()
+    extra = [f"Cookie: {cookie}"] if cookie else []
+    return raw(port, ["POST /login HTTP/1.1", f"Host: 127.0.0.1:{port}", "Connection: close", *extra,
+                      "Content-Type: application/x-www-form-urlencoded", f"Content-Length: {len(body)}"], body,
+               source=source)
+
+
+def guessing_from_many_places(binary):
+    hook_secret = "hook-secret-" + "0123456789abcdef"
+    with tempfile.TemporaryDirectory() as home:
+        daemon = operator_daemon(binary, home, env={"OPCODE_SECRET_HOOK_SECRET": hook_secret})
+        port = daemon.port
+        try:
+            statuses = [login(port, "guess", source=f"127.0.0.{i}")[0] for i in range(1, 41) for _ in range(6)]
+            wrong = statuses.count(401)
+            check(wrong <= 10, f"240 guesses from 40 loopback addresses: {wrong} checked")
+            print(f"ok - 240 guesses at /login from 40 loopback addresses: {wrong} checked (one network, one count)")
+
+            planted = "opcode_session=" + "a" * 64
+            signed_in = login(port, TOKEN, source="127.0.1.1", cookie=planted)
+            check(signed_in[0] == 303 or signed_in[0] == 302 or signed_in[0] == 429, f"sign-in: {signed_in[0]}")
+            if signed_in[0] == 429:
+                time.sleep(int(re.search(r"Retry-After: (\d+)", signed_in[1], re.I).group(1)) + 0.2)
+                signed_in = login(port, TOKEN, source="127.0.1.1", cookie=planted)
+            session = re.search(r"Set-Cookie: opcode_session=([^;]+)", signed_in[1], re.I)
+            check(session and session.group(1) != "a" * 64, f"the session is not renewed at sign-in: {signed_in[1]}")
+            print("ok - signing in renews the panel session (a planted session id is worth nothing)")
+
+            hook = {"name": "hooked", "triggers": {"webhook": {"secret": "HOOK_SECRET", "auth": "token"}},
+                    "definition": {"steps": [{"id": "a", "action": "workflow.log", "params": {"message": "x"}}]}}
+            defined = call(daemon, "opcode.define", hook)
+            check("version" in defined, f"the webhook template: {defined}")
+            codes = []
+            for _ in range(30):
+                body = b"{}"
+                codes.append(raw(port, ["POST /hooks/hooked HTTP/1.1", f"Host: 127.0.0.1:{port}", "Connection: close",
+                                        "Authorization: Bearer wrong-guess-0123456789", "Content-Type: application/json",
+                                        f"Content-Length: {len(body)}"], body, source="127.0.2.1")[0])
+            check(codes.count(401) <= 10 and codes.count(429) >= 20, f"30 wrong webhook tokens: {codes}")
+            print(f"ok - 30 wrong webhook tokens: {codes.count(401)} checked, {codes.count(429)} throttled")
+        finally:
+            daemon.terminate()
+
+
 def main(binary):
     refused_tokens(binary)
     guard_holds(binary)
+    guessing_from_many_places(binary)
 
 
 if __name__ == "__main__":

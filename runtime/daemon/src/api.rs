@@ -131,6 +131,7 @@ pub struct Api {
     elicit_decisions: bool,
     tools: tokio::sync::broadcast::Sender<()>,
     stopping: Stopping,
+    hook_failures: Arc<crate::serve::throttle::Throttle>,
 }
 
 /// Values longer than this (their compact JSON, in bytes) are not inlined
@@ -158,7 +159,15 @@ impl Api {
             elicit_decisions: false,
             tools: tokio::sync::broadcast::channel(16).0,
             stopping: Stopping::default(),
+            hook_failures: Arc::default(),
         }
+    }
+
+    /// Webhook deliveries with a wrong signature or token, by client
+    /// network: guessing a webhook's secret is slowed down as guessing the
+    /// daemon's token is.
+    pub fn hook_failures(&self) -> &crate::serve::throttle::Throttle {
+        &self.hook_failures
     }
 
     /// Says when the tools exposed templates give may have changed.

@@ -6,10 +6,11 @@
 use axum::Form;
 use axum::extract::Query;
 use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{AppendHeaders, IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 
 use super::layout;
+use super::session::{SESSION_COOKIE, new_id};
 use super::{Fields, Panel};
 use crate::serve::guard::{Client, TOKEN_COOKIE, too_many};
 
@@ -39,8 +40,11 @@ pub async fn submit(panel: Panel, Client(client): Client, Form(fields): Form<Fie
     let given = fields.get("token").map_or("", String::as_str);
     if panel.guard.accepts(given) {
         panel.guard.right_token(client);
-        let cookie = panel.sessions.cookie(TOKEN_COOKIE, given);
-        return ([(header::SET_COOKIE, cookie)], Redirect::to("/")).into_response();
+        // A new session at sign-in: an id planted before it is worth nothing after.
+        let token = panel.sessions.cookie(TOKEN_COOKIE, given);
+        let session = panel.sessions.cookie(SESSION_COOKIE, &new_id());
+        let cookies = AppendHeaders([(header::SET_COOKIE, token), (header::SET_COOKIE, session)]);
+        return (cookies, Redirect::to("/")).into_response();
     }
     panel.guard.wrong_token(client, "/login", &metrics);
     let query = Fields::from([("error".to_owned(), "wrong token".to_owned())]);

@@ -59,6 +59,15 @@ impl Sessions {
     }
 }
 
+/// A fresh session id: 64 random hex digits.
+pub fn new_id() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
 /// Is `id` a session id this daemon could have made (64 hex digits)?
 fn well_formed(id: &str) -> bool {
     id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())
@@ -71,13 +80,7 @@ pub async fn layer(State(panel): State<Panel>, mut request: Request, next: Next)
         .filter(|id| well_formed(id))
         .map(str::to_owned);
     let fresh = existing.is_none();
-    let id = existing.unwrap_or_else(|| {
-        format!(
-            "{}{}",
-            uuid::Uuid::new_v4().simple(),
-            uuid::Uuid::new_v4().simple()
-        )
-    });
+    let id = existing.unwrap_or_else(new_id);
     request.extensions_mut().insert(Session(id.clone()));
     let mut response = next.run(request).await;
     if fresh && let Ok(value) = HeaderValue::from_str(&panel.sessions.cookie(SESSION_COOKIE, &id)) {

@@ -8,6 +8,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use std::time::Instant;
+
+use super::guard::{Client, too_many};
 use crate::api::{Api, Undelivered};
 
 /// Where webhooks are.
@@ -16,13 +19,25 @@ pub const PREFIX: &str = "/hooks/";
 /// Delivers a request to the template's webhook.
 pub async fn deliver(
     State(api): State<Api>,
+    Client(client): Client,
     Path(template): Path<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if let Some(wait) = api.hook_failures().wait(client, Instant::now()) {
+        return too_many(wait.as_secs_f64().ceil() as u64, api.metrics());
+    }
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let now_s = i64::try_from(opcode_runtime::time::now_ms() / 1000).unwrap_or(i64::MAX);
-    match api.deliver(&template, header, &body, now_s).await {
+    let delivered = api.deliver(&template, header, &body, now_s).await;
+    match &delivered {
+        Err(Undelivered::Unauthentic) => {
+            api.hook_failures().failed(client, Instant::now());
+        }
+        Ok(_) => api.hook_failures().succeeded(client),
+        Err(_) => {}
+    }
+    match delivered {
         Ok(delivered) => (
             StatusCode::ACCEPTED,
             axum::Json(json!({
