@@ -116,7 +116,8 @@ pub enum Outcome {
     /// A failure that counts: an execution error, a timeout, anything retryable.
     Failure,
     /// Neither: validation errors, assertions, `workflow.fail`, refused paths,
-    /// a call cancelled before it ended.
+    /// a call cancelled before it ended, a worktree busy with another
+    /// writer (R0132: the target is fine, it is taken).
     Neutral,
 }
 
@@ -125,7 +126,11 @@ impl Outcome {
     pub fn of(result: &Result<Value, ActionError>) -> Outcome {
         match result {
             Ok(_) => Outcome::Success,
-            Err(e) if e.code == opcode_vm::codes::R0127.id => Outcome::Neutral,
+            Err(e)
+                if e.code == opcode_vm::codes::R0127.id || e.code == opcode_vm::codes::R0132.id =>
+            {
+                Outcome::Neutral
+            }
             Err(e) if e.retryable || e.code == opcode_vm::codes::R0100.id => Outcome::Failure,
             Err(_) => Outcome::Neutral,
         }
@@ -361,6 +366,8 @@ mod tests {
             Outcome::Neutral
         );
         assert_eq!(Outcome::of(&Ok(Value::Null)), Outcome::Success);
+        let busy = ActionError::new(opcode_vm::codes::R0132, "WORKTREE_BUSY", "taken", true);
+        assert_eq!(Outcome::of(&Err(busy)), Outcome::Neutral, "a busy worktree");
         assert!(BreakerConfig::parse(Some(&json!({"x": {"treshold": 1}}))).is_err());
         assert!(BreakerConfig::parse(Some(&json!({"x": {"cooldown": "soon"}}))).is_err());
     }
