@@ -105,3 +105,35 @@ fn repeated_diagnostics_are_counted_not_listed() {
         last.message
     );
 }
+
+/// A cycle of 500 steps is one diagnostic naming its first steps and its
+/// last, labelling no more than those: the whole cycle took minutes to
+/// render and printed 48 MB.
+#[test]
+fn a_long_cycle_is_one_short_diagnostic() {
+    let n = 500;
+    let steps: Vec<_> = (0..n)
+        .map(|i| json!({"id": format!("s{i}"), "action": "crypto.uuid", "depends_on": [format!("s{}", (i + n - 1) % n)]}))
+        .collect();
+    let source = json!({"steps": steps}).to_string();
+    let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
+    let diagnostics = compiler.check(&source).into_sorted();
+    let cycles: Vec<_> = diagnostics
+        .iter()
+        .filter(|d| d.code.id == "E0024")
+        .collect();
+    assert_eq!(cycles.len(), 1, "{diagnostics:?}");
+    assert!(
+        cycles[0].message.contains("of 500 steps"),
+        "{}",
+        cycles[0].message
+    );
+    assert!(cycles[0].message.len() < 200, "{}", cycles[0].message);
+    let rendered = opcode_compiler::diagnostics::render::human::render(
+        &diagnostics,
+        "cycle.json",
+        &source,
+        false,
+    );
+    assert!(rendered.len() < 200_000, "{} bytes", rendered.len());
+}

@@ -294,16 +294,30 @@ fn report_cycles(model: &Model<'_>, graph: &Graph, sink: &mut Diagnostics) {
             .iter()
             .find(|d| &d.value == closing_id)
             .map_or(info.step.id.span, |d| d.span);
-        let mut path = names.clone();
+        // A long cycle is named by its first steps and its last: the
+        // whole of it would be one line per step, each labelled.
+        let mut path: Vec<&str> = if names.len() > CYCLE_SHOWN {
+            let mut shown = names[..CYCLE_SHOWN - 1].to_vec();
+            shown.push("…");
+            shown.push(names[names.len() - 1]);
+            shown
+        } else {
+            names.clone()
+        };
         path.push(names[0]);
+        let size = if names.len() > CYCLE_SHOWN {
+            format!(" of {} steps", names.len())
+        } else {
+            String::new()
+        };
         let nested = model.blocks[info.block].role != BlockRole::Root;
         let mut d = Diagnostic::error(
             E0024,
             span,
-            format!("dependency cycle: {}", path.join(" → ")),
+            format!("dependency cycle{size}: {}", path.join(" → ")),
         )
         .with_pointer(format!("{}/depends_on", info.step.pointer));
-        for window in cycle.windows(2) {
+        for window in cycle.windows(2).take(CYCLE_SHOWN - 1) {
             let (from, to) = (window[0], window[1]);
             if let Some(dep) = model.steps[to]
                 .step
@@ -329,17 +343,21 @@ fn report_cycles(model: &Model<'_>, graph: &Graph, sink: &mut Diagnostics) {
     }
 }
 
+/// Steps of a cycle a diagnostic names and labels.
+const CYCLE_SHOWN: usize = 8;
+
 /// The shortest cycle through the smallest step of a strongly connected
 /// `component`, in edge order (breadth-first search back to the start).
 fn shortest_cycle(g: &DiGraph<(), ()>, component: &[StepIdx]) -> Vec<StepIdx> {
     let start = component.iter().copied().min().unwrap_or_default();
+    let members: std::collections::HashSet<StepIdx> = component.iter().copied().collect();
     let mut parent: HashMap<StepIdx, StepIdx> = HashMap::new();
     let mut queue = VecDeque::from([start]);
     while let Some(current) = queue.pop_front() {
         let mut next: Vec<StepIdx> = g
             .neighbors(NodeIndex::new(current))
             .map(NodeIndex::index)
-            .filter(|n| component.contains(n))
+            .filter(|n| members.contains(n))
             .collect();
         next.sort_unstable();
         for n in next {
