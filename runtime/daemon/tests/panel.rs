@@ -394,6 +394,42 @@ async fn a_held_parents_page_shows_the_decision_of_the_run_below() {
     assert!(page.contains("Held by"), "{page}");
 }
 
+/// `/decisions` shows a page of decisions at a time, with a link to the next.
+#[tokio::test]
+async fn decisions_come_a_page_at_a_time() {
+    let api = memory_api();
+    let asks = serde_json::json!([{"id": "ask", "type": "reasoning", "config": {
+        "prompt_context": "Ship it?", "options": [{"id": "y"}, {"id": "n"}]}}]);
+    api.call(
+        "opcode.define",
+        serde_json::json!({"name": "ask", "definition": {"steps": asks}}),
+    )
+    .await
+    .unwrap();
+    for _ in 0..30 {
+        api.call("opcode.run", serde_json::json!({"template_name": "ask"}))
+            .await
+            .unwrap();
+    }
+    let base = serve_api(api, None, true).await;
+    let http = client();
+    let (cookie, _) = session(&http, &base).await;
+    let first = get_in(&http, &base, &cookie, "/decisions")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(first.matches("<article class=\"decision\"").count(), 25);
+    assert!(first.contains("href=\"/decisions?page=2\""), "no next page");
+    let second = get_in(&http, &base, &cookie, "/decisions?page=2")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(second.matches("<article class=\"decision\"").count(), 5);
+    assert!(!second.contains("href=\"/decisions?page=3\""));
+}
+
 /// A finished run's page offers it as a test case, downloaded as a test
 /// file `opcodec test` reads; an unknown run is a 404.
 #[tokio::test]

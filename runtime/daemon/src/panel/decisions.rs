@@ -7,19 +7,35 @@ use axum::response::{IntoResponse, Response};
 use maud::html;
 use serde_json::{Value, json};
 
+use opcode_runtime::store::{DecisionFilter, DecisionStatus};
+
 use super::layout::{self, csrf, empty, json_text, workflow_link};
 use super::{Fields, Panel, Posted, back, call, failure};
 
-/// `GET /decisions`.
+/// Decisions on one page.
+const PAGE: u32 = 25;
+
+/// `GET /decisions?page=`: the pending decisions, oldest first, a page at
+/// a time.
 pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
     let store = panel.store();
-    let pending = match store
-        .decisions(None, Some(opcode_runtime::store::DecisionStatus::Pending))
-        .await
-    {
+    let page: u32 = query
+        .get("page")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let filter = DecisionFilter {
+        status: Some(DecisionStatus::Pending),
+        limit: Some(PAGE + 1),
+        offset: (page - 1).saturating_mul(PAGE),
+        ..DecisionFilter::default()
+    };
+    let mut pending = match store.decision_page(filter).await {
         Ok(rows) => rows,
         Err(e) => return failure(&e),
     };
+    let more = pending.len() > PAGE as usize;
+    pending.truncate(PAGE as usize);
     // Each decision's workflow name, read once per workflow.
     let mut names = std::collections::HashMap::new();
     for d in &pending {
@@ -75,6 +91,13 @@ pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
                             }
                         }
                     }
+                }
+            }
+            @if page > 1 || more {
+                nav.pages {
+                    @if page > 1 { a rel="prev" href=(format!("/decisions?page={}", page - 1)) { "← Older" } }
+                    span { "Page " (page) }
+                    @if more { a rel="next" href=(format!("/decisions?page={}", page + 1)) { "Newer →" } }
                 }
             }
         }
