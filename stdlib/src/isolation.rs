@@ -11,6 +11,7 @@
 pub mod block;
 pub mod ceiling;
 pub mod cgroup;
+pub mod disk;
 pub mod host;
 pub mod paths;
 pub mod sandbox;
@@ -79,6 +80,14 @@ impl IsolationConfig {
 
 /// Processes in a sandbox at once unless the policy says.
 pub const DEFAULT_PIDS: u64 = 1024;
+/// What the places a sandboxed call may write (its workspace, writable
+/// binds) may hold while it runs, unless its step or the settings say:
+/// past it the call is killed and the step fails with R0130.
+pub const DEFAULT_DISK: u64 = 2 << 30;
+/// Memory a sandboxed call may use unless its step or the settings say
+/// (where the host offers the memory controller): past it the call is
+/// killed and the step fails with R0130.
+pub const DEFAULT_MEMORY: u64 = 2 << 30;
 /// The most processes a cgroup may be given (the kernel's `PID_MAX_LIMIT`).
 pub const MAX_PIDS: u64 = 4_194_304;
 /// Bytes kept of each output stream unless the policy says.
@@ -114,6 +123,8 @@ pub struct Policy {
     pub max_output: u64,
     /// Largest file written.
     pub max_file_size: u64,
+    /// The most the places the call writes may hold.
+    pub disk: u64,
     /// `fs.*` path rules.
     pub fs: PathRules,
     /// Run unisolated where the host cannot isolate.
@@ -206,6 +217,7 @@ impl Policy {
                 .max_output
                 .or(settings.max_output)
                 .map_or(DEFAULT_MAX_OUTPUT, |s| s.0),
+            disk: step.disk.or(settings.disk).map_or(DEFAULT_DISK, |s| s.0),
             max_file_size: step
                 .max_file_size
                 .or(settings.max_file_size)
@@ -230,6 +242,20 @@ pub fn grant_name(template: Option<&str>, agent: Option<&str>) -> String {
         (None, Some(a)) => format!("\"agent\": {a:?}"),
         (None, None) => "\"template\": \"NAME\"".into(),
     }
+}
+
+/// R0130 for a sandboxed call stopped because `full` held more than `quota`.
+pub fn over_disk(full: &disk::Full, quota: u64) -> ActionError {
+    let message = format!(
+        "{} held {} bytes, more than the {quota} a sandboxed call may fill (isolation.disk); \
+         the call was stopped",
+        full.place.display(),
+        full.bytes
+    );
+    ActionError::new(opcode_vm::codes::R0130, "LIMIT_EXCEEDED", message, false).with_details(
+        serde_json::json!({"limit": "disk", "value": full.bytes, "max": quota,
+                           "place": full.place.to_string_lossy()}),
+    )
 }
 
 /// The error for a step whose block widens the settings (R0129).

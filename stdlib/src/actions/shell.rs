@@ -218,8 +218,21 @@ pub async fn run(
         let status = child.wait().await;
         (out, out_cut, err, err_cut, status)
     };
-    let finished = Box::pin(tokio::time::timeout(timeout, work)).await;
-    let killed = finished.is_err();
+    // A sandboxed call is stopped once the places it writes are full.
+    let places = if isolated {
+        crate::isolation::disk::writable_places(&policy)
+    } else {
+        Vec::new()
+    };
+    let mut full = None;
+    let finished = tokio::select! {
+        finished = Box::pin(tokio::time::timeout(timeout, work)) => finished.ok(),
+        over = crate::isolation::disk::full(places, policy.disk) => {
+            full = Some(over);
+            None
+        }
+    };
+    let killed = finished.is_none();
     if killed && let Some(pid) = pid {
         let _ = nix::sys::signal::killpg(
             nix::unistd::Pid::from_raw(pid as i32),
@@ -231,7 +244,10 @@ pub async fn run(
         group.hits()
     });
     drop(cgroup);
-    let (out, out_cut, err, err_cut, status) = finished.unwrap_or_else(|_| {
+    if let Some(full) = &full {
+        return Err(crate::isolation::over_disk(full, policy.disk));
+    }
+    let (out, out_cut, err, err_cut, status) = finished.unwrap_or_else(|| {
         (
             Vec::new(),
             0,
@@ -269,6 +285,16 @@ pub async fn run(
         "isolated": isolated,
         "limits_hit": {"memory": hits.memory, "pids": hits.pids},
     });
+    if hits.memory {
+        let message = format!(
+            "`{}` used more memory than its sandbox allows and was killed (isolation.memory)",
+            inv.program
+        );
+        return Err(
+            ActionError::new(opcode_vm::codes::R0130, "LIMIT_EXCEEDED", message, false)
+                .with_details(json!({"limit": "memory", "output": output})),
+        );
+    }
     if call.flag("fail_on_nonzero", false) && exit_code != 0 {
         return Err(ActionError::execution(format!(
             "`{}` exited with code {exit_code}",

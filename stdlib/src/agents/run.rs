@@ -104,23 +104,32 @@ pub async fn run(
     ))
     .await;
     let started = Instant::now();
-    let outcome = drive::drive(
-        sandboxed.command,
-        cleanup.cgroup.as_ref(),
-        entry,
-        &task,
-        &budget,
-        call,
-        services,
-        drive::Asker {
-            permissions,
-            role,
-            agent: name,
-        },
-        &mut transcript,
-    )
-    .await;
+    // The agent is stopped once the places it writes (its workspace, its
+    // home) are full.
+    let places = crate::isolation::disk::writable_places(&policy);
+    let driven = tokio::select! {
+        outcome = drive::drive(
+            sandboxed.command,
+            cleanup.cgroup.as_ref(),
+            entry,
+            &task,
+            &budget,
+            call,
+            services,
+            drive::Asker {
+                permissions,
+                role,
+                agent: name,
+            },
+            &mut transcript,
+        ) => Ok(outcome),
+        full = crate::isolation::disk::full(places, policy.disk) => Err(full),
+    };
     let cleaned = cleanup.finish();
+    let outcome = match driven {
+        Ok(outcome) => outcome,
+        Err(full) => return Err(crate::isolation::over_disk(&full, policy.disk)),
+    };
     let (ending, mut observed, exit_code, stderr_tail) = outcome?;
     let after = Snapshot::of(&workspace).await;
     let report = observed.report(&entry.report);

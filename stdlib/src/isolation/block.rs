@@ -30,6 +30,9 @@ pub struct Block {
     pub max_output: Option<Size>,
     /// Largest file the process may write.
     pub max_file_size: Option<Size>,
+    /// The most the places the process may write (its workspace, writable
+    /// binds) may hold while it runs.
+    pub disk: Option<Size>,
     /// Paths `fs.*` actions may read and write, and never touch.
     pub fs: Option<PathRules>,
     /// Settings only: run unisolated where the host cannot isolate, instead
@@ -106,6 +109,8 @@ pub struct Grant {
     pub max_output: Option<Size>,
     /// The largest file a step may write.
     pub max_file_size: Option<Size>,
+    /// The most disk a step may ask for.
+    pub disk: Option<Size>,
 }
 
 impl Grant {

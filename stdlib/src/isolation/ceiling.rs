@@ -6,7 +6,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::block::{Block, Grant};
-use super::{DEFAULT_MAX_FILE, DEFAULT_MAX_OUTPUT, DEFAULT_PIDS};
+use super::{DEFAULT_DISK, DEFAULT_MAX_FILE, DEFAULT_MAX_OUTPUT, DEFAULT_PIDS};
 
 /// The ceiling for the steps of one template and agent.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,6 +34,8 @@ pub struct Ceiling {
     pub max_output: u64,
     /// The largest file written.
     pub max_file_size: u64,
+    /// The most the places a call writes may hold.
+    pub disk: u64,
 }
 
 /// One way a step's block goes past the ceiling.
@@ -60,6 +62,7 @@ impl Ceiling {
             cpu: settings.cpu,
             max_output: settings.max_output.map_or(DEFAULT_MAX_OUTPUT, |s| s.0),
             max_file_size: settings.max_file_size.map_or(DEFAULT_MAX_FILE, |s| s.0),
+            disk: settings.disk.map_or(DEFAULT_DISK, |s| s.0),
         };
         for grant in settings
             .grants
@@ -87,6 +90,7 @@ impl Ceiling {
         self.max_file_size = self
             .max_file_size
             .max(grant.max_file_size.map_or(0, |s| s.0));
+        self.disk = self.disk.max(grant.disk.map_or(0, |s| s.0));
     }
 
     /// Where `step` goes past this ceiling; `name` labels the grant that
@@ -160,6 +164,7 @@ impl Ceiling {
             Some(self.max_file_size),
             " bytes",
         );
+        above("disk", step.disk.map(|s| s.0), Some(self.disk), " bytes");
         if let (Some(asked), Some(limit)) = (step.cpu, self.cpu)
             && asked > limit
         {

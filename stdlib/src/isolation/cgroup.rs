@@ -12,8 +12,11 @@ const PARENT: &str = "opcode";
 /// The limits of one call.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
-    /// Memory in bytes.
+    /// Memory in bytes, as asked: a host that cannot limit it fails closed.
     pub memory: Option<u64>,
+    /// Memory in bytes when none was asked: set where the host offers the
+    /// memory controller, left out where it does not.
+    pub default_memory: Option<u64>,
     /// Most processes.
     pub pids: u64,
     /// CPU cores.
@@ -124,6 +127,9 @@ impl Cgroup {
         if let Some(bytes) = limits.memory {
             set("memory.max", bytes.to_string(), "memory");
             set("memory.swap.max", "0".into(), "memory");
+        } else if let Some(bytes) = limits.default_memory {
+            let _ = fs::write(dir.join("memory.max"), bytes.to_string());
+            let _ = fs::write(dir.join("memory.swap.max"), "0");
         }
         set("pids.max", limits.pids.to_string(), "process");
         if let Some(cores) = limits.cpu {
@@ -140,7 +146,10 @@ impl Cgroup {
         let mut missing = Vec::new();
         let mut wanted: Vec<(&'static str, Vec<(&str, String)>)> =
             vec![("pids", vec![("pids.max", limits.pids.to_string())])];
-        if let Some(bytes) = limits.memory {
+        let default_memory = limits
+            .default_memory
+            .filter(|_| limits.memory.is_none() && root.join("memory").join("tasks").is_file());
+        if let Some(bytes) = limits.memory.or(default_memory) {
             wanted.push((
                 "memory",
                 vec![

@@ -92,6 +92,7 @@ pub fn sandboxed(
     };
     let limits = Limits {
         memory: policy.memory,
+        default_memory: Some(super::DEFAULT_MEMORY),
         pids: policy.pids,
         cpu: policy.cpu,
     };

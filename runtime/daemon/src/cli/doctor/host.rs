@@ -193,6 +193,7 @@ fn needed_controllers(policy: &Policy) -> Vec<&'static str> {
 fn probe_cgroup(policy: &Policy) -> Result<(), Vec<String>> {
     let limits = Limits {
         memory: policy.memory,
+        default_memory: None,
         pids: policy.pids,
         cpu: policy.cpu,
     };
