@@ -72,6 +72,13 @@ impl Caller {
         }
     }
 
+    /// The values of the run's secrets, `names` (read once a run).
+    pub async fn revealed(&self, names: &[String]) -> &Revealed {
+        self.run_secrets
+            .get_or_init(|| opcode_stdlib::exec::reveal(names, self.secrets.as_ref()))
+            .await
+    }
+
     /// May `dispatch` run in the round that asked for it?
     pub fn immediate(&self, dispatch: &Dispatch, run_id: &str) -> bool {
         if self
@@ -131,11 +138,7 @@ impl Caller {
         if !who.secrets.is_empty() {
             // A value revealed to one step (a file written, read back by
             // another) is masked in every step's results.
-            let run_secrets = self
-                .run_secrets
-                .get_or_init(|| opcode_stdlib::exec::reveal(who.secrets, self.secrets.as_ref()))
-                .await;
-            call.revealed.extend(run_secrets);
+            call.revealed.extend(self.revealed(who.secrets).await);
         }
         call.template = who.template.map(str::to_owned);
         call.workspace = who.workspace.map(std::path::Path::to_path_buf);

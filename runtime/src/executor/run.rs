@@ -22,7 +22,7 @@ use crate::breaker::Transition;
 use crate::log;
 use crate::owner;
 use crate::store::WorkflowStatus;
-use crate::store::{Commit, LeaseChange, NewWorkflow, StepDetail, WorkflowState};
+use crate::store::{Commit, DecisionChange, LeaseChange, NewWorkflow, StepDetail, WorkflowState};
 use crate::time::now_ms;
 
 /// At most this many events share one round.
@@ -439,6 +439,7 @@ impl RunTask {
             return Ok(());
         }
         let commit = self.commit_of(&mut round);
+        let commit = self.masked(commit).await;
         let appended = commit.entries.len() as u64;
         let releases = self.vm.status().is_terminal();
         let settles = releases || self.vm.status() == RunStatus::Suspended;
@@ -576,6 +577,46 @@ impl RunTask {
             let incoming = Incoming::finished(dispatch.effect, finished);
             self.apply(round, incoming, Some(step), plan);
         }
+    }
+
+    /// `commit` with the run's secret values masked in all it writes: what
+    /// the VM made of its steps' outputs (the run's output and error, a
+    /// decision's prompt and context, the log's payloads, step rows), so a
+    /// value joined from pieces of secret-bearing outputs (two halves in an
+    /// `output` template) is masked as a whole (spec/security.md, "Secrets
+    /// and the store").
+    async fn masked(&self, mut commit: Commit) -> Commit {
+        if self.who.secrets.is_empty() {
+            return commit;
+        }
+        let revealed = self.caller.revealed(&self.who.secrets).await;
+        if revealed.is_empty() {
+            return commit;
+        }
+        let mask = |text: &mut String| {
+            if !text.is_empty() {
+                *text = revealed.text(text);
+            }
+        };
+        for entry in &mut commit.entries {
+            mask(&mut entry.payload);
+        }
+        if let Some(update) = &mut commit.update {
+            for text in [&mut update.output, &mut update.error, &mut update.context] {
+                text.as_mut().map(mask);
+            }
+        }
+        for decision in &mut commit.decisions {
+            if let DecisionChange::Ask(row) = decision {
+                mask(&mut row.prompt);
+                mask(&mut row.context);
+            }
+        }
+        for step in &mut commit.steps {
+            step.output.as_mut().map(mask);
+            step.error.as_mut().map(mask);
+        }
+        commit
     }
 
     fn commit_of(&mut self, round: &mut Round) -> Commit {
