@@ -1,5 +1,8 @@
 //! The whole transcript of a call, kept in a file: every line the agent
-//! wrote and every line written to it, as `{"at_ms", "stream", "line"}`.
+//! wrote and every line written to it, as `{"at_ms", "stream", "line"}`,
+//! written through as it comes (a reader sees a call in progress). A call
+//! made again (its run recovered after a crash) keeps the earlier file
+//! and writes `NAME.rN.jsonl` beside it.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -16,7 +19,7 @@ pub const MAX_BYTES: u64 = 128 << 20;
 /// A transcript being written.
 pub struct Transcript {
     path: PathBuf,
-    file: Option<tokio::io::BufWriter<tokio::fs::File>>,
+    file: Option<tokio::fs::File>,
     hash: Sha256,
     bytes: u64,
     lines: u64,
@@ -25,23 +28,33 @@ pub struct Transcript {
 }
 
 impl Transcript {
-    /// Creates `path` (and its directory, private to the daemon).
+    /// Creates `path` (and its directory, private to the daemon); when it
+    /// exists (an earlier try of the same call), the first of
+    /// `NAME.r2.jsonl`, `NAME.r3.jsonl`… that does not.
     pub async fn create(path: PathBuf) -> Transcript {
-        let file = async {
-            if let Some(dir) = path.parent() {
-                tokio::fs::create_dir_all(dir).await?;
+        if let Some(dir) = path.parent() {
+            let _ = tokio::fs::create_dir_all(dir).await;
+        }
+        let mut chosen = path.clone();
+        let mut file = None;
+        for again in 1..=MAX_TRIES {
+            if again > 1 {
+                chosen = retry_path(&path, again);
             }
             let mut options = tokio::fs::OpenOptions::new();
-            options.write(true).create(true).truncate(true).mode(0o600);
-            options.open(&path).await
-        };
-        let file = match file.await {
-            Ok(file) => Some(tokio::io::BufWriter::new(file)),
-            // The reference says `stored: false`; the call goes on.
-            Err(_) => None,
-        };
+            options.write(true).create_new(true).mode(0o600);
+            match options.open(&chosen).await {
+                Ok(opened) => {
+                    file = Some(opened);
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                // The reference says `stored: false`; the call goes on.
+                Err(_) => break,
+            }
+        }
         Transcript {
-            path,
+            path: chosen,
             file,
             hash: Sha256::new(),
             bytes: 0,
@@ -80,7 +93,7 @@ impl Transcript {
         }
     }
 
-    /// Flushes the file; the reference the result carries.
+    /// The reference the result carries (every line is written already).
     pub async fn finish(mut self) -> Value {
         let stored = match &mut self.file {
             Some(file) => file.flush().await.is_ok(),
@@ -95,6 +108,16 @@ impl Transcript {
             "stored": stored,
         })
     }
+}
+
+/// Tries of one call whose transcripts are kept apart.
+const MAX_TRIES: u32 = 100;
+
+/// `NAME.rN.jsonl` beside `path` (`NAME.jsonl`).
+fn retry_path(path: &Path, again: u32) -> PathBuf {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let stem = name.strip_suffix(".jsonl").unwrap_or(&name);
+    path.with_file_name(format!("{stem}.r{again}.jsonl"))
 }
 
 /// Where the transcript of `attempt` of `step` in `run` goes under `dir`.
@@ -138,5 +161,27 @@ mod tests {
         assert_eq!(reference["bytes"], text.len());
         assert_eq!(reference["sha256"], hex(&Sha256::digest(text.as_bytes())));
         assert!(text.contains("\"stream\":\"stdout\""));
+    }
+
+    /// Lines reach the file as they come; a call made again keeps the
+    /// first try's transcript and writes its own beside it.
+    #[tokio::test]
+    async fn lines_are_written_through_and_tries_kept_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = path(dir.path(), "run", "fix", "1");
+        let mut first = Transcript::create(file.clone()).await;
+        first.line("stdout", "working").await;
+        assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 1);
+        let mut again = Transcript::create(file.clone()).await;
+        again.line("stdout", "again").await;
+        let reference = again.finish().await;
+        assert_eq!(
+            reference["path"],
+            dir.path()
+                .join("run/fix.1.r2.jsonl")
+                .to_string_lossy()
+                .as_ref()
+        );
+        assert!(std::fs::read_to_string(&file).unwrap().contains("working"));
     }
 }
