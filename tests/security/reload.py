@@ -35,6 +35,8 @@ def status(port, path, token=None):
             return response.status
     except urllib.error.HTTPError as e:
         return e.code
+    except urllib.error.URLError:
+        return None  # Not listening (yet).
 
 
 def write(home, settings):
