@@ -28,6 +28,18 @@ pub struct OwnFiles {
     pub others: Vec<PathBuf>,
 }
 
+/// A database file with its WAL, shared memory and journal.
+pub fn database_files(db: &Path) -> Vec<PathBuf> {
+    ["", "-wal", "-shm", "-journal"]
+        .iter()
+        .map(|suffix| {
+            let mut name = db.as_os_str().to_owned();
+            name.push(suffix);
+            PathBuf::from(name)
+        })
+        .collect()
+}
+
 impl OwnFiles {
     /// The paths to hide: these files (the database with its journal,
     /// WAL and shared memory), the data directory, and other tenants'
@@ -35,11 +47,7 @@ impl OwnFiles {
     pub fn hidden(&self, data_dir: &Path) -> Vec<PathBuf> {
         let mut paths = vec![data_dir.to_path_buf(), self.settings.clone()];
         if let Some(db) = &self.db {
-            for suffix in ["", "-wal", "-shm", "-journal"] {
-                let mut name = db.clone().into_os_string();
-                name.push(suffix);
-                paths.push(PathBuf::from(name));
-            }
+            paths.extend(database_files(db));
         }
         paths.extend(self.vault_key.iter().cloned());
         paths.extend(self.others.iter().cloned());

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use opcode_daemon::settings::{OwnFiles, Settings};
+use opcode_daemon::settings::{OwnFiles, Settings, database_files};
 use opcode_daemon::tenants::Tenant;
 use opcode_runtime::Executor;
 use opcode_runtime::store::Durability;
@@ -98,8 +98,16 @@ pub async fn open(
         });
     }
     if let Some(root) = &root {
-        // Tenants' sandboxes hide the operator's workspaces and agents' homes.
-        places[0].folders = vec![root.clone(), operator.agent_calls.clone()];
+        // Tenants' sandboxes hide the operator's workspaces, agents' homes,
+        // data directory and database, wherever they are.
+        places[0].folders = vec![
+            root.clone(),
+            operator.agent_calls.clone(),
+            operator.data_dir.clone(),
+        ];
+        if let Database::File(path) = &db {
+            places[0].folders.extend(database_files(path));
+        }
     }
     let mut stacks = Vec::with_capacity(places.len());
     let owners: Vec<Option<Tenant>> = std::iter::once(None)
