@@ -15,6 +15,7 @@ pub mod graph;
 pub mod isolation;
 pub mod jq;
 pub mod model;
+mod recursion;
 pub mod references;
 pub mod steps;
 
@@ -50,6 +51,7 @@ pub fn check<'a>(
     for s in 0..model.steps.len() {
         check_step(s, &model, &mut resolver, catalog, src, sink);
     }
+    recursion::check(doc, &model, sink);
     if let Some(output) = &doc.workflow.output {
         let pointer = format!("{}/output", doc.base_pointer);
         resolver.template(output, Site::AfterRun, false, &pointer, sink);

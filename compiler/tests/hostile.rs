@@ -137,3 +137,41 @@ fn a_long_cycle_is_one_short_diagnostic() {
     );
     assert!(rendered.len() < 200_000, "{} bytes", rendered.len());
 }
+
+/// A template that starts itself on every run is E0058 where it is
+/// written; one whose recursion can end is not.
+#[test]
+fn a_template_that_always_runs_itself_is_refused() {
+    let template = |steps: serde_json::Value| {
+        json!({"name": "crawl", "definition": {"steps": steps}}).to_string()
+    };
+    let again =
+        json!({"id": "again", "action": "workflow.run", "params": {"template_name": "crawl"}});
+    let runs_itself = [
+        template(json!([again])),
+        template(json!([{"id": "p", "type": "parallel", "config": {"branches": [[again]]}}])),
+        template(json!([{"id": "each", "action": "workflow.map",
+                         "params": {"template_name": "crawl", "items": [1, 2]}}])),
+    ];
+    for source in runs_itself {
+        assert!(codes(source.clone()).contains(&"E0058"), "{source}");
+    }
+    let guarded = json!({"id": "again", "action": "workflow.run", "condition": "size(inputs.todo) > 0",
+                         "params": {"template_name": "crawl"}});
+    let may_end = [
+        template(json!([guarded])),
+        template(
+            json!([{"id": "c", "type": "condition", "config": {"expression": "inputs.more",
+                         "branches": {"true": [again]}}}]),
+        ),
+        template(json!([{"id": "each", "action": "workflow.map",
+                         "params": {"template_name": "crawl", "items": []}}])),
+        template(
+            json!([{"id": "other", "action": "workflow.run", "params": {"template_name": "fetch"}}]),
+        ),
+        json!({"steps": [again]}).to_string(),
+    ];
+    for source in may_end {
+        assert!(!codes(source.clone()).contains(&"E0058"), "{source}");
+    }
+}

@@ -53,7 +53,13 @@ def large_definitions(expect, d):
 
 
 def recursion(expect, d):
-    define(d, "itself", [{"id": "again", "action": "workflow.run", "params": {"template_name": "itself"}}])
+    refused = define(d, "itself", [{"id": "again", "action": "workflow.run", "params": {"template_name": "itself"}}])
+    codes = [x.get("code") for x in (refused.get("error", {}).get("details") or {}).get("diagnostics", [])]
+    expect.that("E0058" in codes, f"a template that always runs itself is defined: {json.dumps(refused)[:400]}")
+    expect.section("a template that starts itself on every run is refused at define (E0058)")
+    # A condition the checker cannot see through: the budgets hold at run time.
+    define(d, "itself", [{"id": "again", "action": "workflow.run", "condition": "true",
+                          "params": {"template_name": "itself"}}])
     result = call(d, "opcode.run", {"template_name": "itself"}, timeout=300)
     expect.that(result.get("status") == "failed" and "R0130" in json.dumps(result),
                 f"a template running itself: {json.dumps(result)[:600]}")
@@ -64,8 +70,10 @@ def recursion(expect, d):
     expect.that(all(r["status"] == "failed" for r in tree), f"left running: {tree}")
     expect.section("a template that runs itself fails at limits.run_depth (R0130); ids stay 53 characters")
 
-    define(d, "twice", [{"id": "left", "action": "workflow.run", "params": {"template_name": "twice"}},
-                        {"id": "right", "action": "workflow.run", "params": {"template_name": "twice"}}])
+    define(d, "twice", [{"id": "left", "action": "workflow.run", "condition": "true",
+                         "params": {"template_name": "twice"}},
+                        {"id": "right", "action": "workflow.run", "condition": "true",
+                         "params": {"template_name": "twice"}}])
     result = call(d, "opcode.run", {"template_name": "twice"}, timeout=300)
     expect.that(result.get("status") == "failed", f"a template running itself twice: {json.dumps(result)[:600]}")
     ended = within(lambda: all(r["status"] in ("failed", "cancelled", "completed")
@@ -106,8 +114,10 @@ def cancel_reaches_descendants(expect, d):
 
 
 def killed_while_growing(expect, binary, home, d):
-    define(d, "grows", [{"id": "left", "action": "workflow.run", "params": {"template_name": "grows"}},
-                        {"id": "right", "action": "workflow.run", "params": {"template_name": "grows"}}])
+    define(d, "grows", [{"id": "left", "action": "workflow.run", "condition": "true",
+                         "params": {"template_name": "grows"}},
+                        {"id": "right", "action": "workflow.run", "condition": "true",
+                         "params": {"template_name": "grows"}}])
     call(d, "opcode.run", {"template_name": "grows", "wait": False})
     within(lambda: len(runs(d, template_name="grows")) > 40, 60)
     d.kill()

@@ -35,7 +35,7 @@ impl Param<'_> {
 }
 
 /// The members of `params` (lowered as an object with one template per member).
-fn params_of(template: Option<&Template>) -> Vec<Param<'_>> {
+pub(super) fn params_of(template: Option<&Template>) -> Vec<Param<'_>> {
     match template.map(|t| &t.kind) {
         Some(TemplateKind::Object(members)) => members
             .iter()

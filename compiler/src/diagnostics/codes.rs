@@ -98,6 +98,8 @@ code_registry! { ALL, "../../../spec/errors/";
     E0056 = "test-output-mismatch",
     /// A delegated agent's budget cannot be met.
     E0057 = "agent-budget",
+    /// A template starts itself on every run.
+    E0058 = "runs-itself",
     /// A field the language does not know is ignored.
     W0001 = "unknown-field",
     /// An action parameter the action does not know is ignored.
