@@ -44,6 +44,15 @@ use opcode_runtime::vault::Vault;
 /// A submitted form's fields.
 pub(crate) type Fields = HashMap<String, String>;
 
+/// The page a list's `?page=` asks for, from 1.
+pub(crate) fn page_of(query: &Fields) -> u32 {
+    query
+        .get("page")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1)
+        .max(1)
+}
+
 /// What the panel's pages share. A handler's `Panel` also carries the
 /// CSRF token of the browser session it serves.
 #[derive(Clone)]

@@ -19,11 +19,7 @@ const PAGE: u32 = 25;
 /// a time.
 pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
     let store = panel.store();
-    let page: u32 = query
-        .get("page")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(1)
-        .max(1);
+    let page = super::page_of(&query);
     let filter = DecisionFilter {
         status: Some(DecisionStatus::Pending),
         limit: Some(PAGE + 1),

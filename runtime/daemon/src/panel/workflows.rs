@@ -39,11 +39,7 @@ pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
             .map(|v| v.trim().to_owned())
             .filter(|v| !v.is_empty())
     };
-    let page: u32 = query
-        .get("page")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(1)
-        .max(1);
+    let page = super::page_of(&query);
     let filter = WorkflowFilter {
         statuses: pick("status")
             .and_then(|s| WorkflowStatus::parse(&s))
