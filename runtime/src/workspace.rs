@@ -51,16 +51,26 @@ impl Workspaces {
     /// Makes `workspace` if it is a fresh one that does not exist yet, at
     /// once: made and given to the sandbox user under a name of its own,
     /// then renamed into place, so that no process dying half-way leaves a
-    /// workspace the sandbox cannot use. One `lstat` when it exists (every
-    /// effectful call asks), the root made only when missing.
+    /// workspace the sandbox cannot use; one an older version left with the
+    /// wrong owner is given to the sandbox user. One `lstat` when it exists
+    /// (every effectful call asks), the root made only when missing.
     pub fn ensure(&self, workspace: &Path) -> std::io::Result<()> {
         let Workspaces::Fresh { root, owner } = self else {
             return Ok(());
         };
-        if workspace.parent() != Some(root.as_path())
-            || std::fs::symlink_metadata(workspace).is_ok()
-        {
+        if workspace.parent() != Some(root.as_path()) {
             return Ok(());
+        }
+        if let Ok(meta) = std::fs::symlink_metadata(workspace) {
+            // One an older version left half made (its owner never set)
+            // is given to the sandbox user now.
+            use std::os::unix::fs::MetadataExt;
+            return match owner {
+                Some((uid, gid)) if meta.is_dir() && (meta.uid(), meta.gid()) != (*uid, *gid) => {
+                    give(workspace, *owner)
+                }
+                _ => Ok(()),
+            };
         }
         let making = making_name(workspace);
         match make_private(&making) {
@@ -283,5 +293,26 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    /// A workspace an older version left owned by the daemon (killed
+    /// between its `mkdir` and its `chown`) is given to the sandbox user.
+    #[test]
+    fn a_workspace_left_with_the_wrong_owner_is_repaired() {
+        use std::os::unix::fs::MetadataExt;
+        if !nix::unistd::Uid::effective().is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let workspaces = Workspaces::Fresh {
+            root: dir.path().to_path_buf(),
+            owner: Some((65534, 65534)),
+        };
+        let ws = workspaces.for_run("left-behind");
+        std::fs::create_dir(&ws).unwrap();
+        assert_eq!(std::fs::metadata(&ws).unwrap().uid(), 0);
+        workspaces.ensure(&ws).unwrap();
+        let meta = std::fs::metadata(&ws).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (65534, 65534));
     }
 }
