@@ -242,3 +242,40 @@ fn a_child_whose_parent_ended_while_the_process_was_down_is_cancelled_at_recover
         assert_eq!(status, WorkflowStatus::Cancelled);
     });
 }
+
+/// A parent loaded only to be cancelled (it was let go at a shutdown)
+/// cancels its children too.
+#[test]
+fn a_parent_cancelled_while_unloaded_cancels_its_children() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    let waits = json!({"steps": [{"id": "w", "type": "wait", "config": {"signal": "go"}}]});
+    template(dir.path(), "waits", &waits);
+    let root = json!({"steps": [run_of("one", "waits")]});
+    let (root_id, child_id) = runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let id = exec.start(request(&root, &json!({}))).await.unwrap();
+        let child = opcode_stdlib::exec::child_id(&format!("{id}/one/1"), None);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while exec.store().workflow(&child).await.unwrap().is_none() {
+            assert!(tokio::time::Instant::now() < deadline, "no child");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        exec.wait(&child, Until::Settled).await.unwrap();
+        exec.shutdown(Duration::from_secs(5)).await;
+        (id, child)
+    });
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let cancel = Event::Cancel {
+            reason: "stop".into(),
+        };
+        exec.deliver(&root_id, cancel).await.unwrap();
+        let status =
+            tokio::time::timeout(Duration::from_secs(10), exec.wait(&child_id, Until::Ended))
+                .await
+                .expect("the child ends")
+                .unwrap();
+        assert_eq!(status, WorkflowStatus::Cancelled);
+    });
+}

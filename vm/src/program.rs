@@ -505,6 +505,13 @@ impl Program {
         names
     }
 
+    /// Does the program call `action` anywhere?
+    pub fn calls(&self, action: &str) -> bool {
+        self.code.iter().any(
+            |instr| matches!(instr, crate::instr::Instr::Call { action: a, .. } if a == action),
+        )
+    }
+
     /// The step with this id.
     pub fn step_by_id(&self, id: &str) -> Option<StepId> {
         self.steps

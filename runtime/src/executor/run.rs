@@ -132,8 +132,9 @@ pub struct RunTask {
     /// Answered once a shutdown has let the run go.
     shutting_down: Option<oneshot::Sender<()>>,
     lapsed: Option<ExecError>,
-    /// It has started children (`workflow.run`, `workflow.map`): when it
-    /// ends, those still running are cancelled.
+    /// It may start children (its program calls `workflow.run` or
+    /// `workflow.map`): when it ends, those still running are cancelled,
+    /// even when it was loaded only to be cancelled.
     has_children: bool,
 }
 
@@ -231,6 +232,8 @@ impl RunTask {
         let caller = Arc::new(Caller::new(&inner, actions));
         let last_status = setup.vm.status();
         let last_context = setup.vm.context().clone();
+        let program = &setup.loaded.plan.program;
+        let has_children = program.calls("workflow.run") || program.calls("workflow.map");
         RunTask {
             inner,
             id: setup.id,
@@ -256,7 +259,7 @@ impl RunTask {
             resume_halted: false,
             shutting_down: None,
             lapsed: None,
-            has_children: false,
+            has_children,
         }
     }
 
@@ -691,7 +694,6 @@ impl RunTask {
     fn perform(&mut self, effect: Effect) {
         match effect {
             Effect::Dispatch(d) => {
-                self.has_children |= matches!(d.action.as_str(), "workflow.run" | "workflow.map");
                 let step = self.loaded.plan.instance_name(&d.inst);
                 let effect = d.effect;
                 let (caller, tx, run_id, name, facts) = (
