@@ -507,9 +507,9 @@ impl Program {
 
     /// Does the program call `action` anywhere?
     pub fn calls(&self, action: &str) -> bool {
-        self.code.iter().any(
-            |instr| matches!(instr, crate::instr::Instr::Call { action: a, .. } if a == action),
-        )
+        self.code
+            .iter()
+            .any(|instr| matches!(instr, Instr::Call { action: a, .. } if a == action))
     }
 
     /// The step with this id.
