@@ -86,8 +86,10 @@ impl Transcript {
         self.hash.update(text.as_bytes());
         self.bytes += text.len() as u64;
         self.lines += 1;
+        // Flushed at once: tokio's file hands writes to a thread of its own
+        // and says they are done before they are.
         if let Some(file) = &mut self.file
-            && file.write_all(text.as_bytes()).await.is_err()
+            && (file.write_all(text.as_bytes()).await.is_err() || file.flush().await.is_err())
         {
             self.file = None;
         }
