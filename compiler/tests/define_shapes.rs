@@ -88,11 +88,16 @@ fn shapes() -> impl Strategy<Value = Shape> {
 /// Compiles `text` on a thread with a 512 KiB stack: its step count, or
 /// whether it was refused with a diagnostic.
 fn compile_small_stack(text: String) -> Result<usize, usize> {
+    compile_as(text, "shape.json")
+}
+
+/// [`compile_small_stack`] of a file named `file` (its syntax by extension).
+fn compile_as(text: String, file: &'static str) -> Result<usize, usize> {
     std::thread::Builder::new()
         .stack_size(512 * 1024)
         .spawn(move || {
             let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
-            let (program, diagnostics) = compiler.compile(&text, "shape.json");
+            let (program, diagnostics) = compiler.compile(&text, file);
             match program {
                 Some(program) if !diagnostics.has_errors() => Ok(program.steps.len()),
                 _ => Err(diagnostics.error_count()),
@@ -126,4 +131,20 @@ proptest! {
 fn the_reported_chain_compiles_on_a_small_stack() {
     let (workflow, count) = workflow(&Shape::Chain(21_875));
     assert_eq!(compile_small_stack(workflow.to_string()), Ok(count));
+}
+
+/// Nesting written as `.opc` (its own parser, chumsky's), compiled on
+/// the small stack: 20 levels compile as their JSON does; 60, which JSON
+/// takes, `.opc` refuses with a diagnostic (its own bound), never a crash.
+#[test]
+fn deep_opc_compiles_on_a_small_stack() {
+    for depth in [20, 60] {
+        let (json, count) = workflow(&Shape::Nest(depth, 1));
+        let opc = opcode_compiler::syntax::opc::from_json(&json.to_string()).unwrap();
+        let from_opc = compile_as(opc, "shape.opc");
+        assert!(from_opc.is_ok() || from_opc.is_err_and(|errors| errors > 0));
+        if depth == 20 {
+            assert_eq!(from_opc, Ok(count));
+        }
+    }
 }

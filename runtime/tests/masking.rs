@@ -1,6 +1,6 @@
 //! A secret split across steps and joined again where the VM joins values
-//! (the workflow `output`, a reasoning step's `prompt_context`) is masked in
-//! everything the run writes (spec/security.md, "Secrets and the store").
+//! (the workflow `output`, a reasoning step's `prompt_context`, the context
+//! a step updates) is masked in everything the run writes (spec/security.md, "Secrets and the store").
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 // Shared helpers; this file needs an executor with secrets of its own.
@@ -42,6 +42,9 @@ fn a_secret_rejoined_in_the_output_or_a_prompt_is_masked_where_it_is_written() {
     let store = Arc::new(MemoryStore::new());
     let dir = tempfile::tempdir().unwrap();
     let mut steps = halves();
+    // Another place the VM joins values: the context a step updates.
+    steps.push(json!({"id": "keep", "action": "workflow.context", "depends_on": ["front", "back"],
+        "params": {"action": "update", "data": {"key": "${{steps.front.result}}${{steps.back.result}}"}}}));
     steps.push(
         json!({"id": "ask", "type": "reasoning", "depends_on": ["front", "back"], "config": {
         "prompt_context": "key ${{steps.front.result}}${{steps.back.result}}",
@@ -83,6 +86,11 @@ fn a_secret_rejoined_in_the_output_or_a_prompt_is_masked_where_it_is_written() {
             "completed"
         );
         let row = store.workflow(&id).await.unwrap().unwrap();
+        let context = row.context.clone().unwrap_or_default();
+        assert!(
+            context.contains("key") && !context.contains(SECRET),
+            "{context}"
+        );
         let output = row.output.unwrap_or_default();
         assert!(
             !output.contains(SECRET),

@@ -194,17 +194,12 @@ fn a_cancel_reaches_every_descendant() {
     });
 }
 
-#[test]
-fn a_child_whose_parent_ended_while_the_process_was_down_is_cancelled_at_recovery() {
-    let store = Arc::new(MemoryStore::new());
-    let dir = tempfile::tempdir().unwrap();
-    let waits = json!({"steps": [{"id": "w", "type": "wait", "config": {"signal": "go"}},
-        {"id": "after", "action": "expr.eval", "depends_on": ["w"], "params": {"expression": "1"}}]});
-    template(dir.path(), "waits", &waits);
-    let root = json!({"steps": [run_of("one", "waits")]});
-    let (root_id, child_id) = runtime().block_on(async {
-        let exec = executor(&store, config(dir.path()));
-        let id = exec.start(request(&root, &json!({}))).await.unwrap();
+/// Starts `root`, whose step `one` runs a child that waits, and lets both
+/// go as a shutdown does: the ids of the root and of its child.
+fn held_then_let_go(store: &Arc<MemoryStore>, dir: &Path, root: &Value) -> (String, String) {
+    runtime().block_on(async {
+        let exec = executor(store, config(dir));
+        let id = exec.start(request(root, &json!({}))).await.unwrap();
         let child = opcode_stdlib::exec::child_id(&format!("{id}/one/1"), None);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         while exec.store().workflow(&child).await.unwrap().is_none() {
@@ -214,7 +209,18 @@ fn a_child_whose_parent_ended_while_the_process_was_down_is_cancelled_at_recover
         exec.wait(&child, Until::Settled).await.unwrap();
         exec.shutdown(Duration::from_secs(5)).await;
         (id, child)
-    });
+    })
+}
+
+#[test]
+fn a_child_whose_parent_ended_while_the_process_was_down_is_cancelled_at_recovery() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    let waits = json!({"steps": [{"id": "w", "type": "wait", "config": {"signal": "go"}},
+        {"id": "after", "action": "expr.eval", "depends_on": ["w"], "params": {"expression": "1"}}]});
+    template(dir.path(), "waits", &waits);
+    let root = json!({"steps": [run_of("one", "waits")]});
+    let (root_id, child_id) = held_then_let_go(&store, dir.path(), &root);
     // The parent's end is written, and the process dies before its
     // child hears of it.
     runtime().block_on(async {
@@ -252,19 +258,7 @@ fn a_parent_cancelled_while_unloaded_cancels_its_children() {
     let waits = json!({"steps": [{"id": "w", "type": "wait", "config": {"signal": "go"}}]});
     template(dir.path(), "waits", &waits);
     let root = json!({"steps": [run_of("one", "waits")]});
-    let (root_id, child_id) = runtime().block_on(async {
-        let exec = executor(&store, config(dir.path()));
-        let id = exec.start(request(&root, &json!({}))).await.unwrap();
-        let child = opcode_stdlib::exec::child_id(&format!("{id}/one/1"), None);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while exec.store().workflow(&child).await.unwrap().is_none() {
-            assert!(tokio::time::Instant::now() < deadline, "no child");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        exec.wait(&child, Until::Settled).await.unwrap();
-        exec.shutdown(Duration::from_secs(5)).await;
-        (id, child)
-    });
+    let (root_id, child_id) = held_then_let_go(&store, dir.path(), &root);
     runtime().block_on(async {
         let exec = executor(&store, config(dir.path()));
         let cancel = Event::Cancel {
@@ -277,5 +271,31 @@ fn a_parent_cancelled_while_unloaded_cancels_its_children() {
                 .expect("the child ends")
                 .unwrap();
         assert_eq!(status, WorkflowStatus::Cancelled);
+    });
+}
+
+/// The runs bound holds however the tree grows: here `workflow.map` of
+/// the template itself, three children a level.
+#[test]
+fn a_map_of_itself_stops_at_the_runs_bound() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    let fans = json!({"steps": [{"id": "each", "action": "workflow.map", "condition": "true",
+        "params": {"template_name": "fans", "items": [1, 2, 3]}}]});
+    template(dir.path(), "fans", &fans);
+    runtime().block_on(async {
+        let exec = executor(&store, limited(dir.path(), |c| c.limits.run_tree = 30));
+        let id = exec.start(request(&fans, &json!({}))).await.unwrap();
+        let status = tokio::time::timeout(Duration::from_mins(1), exec.wait(&id, Until::Ended))
+            .await
+            .expect("the tree ends")
+            .unwrap();
+        assert_eq!(status, WorkflowStatus::Failed);
+        let runs = every_run(&exec).await;
+        assert!(runs.len() <= 31, "{} runs", runs.len());
+        assert!(
+            runs.iter().all(|r| r.id.len() <= id.len() + 17 + 2),
+            "ids grow"
+        );
     });
 }
