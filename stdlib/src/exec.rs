@@ -264,12 +264,18 @@ pub fn tree_root(id: &str) -> &str {
     id.split('.').next().unwrap_or(id)
 }
 
+/// Could `template` name a path rather than a template: empty, holding a
+/// slash or a backslash, or starting with a dot?
+pub fn path_like(template: &str) -> bool {
+    template.is_empty() || template.contains(['/', '\\']) || template.starts_with('.')
+}
+
 /// The file of a child template named `template`, looked up next to a
 /// workflow in `base`: `<template>.json`, `<template>/workflow.json`, or a
 /// sibling example folder `../<template>/workflow.json`. Names that are
 /// paths are refused.
 pub fn template_file(base: &Path, template: &str) -> Option<PathBuf> {
-    if template.is_empty() || template.contains(['/', '\\']) || template.starts_with('.') {
+    if path_like(template) {
         return None;
     }
     [

@@ -147,7 +147,7 @@ fn check_name(name: &str) -> Result<(), ToolError> {
         Some("must be at most 200 characters")
     } else if name.chars().any(char::is_control) {
         Some("must not hold control characters (NUL, tabs, line breaks)")
-    } else if name.contains(['/', '\\']) || name.starts_with('.') {
+    } else if opcode_stdlib::exec::path_like(name) {
         Some("must not hold `/` or `\\`, nor start with `.`")
     } else {
         None
