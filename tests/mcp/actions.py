@@ -21,7 +21,7 @@ import time
 
 from mcp import Client
 
-from clients import ENDED, check, data, wait_for, whole
+from clients import ENDED, check, data, error_of, wait_for, whole
 from daemon import Daemon, free_port
 
 SQUARE = {"name": "square", "input_schema": {"type": "object", "required": ["item"],
@@ -332,9 +332,9 @@ async def plugins(binary, node_prefix):
             listed = data(await client.call_tool("opcode.query", {"resource": "plugins"}))["plugins"]
             check(listed[0]["status"] == "up" and "echo" in listed[0]["tools"], f"plugins: {listed}")
             data(await client.call_tool("opcode.define", echo))
-            bad = data(await client.call_tool("opcode.define", {"name": "bad", "definition": {"steps": [
+            bad = error_of(await client.call_tool("opcode.define", {"name": "bad", "definition": {"steps": [
                 {"id": "say", "action": "everything.echo", "params": {"mesage": "hi"}}]}}))
-            check(bad.get("error", {}).get("code") == "R0123", f"a wrong tool parameter compiles: {bad}")
+            check(bad["code"] == "R0123", f"a wrong tool parameter compiles: {bad}")
             print("ok - a plugin's tools are actions whose parameters the compiler checks")
             first = data(await client.call_tool("opcode.run", {"template_name": "echo", "params": {"text": "one"}}))
             check(first["status"] == "completed" and first["output"] == "Echo: one", f"echo: {first}")

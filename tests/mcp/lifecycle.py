@@ -110,7 +110,8 @@ async def main(binary):
         stopped = [reply["result"] for reply in await waits]
         for result in stopped:
             check(result.get("isError"), f"a wait cut by SIGTERM answered {result}")
-            error = result["structuredContent"]["error"]
+            check("structuredContent" not in result, f"an error result carries structuredContent: {result}")
+            error = json.loads(result["content"][0]["text"])["error"]
             check(error["code"] == "R0134" and error["details"]["workflow_id"], f"the stop answered {error}")
         print("ok - SIGTERM ends the calls waiting on runs with R0134 naming their runs (Streamable HTTP "
               "with and without a session, legacy SSE, AG-UI) and exits at once with streams open")
@@ -118,7 +119,8 @@ async def main(binary):
         async with Client(f"{daemon.url}/mcp") as client:
             await wait_for(client, running["workflow_id"], ("completed",))
             for result in stopped:
-                await wait_for(client, result["structuredContent"]["error"]["details"]["workflow_id"], ("completed",))
+                stopped_id = json.loads(result["content"][0]["text"])["error"]["details"]["workflow_id"]
+                await wait_for(client, stopped_id, ("completed",))
         daemon.terminate()
         print("ok - SIGTERM stops cleanly and the interrupted workflows complete after the next start")
 
@@ -135,7 +137,10 @@ async def legacy_run_and_wait(url):
     """`opcode.run` of `long`, waiting, through a legacy SSE session."""
     async with Client(sse_client(f"{url}/sse")) as legacy:
         result = await legacy.call_tool("opcode.run", {"template_name": "long"})
-    return {"result": {"isError": result.is_error, "structuredContent": result.structured_content}}
+    answer = {"isError": result.is_error, "content": [{"type": "text", "text": result.content[0].text}]}
+    if result.structured_content is not None:
+        answer["structuredContent"] = result.structured_content
+    return {"result": answer}
 
 
 def status_of(url, token=None):

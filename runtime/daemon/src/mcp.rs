@@ -24,7 +24,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::api::{Api, INSTRUCTIONS, ToolSpec, tools};
+use crate::api::{Api, INSTRUCTIONS, ToolError, ToolSpec, tools};
 use crate::headline::headline;
 
 pub use agents::{AgentSessions, SessionLevel};
@@ -37,7 +37,6 @@ pub struct OpcodeServer {
     sessions: Arc<AgentSessions>,
     level: SessionLevel,
     subscriptions: watch::Subscriptions,
-    tasks: tasks::Followed,
     elicitor: Option<Arc<elicit::Elicitor>>,
     /// The agents that called from this session.
     agents: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
@@ -56,7 +55,6 @@ impl OpcodeServer {
             sessions,
             level: SessionLevel::default(),
             subscriptions: watch::Subscriptions::default(),
-            tasks: tasks::Followed::default(),
             elicitor,
             agents: Arc::default(),
             ended: Arc::new(CancellationToken::new().drop_guard()),
@@ -72,7 +70,6 @@ impl OpcodeServer {
             sessions: self.sessions.clone(),
             level: SessionLevel::default(),
             subscriptions: watch::Subscriptions::default(),
-            tasks: tasks::Followed::default(),
             elicitor: self.elicitor.clone(),
             agents: Arc::default(),
             ended: Arc::new(CancellationToken::new().drop_guard()),
@@ -123,6 +120,18 @@ pub(crate) fn structured(value: Value, terse: bool) -> CallToolResult {
     result
 }
 
+/// A failed call: `isError`, with the error's JSON (`{"error": {code,
+/// name, message, details}}`) as its text and no structured content. Each
+/// tool's `outputSchema` describes its success; clients that validate
+/// structured content against it (the TypeScript SDK) would throw on an
+/// error there, and the agent would never see the code (spec/mcp.md
+/// "Errors", decision 0046).
+fn error_result(error: &ToolError) -> CallToolResult {
+    CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+        error.to_json().to_string(),
+    )])
+}
+
 impl OpcodeServer {
     /// `agent` called from this session: the first time, the decisions
     /// waiting for it are asked here (when decisions are elicited).
@@ -167,7 +176,7 @@ fn pinned_version(meta: Option<&rmcp::model::RequestMetaObject>) -> Option<i64> 
 
 /// A tool error where the protocol wants a JSON-RPC error: internal, with
 /// the coded error as data.
-fn internal(error: crate::api::ToolError) -> ErrorData {
+fn internal(error: ToolError) -> ErrorData {
     let data = Some(error.to_json());
     ErrorData::internal_error(error.message, data)
 }
@@ -215,7 +224,6 @@ impl ServerHandler for OpcodeServer {
             context.peer,
             &self.api,
             self.subscriptions.clone(),
-            self.tasks.clone(),
             self.ended.token().clone(),
         );
     }
@@ -343,8 +351,11 @@ impl ServerHandler for OpcodeServer {
         let terse = context
             .protocol_version()
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
-        // A client that declared the tasks extension gets a run as a task.
-        let as_task = (template || request.name == "opcode.run")
+        // A client that declared the tasks extension gets a run as a task,
+        // at the revision that defines it (2026-07-28): a 2025-11-25 session
+        // gets the plain result whatever it declares (spec/mcp.md "Tasks").
+        let as_task = terse
+            && (template || request.name == "opcode.run")
             && context
                 .client_capabilities()
                 .is_some_and(|c| c.supports_tasks());
@@ -362,19 +373,12 @@ impl ServerHandler for OpcodeServer {
         };
         Ok(match outcome {
             Ok(started) if as_task => {
-                let task = tasks::created(&self.api, &started).await?;
-                // Status notifications go to sessions; a stateless
-                // (2026-07-28) request has none, and its stream carries only
-                // its answer.
-                if !terse {
-                    self.tasks.add(&self.api, &context.peer, &task.task.task_id);
-                }
-                CallToolResponse::Task(task)
+                CallToolResponse::Task(tasks::created(&self.api, &started).await?)
             }
             Ok(value) => image_result(&value)
                 .unwrap_or_else(|| structured(value, terse))
                 .into(),
-            Err(error) => CallToolResult::structured_error(error.to_json()).into(),
+            Err(error) => error_result(&error).into(),
         })
     }
 

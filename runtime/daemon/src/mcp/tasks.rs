@@ -4,16 +4,12 @@
 //! daemon that created it. A pending decision is an `input_required` form
 //! elicitation; `tasks/update` answers it as `opcode.signal` would.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
-
 use opcode_runtime::store::{DecisionRow, DecisionStatus, WorkflowRow, WorkflowStatus};
+use rmcp::ErrorData;
 use rmcp::model::{
-    CreateTaskResult, DetailedTask, InputRequest, InputRequests, InputResponses, JsonObject,
-    Notification, ServerNotification, Task, TaskPayload, TaskStatus, TaskStatusNotificationParams,
+    CreateTaskResult, DetailedTask, InputRequest, InputRequests, InputResponses, JsonObject, Task,
+    TaskPayload, TaskStatus,
 };
-use rmcp::service::Peer;
-use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 
 use crate::api::{Api, ToolError};
@@ -123,73 +119,6 @@ pub async fn cancel(api: &Api, id: &str) -> Result<(), ErrorData> {
         .await
         .map(|_| ())
         .map_err(|e| invalid(&e))
-}
-
-/// The tasks a session created, with what it was last told of each: it
-/// gets `notifications/tasks` each time one changes.
-#[derive(Debug, Clone, Default)]
-pub struct Followed(Arc<Mutex<BTreeMap<String, Told>>>);
-
-/// What a notification said: the status and the open questions.
-#[derive(Debug, Clone, PartialEq)]
-struct Told(TaskStatus, Vec<String>);
-
-impl Followed {
-    /// Follows task `id`, just created (`working`), and tells `peer`
-    /// straight away if it has already moved on.
-    pub fn add(&self, api: &Api, peer: &Peer<RoleServer>, id: &str) {
-        self.lock()
-            .insert(id.to_owned(), Told(TaskStatus::Working, Vec::new()));
-        let (followed, api, peer, id) = (self.clone(), api.clone(), peer.clone(), id.to_owned());
-        tokio::spawn(async move { followed.tell(&api, &peer, Some(&id)).await });
-    }
-
-    /// Tells `peer` about task `id` if it is followed and changed since it
-    /// was last told (every followed task when `id` is `None`: notices
-    /// were lost). Errs when the session no longer takes messages.
-    pub async fn tell(
-        &self,
-        api: &Api,
-        peer: &Peer<RoleServer>,
-        id: Option<&str>,
-    ) -> Result<(), rmcp::service::ServiceError> {
-        let ids: Vec<String> = match id {
-            Some(id) if self.lock().contains_key(id) => vec![id.to_owned()],
-            Some(_) => return Ok(()),
-            None => self.lock().keys().cloned().collect(),
-        };
-        for id in ids {
-            let Ok(task) = detailed(api, &id, false).await else {
-                continue;
-            };
-            let told = Told(task.status(), asked(&task));
-            {
-                let mut followed = self.lock();
-                if followed.get(&id) == Some(&told) {
-                    continue;
-                }
-                followed.insert(id.clone(), told);
-            }
-            let params = TaskStatusNotificationParams::new(task);
-            peer.send_notification(ServerNotification::TaskStatusNotification(
-                Notification::new(params),
-            ))
-            .await?;
-        }
-        Ok(())
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Told>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// The ids of the questions a task asks (none unless input is required).
-fn asked(task: &DetailedTask) -> Vec<String> {
-    match &task.payload {
-        TaskPayload::InputRequired { input_requests } => input_requests.keys().cloned().collect(),
-        _ => Vec::new(),
-    }
 }
 
 /// A pending decision as a form elicitation (an input request of its task).

@@ -1,8 +1,6 @@
 //! What a client is told without asking: `notifications/tools/list_changed`
 //! when exposed templates change, `notifications/resources/updated`
-//! for the run resources it subscribed to, and `notifications/tasks` when
-//! a task the session created changes (sessions only: rmcp cannot route
-//! task notifications through `subscriptions/listen` yet) — to a session (the 2025
+//! for the run resources it subscribed to — to a session (the 2025
 //! revisions, `resources/subscribe`) or through `subscriptions/listen`
 //! (2026-07-28).
 
@@ -16,7 +14,6 @@ use rmcp::{ErrorData, RoleServer};
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 
-use super::tasks::Followed;
 use crate::api::Api;
 
 /// Something a watcher may have to tell.
@@ -111,11 +108,9 @@ pub fn follow_session(
     peer: Peer<RoleServer>,
     api: &Api,
     subscriptions: Subscriptions,
-    tasks: Followed,
     ended: CancellationToken,
 ) {
     let mut feed = Feed::of(api);
-    let api = api.clone();
     tokio::spawn(async move {
         loop {
             let happened = tokio::select! {
@@ -126,14 +121,6 @@ pub fn follow_session(
                 },
             };
             if happened == Happened::Tools && peer.notify_tool_list_changed().await.is_err() {
-                return;
-            }
-            let told = match &happened {
-                Happened::Tools => Ok(()),
-                Happened::Run(id) => tasks.tell(&api, &peer, Some(id)).await,
-                Happened::Lagged => tasks.tell(&api, &peer, None).await,
-            };
-            if told.is_err() {
                 return;
             }
             for uri in subscriptions.touched(&happened) {

@@ -1,0 +1,126 @@
+// The daemon driven by the official TypeScript SDKs, as Claude Code, VS
+// Code, Cursor and the Inspector drive it: `@modelcontextprotocol/sdk` (1.x,
+// the 2025-11-25 era) on Streamable HTTP and legacy SSE, and
+// `@modelcontextprotocol/client` (2.x) negotiating the 2026-07-28 era on
+// Streamable HTTP. Every tool is called once to succeed and once to fail
+// after `listTools`, so the SDK validates each result against the tool's
+// output schema: no call may throw, and each failure must reach the caller
+// as an `isError` result whose text names our code, message and details.
+//
+// Usage: node ts_clients.mjs BASE_URL (run from the folder holding the
+// node_modules of tests/mcp/package.json).
+
+import { Client as LegacyClient } from "@modelcontextprotocol/sdk/client/index.js";
+import { SSEClientTransport as LegacySse } from "@modelcontextprotocol/sdk/client/sse.js";
+import { StreamableHTTPClientTransport as LegacyHttp } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+
+const base = process.argv[2];
+const TOOLS = ["opcode.define", "opcode.run", "opcode.status", "opcode.signal", "opcode.query", "opcode.diagram"];
+
+function check(condition, what) {
+  if (!condition) throw new Error(what);
+}
+
+const gate = (name) => ({
+  name,
+  definition: {
+    steps: [
+      { id: "greet", action: "workflow.log", params: { message: "hello" } },
+      {
+        id: "approve", type: "reasoning", depends_on: ["greet"],
+        config: { prompt_context: "Ship it?", options: [{ id: "yes" }, { id: "no" }] },
+      },
+    ],
+  },
+});
+
+/** Calls `tool`; the result must not throw and must be a success. */
+async function ok(client, label, tool, args) {
+  const result = await client.callTool({ name: tool, arguments: args });
+  check(!result.isError, `${label}: ${tool} failed: ${JSON.stringify(result)}`);
+  check(result.structuredContent, `${label}: ${tool} gave no structured content`);
+  return result.structuredContent;
+}
+
+/** Calls `tool` to fail: an `isError` result without structured content,
+ * whose text is our `{"error": {code, message, ...}}`; `code` is expected. */
+async function fails(client, label, tool, args, code) {
+  const result = await client.callTool({ name: tool, arguments: args });
+  check(result.isError === true, `${label}: ${tool} should fail: ${JSON.stringify(result)}`);
+  check(result.structuredContent === undefined, `${label}: ${tool}'s error carries structured content`);
+  const { error } = JSON.parse(result.content[0].text);
+  check(error.code === code && error.message, `${label}: ${tool} failed with ${JSON.stringify(error)}, not ${code}`);
+  return error;
+}
+
+async function scenario(client, label) {
+  const name = `gate_${label.replace(/[^a-z0-9]+/gi, "_")}`;
+  // A template exposed as a tool of its own, with its own output schema.
+  await ok(client, label, "opcode.define", {
+    name: `${name}_tool`, expose: true, description: "logs a greeting",
+    input_schema: { type: "object", properties: { who: { type: "string" } }, required: ["who"] },
+    definition: { steps: [{ id: "hi", action: "workflow.log", params: { message: "hi ${{inputs.who}}" } }] },
+  });
+  const listed = (await client.listTools()).tools.map((t) => t.name);
+  check([...TOOLS, `${name}_tool`].every((t) => listed.includes(t)), `${label}: tools ${listed}`);
+  const greeted = await ok(client, label, `${name}_tool`, { who: "ts" });
+  check(greeted.status === "completed", `${label}: the template's tool gave ${JSON.stringify(greeted)}`);
+  await fails(client, label, `${name}_tool`, {}, "R0108");
+
+  const defined = await ok(client, label, "opcode.define", gate(name));
+  check(defined.version === "v1", `${label}: define gave ${JSON.stringify(defined)}`);
+  const broken = await fails(client, label, "opcode.define", {
+    name: `${name}-broken`, definition: { steps: [{ id: "a", action: "crypto.hsh" }] },
+  }, "R0123");
+  const first = broken.details.diagnostics.find((d) => d.severity === "error");
+  check(first.pointer === "/definition/steps/0/action" && first.fix && first.line >= 1,
+    `${label}: the define's diagnostic is ${JSON.stringify(first)}`);
+
+  const run = await ok(client, label, "opcode.run", { template_name: name });
+  check(run.status === "suspended" && run.workflow_id, `${label}: run gave ${JSON.stringify(run)}`);
+  await fails(client, label, "opcode.run", { template_name: `${name}-nowhere` }, "R0120");
+
+  const status = await ok(client, label, "opcode.status", { workflow_id: run.workflow_id });
+  check(status.status === "suspended", `${label}: status gave ${JSON.stringify(status)}`);
+  await fails(client, label, "opcode.status", { workflow_id: "no-such-run" }, "R0121");
+
+  const wrong = await fails(client, label, "opcode.signal", {
+    workflow_id: run.workflow_id, signal_type: "decision", step_id: "approve", payload: { choice: "maybe" },
+  }, "R0114");
+  check(wrong.message.includes("maybe"), `${label}: a wrong choice said ${wrong.message}`);
+  const answered = await ok(client, label, "opcode.signal", {
+    workflow_id: run.workflow_id, signal_type: "decision", step_id: "approve", payload: { choice: "yes" },
+  });
+  check(answered.status === "completed", `${label}: signal gave ${JSON.stringify(answered)}`);
+
+  const found = await ok(client, label, "opcode.query", { resource: "workflows", filter: { template_name: name } });
+  check(found.workflows.some((w) => w.id === run.workflow_id), `${label}: query gave ${JSON.stringify(found)}`);
+  await fails(client, label, "opcode.query", { resource: "nothing" }, "R0122");
+
+  const drawn = await ok(client, label, "opcode.diagram", { template_name: name, format: "ascii" });
+  check(drawn.diagram.includes("approve"), `${label}: diagram gave ${JSON.stringify(drawn)}`);
+  await fails(client, label, "opcode.diagram", { template_name: `${name}-nowhere` }, "R0120");
+  console.log(`ok - TypeScript SDK (${label}): every tool's success and failure, no exception, codes seen`);
+}
+
+async function session(client, transport, label, era) {
+  await client.connect(transport);
+  try {
+    const version = client.getNegotiatedProtocolVersion?.() ?? transport.protocolVersion;
+    if (era) check(version === era, `${label}: negotiated ${version}, not ${era}`);
+    await scenario(client, label);
+  } finally {
+    await client.close();
+  }
+}
+
+const info = { name: "opcode-tests", version: "1.0.0" };
+await session(new LegacyClient(info), new LegacyHttp(new URL(`${base}/mcp`)), "sdk 1.x, Streamable HTTP, 2025-11-25");
+await session(new LegacyClient(info), new LegacySse(new URL(`${base}/sse`)), "sdk 1.x, SSE, 2025-11-25");
+await session(
+  new Client(info, { versionNegotiation: { mode: "auto" } }),
+  new StreamableHTTPClientTransport(new URL(`${base}/mcp`)),
+  "client 2.x, Streamable HTTP, 2026-07-28",
+  "2026-07-28",
+);
