@@ -7,6 +7,7 @@ Usage: python lifecycle.py PATH_TO_OPCODE
 import asyncio
 import json
 import os
+import pty
 import signal
 import sqlite3
 import subprocess
@@ -25,6 +26,25 @@ from daemon import Daemon, free_port
 from raw import Session
 
 
+def on_terminal(command, env):
+    """Runs `command` with its stderr on a pseudo-terminal: its exit code
+    and what it wrote there."""
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=follower)
+    os.close(follower)
+    written = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the terminal's other end closed.
+            break
+        if not chunk:
+            break
+        written += chunk
+    os.close(leader)
+    return process.wait(timeout=30), written.decode(errors="replace").replace("\r\n", "\n")
+
+
 def iso(dt):
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
@@ -37,7 +57,14 @@ async def main(binary):
         taken = subprocess.run([binary, "serve", "--listen", f"127.0.0.1:{daemon.port}", "--db", f"{home}/other.db"],
                                env=dict(os.environ, HOME=home), capture_output=True, text=True, timeout=30)
         check(taken.returncode == 2 and "already in use" in taken.stderr, f"port taken: {taken}")
-        print("ok - a taken port is a clear error")
+        said = json.loads(taken.stderr.strip().splitlines()[-1])
+        check(said["level"] == "ERROR" and "already in use" in said["fields"]["message"], f"the log line: {said}")
+        # At a terminal, the same refusal is a sentence for a person.
+        code, text = on_terminal([binary, "serve", "--listen", f"127.0.0.1:{daemon.port}", "--db",
+                                  f"{home}/other.db"], dict(os.environ, HOME=home))
+        check(code == 2 and text.startswith("opcode serve: ") and "already in use" in text
+              and not text.lstrip().startswith("{"), f"port taken, at a terminal: {text!r}")
+        print("ok - a taken port is a clear error: a JSON log line, or a sentence at a terminal")
 
         slow = {"name": "slow", "agent_id": "bot", "definition": {"steps": [
             {"id": "nap", "type": "wait", "config": {"duration": "2s"}},

@@ -85,7 +85,7 @@ pub fn router(
             post(sse::post).layer(axum::extract::DefaultBodyLimit::max(depth::MAX_BODY)),
         )
         .with_state(sessions)
-        .route("/livez", get(|| async { "ok" }))
+        .route("/livez", get(live))
         .merge(observability)
         .merge(
             Router::new()
@@ -103,6 +103,15 @@ pub fn router(
         guard::guard,
     ))
 }
+
+/// `/livez`: alive, and which program answers (`opcode doctor` tells a
+/// running daemon from another program holding the port).
+async fn live() -> Response {
+    ([(header::SERVER, SERVER)], "ok").into_response()
+}
+
+/// What `/livez` names itself in its `Server` header.
+pub const SERVER: &str = concat!("opcode/", env!("CARGO_PKG_VERSION"));
 
 /// Any other route, with the panel off: says so, and where things are.
 async fn unknown_route(uri: axum::http::Uri) -> Response {

@@ -273,3 +273,44 @@ fn bad_settings_and_levels_are_named() {
         "{report}"
     );
 }
+
+#[test]
+fn a_port_held_by_a_running_opcode_is_said_so_not_failed() {
+    let deployment = Deployment::new(&json!({}));
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut daemon = Command::new(OPCODE)
+        .args(["serve", "--listen", &listen, "--db"])
+        .arg(deployment.dir.path().join("running.db"))
+        .env("HOME", deployment.dir.path())
+        .env_remove("OPCODE_TOKEN")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let up = (0..300).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::net::TcpStream::connect(&listen).is_ok()
+    });
+    let (code, report) = deployment.doctor(&[("--listen", &listen)]);
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    assert!(up, "the daemon did not start");
+    assert_eq!((code, failed(&report)), (Some(0), vec![]), "{report}");
+    let port = check(&report, "port");
+    assert_eq!(port["status"], "warn", "{report}");
+    let detail = port["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("in use by a running opcode (opcode/"),
+        "{detail}"
+    );
+}
+
+#[test]
+fn no_settings_file_is_said_so() {
+    let deployment = Deployment::new(&json!({}));
+    std::fs::remove_file(deployment.dir.path().join("settings.json")).unwrap();
+    let (_, report) = deployment.doctor(&[]);
+    let settings = check(&report, "settings");
+    assert_eq!(settings["status"], "ok", "{report}");
+    let detail = settings["detail"].as_str().unwrap();
+    assert!(detail.starts_with("no file at "), "{detail}");
+}

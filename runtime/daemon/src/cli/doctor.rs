@@ -100,9 +100,17 @@ pub async fn doctor(args: &DoctorArgs) -> Exit {
             ),
         )),
         Ok(settings) => {
+            let file = args.serve.config_path();
             checks.push(Check::ok(
                 "settings",
-                format!("read {}", args.serve.config_path().display()),
+                if file.exists() {
+                    format!("read {}", file.display())
+                } else {
+                    format!(
+                        "no file at {}: flags, environment and defaults",
+                        file.display()
+                    )
+                },
             ));
             checks.extend(host::serving(&settings).await);
             checks.extend(store::checks(&settings).await);

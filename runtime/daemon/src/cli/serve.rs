@@ -153,10 +153,15 @@ pub(super) fn unknown_level_message(level: &str) -> String {
     )
 }
 
-/// Logs why the daemon does not start (a JSON line, like every log line)
-/// and returns the usage exit code.
+/// Says why the daemon does not start — a plain sentence to a person at a
+/// terminal, a JSON log line to whatever collects the logs — and returns
+/// the usage exit code.
 fn refuse(message: impl std::fmt::Display) -> Exit {
-    tracing::error!("{message}");
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!("opcode serve: {message}");
+    } else {
+        tracing::error!("{message}");
+    }
     Exit::Usage
 }
 

@@ -1,7 +1,9 @@
 //! What `opcode doctor` checks on the host: the address and its token, the
 //! log level, the sandbox's protections, the plugins.
 
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
+use std::time::Duration;
 
 use opcode_daemon::serve::guard::valid_token;
 use opcode_daemon::settings::{OwnFiles, Settings};
@@ -54,15 +56,53 @@ pub async fn serving(settings: &Settings) -> Vec<Check> {
             ),
         },
     );
-    checks.push(match tokio::net::TcpListener::bind(listen).await {
+    let bound = tokio::net::TcpListener::bind(listen).await;
+    checks.push(match bound {
         Ok(_) => Check::ok("port", format!("{listen} is free")),
-        Err(e) => Check::fail(
-            "port",
-            bind_error(listen, &e),
-            "stop what listens there (ss -ltnp shows it) or choose another --listen",
-        ),
+        Err(e) => match running_opcode(listen, settings.token.as_deref()).await {
+            Some(server) => Check::warn(
+                "port",
+                format!("{listen} is in use by a running opcode ({server})"),
+                "stop it before starting another `opcode serve` on this address",
+            ),
+            None => Check::fail(
+                "port",
+                bind_error(listen, &e),
+                "stop what listens there (ss -ltnp shows it) or choose another --listen",
+            ),
+        },
     });
     checks
+}
+
+/// The `Server` a running opcode on `listen` names itself with at
+/// `/livez`, if that is what holds the address.
+async fn running_opcode(listen: SocketAddr, token: Option<&str>) -> Option<String> {
+    let mut address = listen;
+    if address.ip().is_unspecified() {
+        address.set_ip(match address {
+            SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    // reqwest needs a TLS provider chosen even for plain HTTP.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .ok()?;
+    let mut request = client.get(format!("http://{address}/livez"));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.ok()?;
+    let server = response
+        .headers()
+        .get(reqwest::header::SERVER)?
+        .to_str()
+        .ok()?;
+    server.starts_with("opcode/").then(|| server.to_owned())
 }
 
 /// The sandbox's protections with the settings' isolation, and a report

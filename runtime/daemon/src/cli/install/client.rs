@@ -28,6 +28,13 @@ pub enum Client {
     Vscode,
 }
 
+/// A folder named by an environment variable, if it is an absolute path:
+/// an empty or relative value is ignored, as the XDG base directory
+/// specification says, rather than resolved against the current folder.
+fn absolute(value: Option<String>) -> Option<PathBuf> {
+    value.map(PathBuf::from).filter(|path| path.is_absolute())
+}
+
 /// Where the daemon is, as a client reaches it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
@@ -52,15 +59,15 @@ impl Client {
     pub fn config_file(self, home: &Path, var: impl Fn(&str) -> Option<String>) -> PathBuf {
         match self {
             Client::ClaudeCode => home.join(".claude.json"),
-            Client::Codex => var("CODEX_HOME")
-                .map_or_else(|| home.join(".codex"), PathBuf::from)
+            Client::Codex => absolute(var("CODEX_HOME"))
+                .unwrap_or_else(|| home.join(".codex"))
                 .join("config.toml"),
             Client::Cursor => home.join(".cursor").join("mcp.json"),
             Client::Vscode => {
                 let user = if cfg!(target_os = "macos") {
                     home.join("Library/Application Support")
                 } else {
-                    var("XDG_CONFIG_HOME").map_or_else(|| home.join(".config"), PathBuf::from)
+                    absolute(var("XDG_CONFIG_HOME")).unwrap_or_else(|| home.join(".config"))
                 };
                 user.join("Code").join("User").join("mcp.json")
             }
@@ -221,5 +228,25 @@ mod tests {
             Client::Cursor.config_file(home, none),
             home.join(".cursor/mcp.json")
         );
+    }
+
+    #[test]
+    fn an_empty_or_relative_folder_variable_is_ignored() {
+        let home = Path::new("/home/u");
+        for value in ["", "relative/dir"] {
+            let set = |_: &str| Some(value.to_owned());
+            if !cfg!(target_os = "macos") {
+                assert_eq!(
+                    Client::Vscode.config_file(home, set),
+                    home.join(".config/Code/User/mcp.json"),
+                    "XDG_CONFIG_HOME={value:?}"
+                );
+            }
+            assert_eq!(
+                Client::Codex.config_file(home, set),
+                home.join(".codex/config.toml"),
+                "CODEX_HOME={value:?}"
+            );
+        }
     }
 }
