@@ -154,14 +154,15 @@ check((await page.locator("select[name='in.env'] option").allInnerTexts()).join(
 check((await text(page, "#run")).includes("The service to deploy"), "the description helps");
 await submit(page, "#run button[type=submit]");
 await page.waitForSelector(".invalid-field");
-check((await text(page, "#run")).includes('"service" is a required property'), "a missing required input is said at its field");
+const missing = await text(page, ".invalid-field:has([name='in.service'])");
+check(missing.includes("required") && !missing.includes("property"), `a missing required input is said at its field, in words: ${missing}`);
 await page.fill("input[name='in.service']", "billing");
 await page.selectOption("select[name='in.env']", "staging");
 await page.fill("input[name='in.replicas']", "0");
 await submit(page, "#run button[type=submit]");
 await page.waitForSelector(".invalid-field");
 const problem = await text(page, ".invalid-field");
-check(problem.includes("replicas") && problem.includes("minimum"), `the problem is at its field: ${problem}`);
+check(problem.includes("replicas") && problem.includes("must be at least 1"), `the problem is at its field, in words: ${problem}`);
 check((await page.inputValue("input[name='in.service']")) === "billing", "typed values are kept");
 await shot(page, "23-run-form-problem");
 await page.fill("input[name='in.replicas']", "3");
@@ -176,7 +177,8 @@ const broken = '{\n  "service": "x",\n  oops\n}';
 await page.fill("textarea[name=params]", broken);
 await submit(page, "#run button[type=submit]");
 await page.waitForSelector("#run .flash.error");
-check((await text(page, "#run .flash.error")).includes("line 3, column 3"), "a JSON mistake is placed");
+const mistake = await text(page, "#run .flash.error");
+check(mistake.includes("line 3, column 3") && mistake.match(/line/g).length === 1, `a JSON mistake is placed, once: ${mistake}`);
 check((await page.inputValue("textarea[name=params]")) === broken, "the typed JSON is kept");
 
 // A paste mistake on Templates sits beside the text, its line selected.
@@ -265,6 +267,28 @@ await define(base, {
 });
 const failed = await run(base, "needs-secret");
 await untilStatus(page, failed, "failed");
+// The failed run's Steps list every step in dependency order, the one that
+// never ran too; its opened error fits the page.
+await define(base, {
+  name: "fails-late",
+  definition: {
+    steps: [
+      { id: "prep", action: "crypto.uuid" },
+      { id: "hash", action: "crypto.hash", depends_on: ["prep"], params: { data: "${{steps.prep.output.uuid}}" } },
+      { id: "check", action: "shell.exec", depends_on: ["hash"], params: { command: "sh", args: ["-c", `echo ${"x".repeat(400)} >&2; exit 3`], fail_on_nonzero: true } },
+      { id: "done", action: "workflow.log", depends_on: ["check"], params: { message: "ok" } },
+    ],
+  },
+});
+const failedLate = await run(base, "fails-late");
+await untilStatus(page, failedLate, "failed");
+const failedSteps = (await page.locator("#steps tbody tr").allInnerTexts()).map((r) => r.split("\t").map((c) => c.trim()));
+check(failedSteps.map((r) => r[0]).join(",") === "prep,hash,check,done", `steps in dependency order: ${JSON.stringify(failedSteps)}`);
+check(failedSteps[3][1] === "workflow.log" && failedSteps[3][2] === "not run", `the step that never ran: ${JSON.stringify(failedSteps[3])}`);
+const runWidth = await page.evaluate(() => document.documentElement.scrollWidth);
+check(runWidth <= 1280, `a failed run's page is ${runWidth} px wide at 1280`);
+await shot(page, "26b-failed-run-steps");
+await page.goto(workflowPage(failed));
 const stampOf = async () => JSON.parse(await page.locator("#steps tr:has-text('stamp') details:has-text('output') pre").first().textContent()).uuid;
 const firstStamp = await stampOf();
 await page.goto(`${base}/secrets`);
@@ -279,10 +303,37 @@ const retried = decodeURIComponent(new URL(page.url()).pathname.split("/").pop()
 await untilStatus(page, retried, "completed");
 check((await text(page, "#summary")).includes("Re-run of"), "the new run names the one it re-runs");
 check((await stampOf()) === firstStamp, "the completed step's output is kept");
-check((await text(page, "#steps tr:has-text('stamp') td:nth-child(4)")) === "0", "the kept step made no attempt");
+const kept = (await page.locator("#steps tr:has-text('stamp')").first().innerText()).split("\t").map((c) => c.trim());
+check(kept[1] === "crypto.uuid" && kept[3].startsWith("carried over from"), `the kept step names its action and was carried over: ${JSON.stringify(kept)}`);
 await page.goto(`${base}/events?workflow=${encodeURIComponent(retried)}&step=stamp`);
 check(!(await text(page, "#event-list")).includes("step_started"), "the kept step did not start again");
 await shot(page, "28-rerun-from-failed-step");
+
+// A decision card says what its timeout will do, and the run's page what
+// it did.
+const timed = (name, timeout) => ({
+  name,
+  definition: {
+    steps: [{
+      id: "gate", type: "reasoning",
+      config: { prompt_context: `Ship ${name}?`, options: [{ id: "yes" }, { id: "no" }], timeout, fallback: "no" },
+    }],
+  },
+});
+await define(base, timed("slow-gate", "1h"));
+await define(base, timed("quick-gate", "1s"));
+await run(base, "slow-gate");
+await page.goto(`${base}/decisions`);
+const card = await text(page, "article.decision:has-text('Ship slow-gate?')");
+check(card.includes("then takes no"), `the card says what the timeout does: ${card}`);
+const lapsed = await run(base, "quick-gate");
+await page.goto(workflowPage(lapsed));
+for (let i = 0; i < 300 && (await text(page, "#summary .badge")) !== "completed"; i++) {
+  await sleep(100);
+  await page.reload();
+}
+const lapsedDecisions = await text(page, "#decisions");
+check(lapsedDecisions.includes("timed out and took no"), `the run says which fallback its timeout took: ${lapsedDecisions}`);
 
 // Every page fits a 390 px phone screen.
 const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, timezoneId: "Europe/Madrid", isMobile: true });
@@ -290,7 +341,8 @@ const small = await phone.newPage();
 watch(small);
 const pages = [
   ["/", "dashboard"], ["/workflows", "workflows"], [`/workflows/${encodeURIComponent(slow)}`, "workflow"],
-  [`/workflows/${encodeURIComponent(waiting)}`, "workflow-waiting"], ["/templates", "templates"],
+  [`/workflows/${encodeURIComponent(waiting)}`, "workflow-waiting"], [`/workflows/${encodeURIComponent(failedLate)}`, "workflow-failed"],
+  ["/templates", "templates"],
   ["/templates/deploy-form", "template-form"], ["/templates/versioned/compare?a=1&b=2", "compare"],
   ["/decisions", "decisions"], ["/scheduler", "scheduler"], ["/events", "events"], ["/agents", "agents"],
   ["/plugins", "plugins"], ["/secrets", "secrets"], ["/no/such/page", "not-found"],
@@ -307,6 +359,15 @@ for (const [i, [path, name]] of pages.entries()) {
     problems.push(`${path} is ${width} px wide on a 390 px screen: ${wide.join(", ")}`);
   }
 }
+
+// A rejected paste whose excerpt is one long line still fits the phone.
+await small.goto(`${base}/templates`);
+await small.fill("textarea[name=source]", `{"name": "long", "definition": {"steps": [{"id": "a", "action": "crypto.hsh", "params": {"data": "${"a long value ".repeat(12)}"}}]}`);
+await small.click("#create button[type=submit]");
+await small.waitForSelector(".diagnostics");
+const pasteWidth = await small.evaluate(() => document.documentElement.scrollWidth);
+if (pasteWidth > 390) problems.push(`/templates after a rejected paste is ${pasteWidth} px wide on a 390 px screen`);
+await shot(small, "phone-rejected-paste");
 
 check(problems.length === 0, `browser problems:\n${problems.join("\n")}`);
 await browser.close();

@@ -804,3 +804,18 @@ fn questions_of_no_action_in_flight_or_malformed_are_refused() {
     sim.finish("a", Ok(json!({})));
     assert!(sim.apply(late).is_err(), "the action has finished");
 }
+
+#[test]
+fn each_action_step_names_its_action() {
+    let p = program(
+        r#"{"steps": [
+            {"id": "a", "action": "crypto.uuid"},
+            {"id": "l", "type": "loop", "depends_on": ["a"], "config": {"mode": "for_each",
+             "over": "[steps.a.uuid]", "body": [
+                {"id": "h", "action": "crypto.hash", "params": {"data": "${{loop.item}}"}}]}}]}"#,
+    );
+    assert_eq!(p.action_of("a"), Some("crypto.uuid"));
+    assert_eq!(p.action_of("h"), Some("crypto.hash"));
+    assert_eq!(p.action_of("l"), None);
+    assert_eq!(p.action_of("nowhere"), None);
+}

@@ -512,6 +512,21 @@ impl Program {
             .any(|instr| matches!(instr, Instr::Call { action: a, .. } if a == action))
     }
 
+    /// The action step `id` calls (`None` for a step of another kind).
+    pub fn action_of(&self, id: &str) -> Option<&str> {
+        let step = &self.steps[self.step_by_id(id)? as usize];
+        if step.kind != StepKind::Action {
+            return None;
+        }
+        let code = self
+            .code
+            .get(step.code.start as usize..step.code.end as usize)?;
+        code.iter().find_map(|instr| match instr {
+            Instr::Call { action, .. } => Some(action.as_str()),
+            _ => None,
+        })
+    }
+
     /// The step with this id.
     pub fn step_by_id(&self, id: &str) -> Option<StepId> {
         self.steps

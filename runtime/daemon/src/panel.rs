@@ -19,6 +19,7 @@ mod pruned;
 mod scheduler;
 mod secrets;
 pub mod session;
+mod steps;
 mod templates;
 mod test_case;
 mod workflows;

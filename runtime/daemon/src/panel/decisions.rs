@@ -54,7 +54,10 @@ pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
                         @if let Some(name) = names.get(&d.workflow_id) { strong { (name) } " " }
                         (workflow_link(&d.workflow_id)) " · step " code { (d.step_id) }
                         " · asked " (panel.clock.time(Some(&d.created_at)))
-                        @if let Some(at) = &d.timeout_at { " · times out " (panel.clock.time(Some(at))) }
+                        @if let Some(at) = &d.timeout_at {
+                            " · times out " (panel.clock.time(Some(at))) ", then "
+                            (layout::on_timeout(d.fallback.as_deref(), false))
+                        }
                         @if let Some(target) = &d.target_agent { " · for " (target) }
                     }
                     @if d.context != "{}" && d.context != "null" && !d.context.is_empty() {

@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use jsonschema::JsonType;
+use jsonschema::error::{TypeKind, ValidationErrorKind};
 use maud::{Markup, html};
 use serde_json::{Map, Value};
 
@@ -142,10 +144,7 @@ pub fn params(schema: Option<&Value>, posted: &Fields) -> Result<Value, Problems
         match serde_json::from_str::<Value>(raw) {
             Ok(value @ Value::Object(_)) => value,
             Ok(_) => return Err(one("", "the params must be a JSON object")),
-            Err(e) => {
-                let problem = format!("not JSON, at line {}, column {}: {e}", e.line(), e.column());
-                return Err(one("", &problem));
-            }
+            Err(e) => return Err(one("", &not_json(&e))),
         }
     } else {
         let mut out = Map::new();
@@ -205,8 +204,7 @@ fn typed(input: &Input, text: &str) -> Result<Value, String> {
             .find(|v| shown(v) == text)
             .cloned()
             .ok_or_else(|| "one of the listed values".to_owned()),
-        Input::Json => serde_json::from_str(text)
-            .map_err(|e| format!("not JSON, at line {}, column {}: {e}", e.line(), e.column())),
+        Input::Json => serde_json::from_str(text).map_err(|e| not_json(&e)),
     }
 }
 
@@ -219,7 +217,7 @@ fn check(schema: &Value, params: &Value, problems: &mut Problems) {
     for error in validator.iter_errors(params) {
         let path = error.instance_path().to_string();
         let field = match error.kind() {
-            jsonschema::error::ValidationErrorKind::Required { property } => {
+            ValidationErrorKind::Required { property } => {
                 property.as_str().unwrap_or_default().to_owned()
             }
             _ => path
@@ -229,12 +227,80 @@ fn check(schema: &Value, params: &Value, problems: &mut Problems) {
                 .unwrap_or_default()
                 .to_owned(),
         };
-        let message = if field.is_empty() || path.is_empty() {
-            error.to_string()
+        let said = in_words(error.kind()).unwrap_or_else(|| error.to_string());
+        let message = if field.is_empty() || path.is_empty() || path == format!("/{field}") {
+            said
         } else {
-            format!("{error} (at {path})")
+            format!("{said} (at {path})")
         };
         problems.entry(field).or_insert(message);
+    }
+}
+
+/// A JSON syntax error, its position said once.
+fn not_json(error: &serde_json::Error) -> String {
+    let said = error.to_string();
+    let at = format!(" at line {} column {}", error.line(), error.column());
+    let what = said.strip_suffix(&at).unwrap_or(&said);
+    format!(
+        "not JSON: {what}, at line {}, column {}",
+        error.line(),
+        error.column()
+    )
+}
+
+/// A schema violation as a person would say it (`None`: keep the
+/// validator's own words).
+fn in_words(kind: &ValidationErrorKind) -> Option<String> {
+    let number = |limit: &Value| limit.to_string();
+    Some(match kind {
+        ValidationErrorKind::Required { .. } => "required".to_owned(),
+        ValidationErrorKind::Type {
+            kind: TypeKind::Single(expected),
+        } => format!("must be {}", a_type(*expected)),
+        ValidationErrorKind::Enum { options } => match options.as_array() {
+            Some(values) => format!(
+                "must be one of {}",
+                values.iter().map(shown).collect::<Vec<_>>().join(", ")
+            ),
+            None => return None,
+        },
+        ValidationErrorKind::Constant { expected_value } => {
+            format!("must be {}", shown(expected_value))
+        }
+        ValidationErrorKind::Minimum { limit } => format!("must be at least {}", number(limit)),
+        ValidationErrorKind::Maximum { limit } => format!("must be at most {}", number(limit)),
+        ValidationErrorKind::ExclusiveMinimum { limit } => {
+            format!("must be more than {}", number(limit))
+        }
+        ValidationErrorKind::ExclusiveMaximum { limit } => {
+            format!("must be less than {}", number(limit))
+        }
+        ValidationErrorKind::MinLength { limit } => {
+            format!("must have at least {limit} characters")
+        }
+        ValidationErrorKind::MaxLength { limit } => format!("must have at most {limit} characters"),
+        ValidationErrorKind::MinItems { limit } => format!("must list at least {limit} items"),
+        ValidationErrorKind::MaxItems { limit } => format!("must list at most {limit} items"),
+        ValidationErrorKind::Pattern { pattern } => format!("must match the pattern {pattern}"),
+        ValidationErrorKind::Format { format } => format!("must be a valid {format}"),
+        ValidationErrorKind::AdditionalProperties { unexpected } => {
+            format!("has no field {}", unexpected.join(", "))
+        }
+        _ => return None,
+    })
+}
+
+/// A JSON type as a value of it is called.
+fn a_type(kind: JsonType) -> &'static str {
+    match kind {
+        JsonType::Null => "empty",
+        JsonType::Boolean => "true or false",
+        JsonType::Integer => "a whole number",
+        JsonType::Number => "a number",
+        JsonType::String => "text",
+        JsonType::Array => "a JSON list",
+        JsonType::Object => "a JSON object",
     }
 }
 
@@ -309,7 +375,19 @@ mod tests {
         assert!(problems["mode"].contains("required"), "{problems:?}");
         let form = posted(&[("in.url", "u"), ("in.mode", "fast"), ("in.tries", "0")]);
         let problems = params(Some(&schema()), &form).unwrap_err();
-        assert!(problems["tries"].contains("minimum"), "{problems:?}");
+        assert_eq!(problems["tries"], "must be at least 1", "{problems:?}");
+    }
+
+    #[test]
+    fn schema_problems_are_in_words_and_positions_said_once() {
+        let raw = |text: &str| params(Some(&schema()), &posted(&[("params", text)])).unwrap_err();
+        let problems = raw(r#"{"url": 3, "mode": "slow", "tries": 1.5}"#);
+        assert_eq!(problems["url"], "must be text");
+        assert_eq!(problems["mode"], "must be one of fast, safe");
+        assert_eq!(problems["tries"], "must be a whole number");
+        let broken = raw("{\n  \"url\" 1}")[""].clone();
+        assert_eq!(broken, "not JSON: expected `:`, at line 2, column 9");
+        assert_eq!(broken.matches("line").count(), 1, "{broken}");
     }
 
     #[test]

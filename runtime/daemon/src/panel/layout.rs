@@ -95,6 +95,17 @@ pub(crate) fn json_text(text: &str) -> Markup {
     html! { pre.json { (pretty) } }
 }
 
+/// What a decision's timeout does (`done`: it did): takes the fallback
+/// option, or fails its step.
+pub(crate) fn on_timeout(fallback: Option<&str>, done: bool) -> Markup {
+    match (fallback, done) {
+        (Some(option), false) => html! { "takes " code { (option) } },
+        (Some(option), true) => html! { "took " code { (option) } },
+        (None, false) => html! { "fails its step (no fallback)" },
+        (None, true) => html! { "failed its step (no fallback)" },
+    }
+}
+
 /// A JSON value, pretty-printed in a block.
 pub(crate) fn json_value(value: &Value) -> Markup {
     html! { pre.json { (serde_json::to_string_pretty(value).unwrap_or_default()) } }

@@ -9,13 +9,10 @@ use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use serde_json::{Value, json};
 
-use super::clock::duration;
 use super::dashboard::STATUSES;
-use super::gantt;
-use super::layout::{
-    self, csrf, empty, encode, json_text, json_value, short_id, status, workflow_link,
-};
+use super::layout::{self, csrf, empty, encode, json_text, short_id, status, workflow_link};
 use super::{Fields, Panel, Posted, back, call, failure};
+use super::{gantt, steps};
 use crate::api::ToolError;
 use opcode_runtime::store::{DecisionStatus, PrunedFilter, WorkflowFilter, WorkflowStatus};
 
@@ -219,11 +216,15 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
         } else {
             Vec::new()
         };
+        let program = store
+            .source(&row.source_hash)
+            .await?
+            .and_then(|source| opcode_vm::Program::from_bytes(&source.program).ok());
         Ok::<_, opcode_runtime::store::StoreError>((
-            steps, entries, decisions, children, waiting, awaited,
+            steps, entries, decisions, children, waiting, awaited, program,
         ))
     };
-    let (steps, entries, decisions, children, waiting, awaited) = match loaded.await {
+    let (steps, entries, decisions, children, waiting, awaited, program) = match loaded.await {
         Ok(data) => data,
         Err(e) => return failure(&e),
     };
@@ -313,28 +314,13 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
         }
         section #steps data-live {
             h2 { "Steps" }
-            @if steps.is_empty() { (empty("No step has started yet.")) } @else {
-                table {
-                    thead { tr { th { "Step" } th { "Action" } th { "Status" } th { "Attempts" } th { "Duration" } th { "Input, output, error" } } }
-                    tbody {
-                        @for s in &steps {
-                            @let called = inputs.get(s.step_id.as_str());
-                            tr {
-                                td { code { (s.step_id) } }
-                                td { @if let Some(action) = called.and_then(|c| c["action"].as_str()) { code { (action) } } }
-                                td { (status(s.status.as_str())) }
-                                td { (s.attempt) }
-                                td { @if let Some(ms) = s.duration_ms { (duration(u64::try_from(ms).unwrap_or(0))) } }
-                                td {
-                                    @if let Some(called) = called { details { summary { "input" } (json_value(&called["input"])) } }
-                                    @if let Some(output) = &s.output { details { summary { "output" } (json_text(output)) } }
-                                    @if let Some(error) = &s.error { details open { summary { "error" } (json_text(error)) } }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            (steps::Steps {
+                rows: &steps,
+                program: program.as_ref(),
+                started: &inputs,
+                rerun_of: rerun_of(&entries).as_deref(),
+                ended: row.status.is_ended(),
+            }.table())
         }
         section #decisions data-live {
             @if waiting.iter().any(|(_, pending)| !pending.is_empty()) {
@@ -357,6 +343,9 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
                     @for d in &decisions {
                         li {
                             (status(d.status.as_str())) " " strong { (d.prompt) } " · step " code { (d.step_id) }
+                            @if d.status == DecisionStatus::TimedOut {
+                                " · timed out and " (layout::on_timeout(d.fallback.as_deref(), true))
+                            }
                             @if let Some(resolution) = &d.resolution { (json_text(resolution)) }
                             @if d.status == DecisionStatus::Pending { " " a href="/decisions" { "Answer →" } }
                         }
