@@ -68,6 +68,23 @@ check(ahead >= 1000, `the wait step's start should arrive about 1.5 s before the
 check(live.state.status === "completed", "the slow run completes");
 console.log(`ag-ui: resumed run streamed live (the wait started ${ahead} ms before the end)`);
 
+// 4b. A client that joins while a step runs sees it start at once, not
+// when it ends.
+await define(base, {
+  name: "agui-join",
+  definition: { steps: [{ id: "pause", type: "wait", config: { duration: "3s" } }, { id: "after", action: "workflow.log", depends_on: ["pause"], params: { message: "done" } }] },
+});
+const joinId = await run(base, "agui-join");
+await new Promise((resolve) => setTimeout(resolve, 700));
+const joiner = new HttpAgent({ url: `${base}/api/runs/${encodeURIComponent(joinId)}/ag-ui`, threadId: joinId });
+const joined = {};
+joiner.subscribe({ onEvent: ({ event }) => { joined[`${event.type}:${event.stepName ?? ""}`] ??= Date.now(); } });
+await joiner.runAgent();
+const early = joined["RUN_FINISHED:"] - joined["STEP_STARTED:pause"];
+check(joiner.state.status === "completed" && early >= 1000,
+  `a late joiner should see the running step start about 2.3 s before the end, got ${early} ms (${JSON.stringify(joined)})`);
+console.log(`ag-ui: a client joining mid-step saw it start ${early} ms before the end`);
+
 // 5. Reasoning first, then reasoning again: answering the first resumes the
 // run, which suspends again at once; the stream ends on the second interrupt.
 const ask = (id, after) => ({

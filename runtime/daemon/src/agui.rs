@@ -24,10 +24,15 @@ use self::agent::AgentStream;
 use self::map::{Mapper, Stop, stop_of, stop_of_row};
 use crate::api::{Api, ToolError};
 use opcode_runtime::executor::Emitted;
+use opcode_runtime::store::{EntryKind, LogEntry};
 
 /// How often a stream re-reads the log when no change was announced (a
 /// workflow another process drives announces nothing here).
 const POLL: Duration = Duration::from_secs(1);
+
+/// Entries of the log's tail a stream reads at its start (for steps whose
+/// rows lag the log).
+const TAIL: u64 = 64;
 
 /// The part of a `RunAgentInput` this endpoint reads.
 #[derive(Debug, Default, Deserialize)]
@@ -131,6 +136,14 @@ async fn follow(
     let (mut mapper, events) = Mapper::start(id, run_id, &row, &steps);
     send(tx, events).await;
     let mut last_seq = row.last_seq;
+    // Step rows may lag the log by 50 ms (decision 0042): a step the log's
+    // tail starts and does not end is running too.
+    let tail = store
+        .entries(id, last_seq.saturating_sub(TAIL), false)
+        .await?;
+    for step in started_in(&tail, last_seq) {
+        send(tx, mapper.open(&step)).await;
+    }
     // The answers are given while the stream follows what they cause: the
     // tool returns only once the run stops again, and a refused answer ends
     // the run with its error.
@@ -249,6 +262,25 @@ async fn asked(
 }
 
 /// Does a log entry of this type end its step?
+/// The steps that `tail` (entries up to `upto`) starts and does not end.
+fn started_in(tail: &[LogEntry], upto: u64) -> Vec<String> {
+    let mut running: Vec<String> = Vec::new();
+    for entry in tail
+        .iter()
+        .filter(|e| e.seq <= upto && e.kind == EntryKind::Record)
+    {
+        let Some(step) = entry.step_id.as_deref() else {
+            continue;
+        };
+        if entry.event_type == "step_started" && !running.iter().any(|s| s == step) {
+            running.push(step.to_owned());
+        } else if ends_step(&entry.event_type) {
+            running.retain(|s| s != step);
+        }
+    }
+    running
+}
+
 fn ends_step(event_type: &str) -> bool {
     matches!(
         event_type,

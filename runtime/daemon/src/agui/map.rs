@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use opcode_runtime::store::{DecisionRow, EntryKind, LogEntry, StepRow, WorkflowRow};
+use opcode_runtime::store::{DecisionRow, EntryKind, LogEntry, StepRow, StepStatus, WorkflowRow};
 
 /// Why an AG-UI run ends.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,7 +91,7 @@ impl Mapper {
         for step in steps {
             states.insert(step.step_id.clone(), step_state_of_row(step));
         }
-        let events = vec![
+        let mut events = vec![
             json!({"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}),
             json!({"type": "STATE_SNAPSHOT", "snapshot": {
                 "workflow_id": row.id,
@@ -100,11 +100,18 @@ impl Mapper {
                 "agents": {},
             }}),
         ];
-        let mapper = Mapper {
+        let mut mapper = Mapper {
             thread_id: thread_id.to_owned(),
             run_id: run_id.to_owned(),
             open: BTreeSet::new(),
         };
+        // A client that joins while steps run sees them start now, not
+        // when they end.
+        for step in steps {
+            if matches!(step.status, StepStatus::Running | StepStatus::Retrying) {
+                events.extend(mapper.open(&step.step_id));
+            }
+        }
         (mapper, events)
     }
 
@@ -138,7 +145,7 @@ impl Mapper {
             "step_ignored" => ("ignored", true),
             "step_skipped" => {
                 let reason = payload["reason"].as_str().unwrap_or_default();
-                (opcode_vm::StepStatus::of_skip(reason).as_str(), true)
+                (StepStatus::of_skip(reason).as_str(), true)
             }
             "step_suspended" => ("suspended", true),
             _ => return Vec::new(),
@@ -343,6 +350,32 @@ mod tests {
         assert_eq!(status(mapper.entry(&stopped)), "cancelled");
         let guarded = record(2, "step_skipped", Some("y"), &json!({"reason": "guard"}));
         assert_eq!(status(mapper.entry(&guarded)), "skipped");
+    }
+
+    #[test]
+    fn steps_running_when_the_stream_begins_start_at_once() {
+        let row = WorkflowRow::default();
+        let step = |id: &str, status| StepRow {
+            step_id: id.into(),
+            status,
+            ..StepRow::default()
+        };
+        let rows = [
+            step("done", StepStatus::Completed),
+            step("slow", StepStatus::Running),
+        ];
+        let (mut mapper, events) = Mapper::start("wf", "r", &row, &rows);
+        let started: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["type"] == "STEP_STARTED")
+            .collect();
+        assert_eq!(started.len(), 1, "{events:?}");
+        assert_eq!(started[0]["stepName"], "slow");
+        let ended = mapper.entry(&record(9, "step_completed", Some("slow"), &json!({})));
+        assert!(
+            ended.iter().all(|e| e["type"] != "STEP_STARTED"),
+            "{ended:?}"
+        );
     }
 
     #[test]
