@@ -352,6 +352,10 @@ for (const [i, [path, name]] of pages.entries()) {
   await small.waitForLoadState("load");
   if (name === "not-found") check(response.status() === 404 && (await small.title()).startsWith("Not found"), "a real 404 page");
   await shot(small, `phone-${String(i).padStart(2, "0")}-${name}`);
+  // Identifiers in tables stay whole: no step id or action split over lines.
+  const split = await small.evaluate(() => [...document.querySelectorAll("td code")]
+    .filter((c) => c.getClientRects().length > 1).map((c) => c.textContent));
+  if (split.length) problems.push(`${path} breaks identifiers over lines on a 390 px screen: ${split.join(", ")}`);
   const width = await small.evaluate(() => document.documentElement.scrollWidth);
   if (width > 390) {
     const wide = await small.evaluate(() => [...document.querySelectorAll("main *")]
