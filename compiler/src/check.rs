@@ -49,7 +49,19 @@ pub fn check<'a>(
     let (declared, types) = declared_inputs(doc);
     let mut resolver = Resolver::new(&model, &graph, catalog, declared, types);
     for s in 0..model.steps.len() {
-        check_step(s, &model, &mut resolver, catalog, src, sink);
+        // A bug in one step's check is that step's diagnostic (E0059); the
+        // other steps are still checked.
+        let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            check_step(s, &model, &mut resolver, catalog, src, sink);
+        }));
+        if let Err(panic) = checked {
+            let step = model.steps[s].step;
+            sink.push(crate::diagnostics::internal_error(
+                step.id.span,
+                &step.pointer,
+                panic.as_ref(),
+            ));
+        }
     }
     recursion::check(doc, &model, sink);
     if let Some(output) = &doc.workflow.output {

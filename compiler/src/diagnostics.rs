@@ -272,6 +272,13 @@ impl Diagnostics {
         Diagnostics::default()
     }
 
+    /// A sink holding `diagnostic` alone.
+    pub fn of(diagnostic: Diagnostic) -> Diagnostics {
+        let mut sink = Diagnostics::new();
+        sink.push(diagnostic);
+        sink
+    }
+
     /// Records a diagnostic.
     pub fn push(&mut self, diagnostic: Diagnostic) {
         let id = diagnostic.code.id;
@@ -355,5 +362,26 @@ impl IntoIterator for Diagnostics {
 impl Extend<Diagnostic> for Diagnostics {
     fn extend<T: IntoIterator<Item = Diagnostic>>(&mut self, iter: T) {
         self.items.extend(iter);
+    }
+}
+
+/// The diagnostic of a panic inside the compiler (E0059) at `span`: the
+/// panic's message, and what to do.
+pub fn internal_error(span: Span, pointer: &str, panic: &(dyn std::any::Any + Send)) -> Diagnostic {
+    let said = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_owned());
+    let diagnostic = Diagnostic::error(
+        codes::E0059,
+        span,
+        format!("the compiler failed inside while checking this (a bug in opcode): {said}"),
+    )
+    .with_help("report it with this workflow; writing this step another way may avoid it");
+    if pointer.is_empty() {
+        diagnostic
+    } else {
+        diagnostic.with_pointer(pointer)
     }
 }

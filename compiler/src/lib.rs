@@ -95,7 +95,10 @@ impl Compiler {
 
     /// Reads and lowers a source text of either syntax into the AST.
     pub fn parse_as(&self, src: &str, syntax: Syntax, sink: &mut Diagnostics) -> Option<Document> {
-        deep(|| read(src, syntax, sink))
+        guarded(|| read(src, syntax, sink)).unwrap_or_else(|internal| {
+            sink.push(internal);
+            None
+        })
     }
 
     /// Runs every check on a JSON source text and returns what was found.
@@ -105,13 +108,14 @@ impl Compiler {
 
     /// Runs every check on a source text of either syntax.
     pub fn check_as(&self, src: &str, syntax: Syntax) -> Diagnostics {
-        deep(|| {
+        guarded(|| {
             let mut sink = Diagnostics::new();
             if let Some(doc) = read(src, syntax, &mut sink) {
                 check::check(&doc, &self.catalog, src, &mut sink);
             }
             sink
         })
+        .unwrap_or_else(|internal| Diagnostics::of(internal))
     }
 
     /// Checks and compiles a source text. The Program is produced only when
@@ -130,7 +134,7 @@ impl Compiler {
         file: &str,
         isolation: Option<&dyn IsolationCheck>,
     ) -> (Option<Program>, Diagnostics) {
-        deep(|| {
+        guarded(|| {
             let mut sink = Diagnostics::new();
             let Some(doc) = read(src, Syntax::of_file(file), &mut sink) else {
                 return (None, sink);
@@ -145,6 +149,7 @@ impl Compiler {
             let program = codegen::generate(&doc, &checked, src, file);
             (Some(program), sink)
         })
+        .unwrap_or_else(|internal| (None, Diagnostics::of(internal)))
     }
 }
 
@@ -181,6 +186,14 @@ const COMPILE_STACK: usize = 16 << 20;
 /// Runs `f` on a stack of [`COMPILE_STACK`].
 pub(crate) fn deep<R>(f: impl FnOnce() -> R) -> R {
     stacker::grow(COMPILE_STACK, f)
+}
+
+/// [`deep`], a panic inside caught: the internal-error diagnostic (E0059)
+/// at the start of the file, instead of an end to the caller (`opcodec`,
+/// the language server, the daemon's `opcode.define`).
+fn guarded<R>(f: impl FnOnce() -> R) -> Result<R, Diagnostic> {
+    deep(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)))
+        .map_err(|panic| diagnostics::internal_error(Span::at(0), "", panic.as_ref()))
 }
 
 /// The embedding's ceiling for steps' `isolation` blocks (the daemon's

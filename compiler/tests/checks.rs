@@ -145,3 +145,33 @@ fn agent_budgets_that_cannot_be_met_are_refused() {
     let fix = fixed[0].fix.as_ref().expect("a fix");
     assert!(fix.message.contains('4'), "{}", fix.message);
 }
+
+#[test]
+fn an_expr_map_of_computed_values_is_located_not_a_panic() {
+    let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
+    for expression in [r#"{\"n\": sum([1])}"#, r#"{\"a\": {\"b\": 1}}"#] {
+        let src = format!(
+            r#"{{"steps": [{{"id": "e", "action": "expr.eval", "params": {{"language": "expr", "expression": "{expression}"}}}}]}}"#
+        );
+        let found = compiler.check(&src).into_sorted();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].code.id, "E0054");
+        assert!(
+            found[0]
+                .message
+                .contains("map literal's values must be constants"),
+            "{found:?}"
+        );
+        assert_eq!(
+            found[0].pointer.as_deref(),
+            Some("/steps/0/params/expression")
+        );
+        // The character where the computed value begins.
+        let at = found[0].span().start as usize;
+        assert!(
+            src[at..].starts_with("sum") || src[at..].starts_with('{'),
+            "{}",
+            &src[at..]
+        );
+    }
+}

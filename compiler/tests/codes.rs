@@ -24,6 +24,15 @@ impl IsolationCheck for NoNetwork {
     }
 }
 
+/// An embedding whose ceiling fails inside (the E0059 example).
+struct Failing;
+
+impl IsolationCheck for Failing {
+    fn widenings(&self, _: Option<&str>, _: &serde_json::Value) -> Vec<Widening> {
+        panic!("the ceiling failed")
+    }
+}
+
 fn compiler() -> Compiler {
     Compiler::new().with_actions(opcode_stdlib::catalog())
 }
@@ -63,6 +72,12 @@ fn every_page_example_triggers_its_code() {
             }
             ("E0052", "json") => {
                 let (_, found) = compiler.compile_with(source, "workflow.json", Some(&NoNetwork));
+                (source.to_owned(), found.into_sorted())
+            }
+            ("E0059", "json") => {
+                let (program, found) =
+                    compiler.compile_with(source, "workflow.json", Some(&Failing));
+                assert!(program.is_none(), "E0059: a program despite the failure");
                 (source.to_owned(), found.into_sorted())
             }
             // A workflow test file's: opcodec's lint tests run these.

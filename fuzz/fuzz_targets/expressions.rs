@@ -1,7 +1,9 @@
-//! Hostile CEL, jq and regex through our own entry points, on a stack
+//! Hostile CEL, Expr, jq and regex through our own entry points, on a stack
 //! smaller than any the daemon evaluates on: the compiler's checks of a
 //! workflow holding the text, then for CEL the evaluation `expr.eval` runs
-//! (`eval_source`: bounds, budget, engine), for regex the match
+//! (`eval_source`: bounds, budget, engine), for Expr its evaluation (the
+//! `expr-lang` crate stops on some texts its grammar takes: map literals of
+//! computed values were one), for regex the match
 //! `assert.matches` makes. Nothing may panic, overflow the stack or run away.
 //! jq is checked and compiled here as the daemon does; its evaluation runs
 //! only in a process of its own, whose death is the handled case
@@ -26,10 +28,11 @@ fuzz_target!(|data: &[u8]| {
     let text = text.to_owned();
     std::thread::Builder::new()
         .stack_size(STACK)
-        .spawn(move || match kind % 3 {
+        .spawn(move || match kind % 4 {
             0 => cel(&text),
             1 => jq(&text),
-            _ => regex(&text),
+            2 => regex(&text),
+            _ => expr_text(&text),
         })
         .expect("a thread")
         .join()
@@ -52,6 +55,13 @@ fn cel(source: &str) {
         memory: 8 << 20,
     };
     let _ = eval_source(source, &scope, &data, budget);
+}
+
+fn expr_text(source: &str) {
+    check("expr.eval", json!({ "expression": source, "language": "expr" }));
+    let variables = json!({"inputs": {"n": 3, "s": "text", "list": [1, 2, 3]},
+                           "steps": {"a": {"items": [{"score": 0.5}]}}});
+    let _ = opcode_stdlib::expr_lang::evaluate(source, &variables);
 }
 
 fn jq(filter: &str) {

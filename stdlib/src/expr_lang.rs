@@ -22,7 +22,15 @@ pub fn evaluate(source: &str, variables: &Value) -> Result<Value, Failure> {
         .map_err(|limit| error(format!("the expression {limit}")))?;
     let normal = opcode_vm::expr_lang::normalize(source)
         .map_err(|(at, what)| error(format!("{what} (at byte {at})")))?;
-    let program = expr::compile(&normal).map_err(|e| error(format!("invalid Expr: {e}")))?;
+    if opcode_vm::expr_lang::unbuilt_map_value(source).is_some() {
+        return Err(error(opcode_vm::expr_lang::MAP_VALUES.to_owned()));
+    }
+    // The crate stops (panics) on some texts its grammar takes: each is an
+    // error of this evaluation, never the engine's.
+    let stopped = || error("opcode's Expr engine cannot evaluate this expression".to_owned());
+    let program = std::panic::catch_unwind(|| expr::compile(&normal))
+        .map_err(|_| stopped())?
+        .map_err(|e| error(format!("invalid Expr: {e}")))?;
     let mut context = expr::Context::default();
     if let Value::Object(members) = variables {
         for (name, value) in members {
@@ -30,7 +38,11 @@ pub fn evaluate(source: &str, variables: &Value) -> Result<Value, Failure> {
             context.insert(name.clone(), value);
         }
     }
-    let value = expr::run(&program, &context).map_err(|e| {
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        expr::run(&program, &context)
+    }))
+    .map_err(|_| stopped())?;
+    let value = run.map_err(|e| {
         let message = e.to_string();
         match message.strip_prefix("unknown variable: ") {
             Some(name) => Failure::UnknownVariable(name.to_owned()),
@@ -45,6 +57,22 @@ pub fn evaluate(source: &str, variables: &Value) -> Result<Value, Failure> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_map_of_computed_values_is_an_error_not_a_panic() {
+        let vars = json!({"inputs": {"xs": [1, 2]}});
+        for source in [r#"{"n": sum(inputs.xs)}"#, r#"{"a": {"b": 1}}"#] {
+            assert_eq!(
+                evaluate(source, &vars),
+                Err(Failure::Error(opcode_vm::expr_lang::MAP_VALUES.to_owned())),
+                "{source}"
+            );
+        }
+        assert_eq!(
+            evaluate(r#"{"n": 1, "s": "x"}"#, &vars),
+            Ok(json!({"n": 1, "s": "x"}))
+        );
+    }
 
     #[test]
     fn evaluates_opcode_expressions() {

@@ -194,9 +194,82 @@ pub fn source_offset(sites: &[usize], at: usize) -> usize {
     at.saturating_sub(shift)
 }
 
+/// What the Expr engine says of a map literal whose value is not a
+/// constant (see [`unbuilt_map_value`]).
+pub const MAP_VALUES: &str = "a map literal's values must be constants (numbers, strings, true, false, nil) in opcode's Expr engine; compute the map in CEL (`\"language\": \"cel\"`), or return a list";
+
+/// The first value of a map literal (`{"n": sum(xs)}`, `{a: {b: 1}}`) that
+/// is not a constant: the `expr-lang` crate builds map literals from
+/// constants only (numbers, strings, `true`, `false`, `nil`, a negative
+/// number), and stops on anything else. Its bytes in `source`.
+pub fn unbuilt_map_value(source: &str) -> Option<Range<usize>> {
+    let tokens = tokens(source).ok()?;
+    let text = |t: &Token| -> &str { &source[t.range.clone()] };
+    let punct =
+        |t: Option<&Token>, p: &str| t.is_some_and(|t| t.kind == Kind::Punct && text(t) == p);
+    for (n, token) in tokens.iter().enumerate() {
+        let key = tokens.get(n + 1);
+        let opens_map = punct(Some(token), "{")
+            && key.is_some_and(|k| matches!(k.kind, Kind::Ident | Kind::Str(_)))
+            && punct(tokens.get(n + 2), ":");
+        if !opens_map {
+            continue;
+        }
+        let mut at = n + 3;
+        while at < tokens.len() {
+            let start = at;
+            let mut depth = 0usize;
+            while let Some(t) = tokens.get(at) {
+                match (t.kind == Kind::Punct).then(|| text(t)) {
+                    Some("(" | "[" | "{") => depth += 1,
+                    Some(")" | "]" | "}") if depth == 0 => break,
+                    Some(")" | "]" | "}") => depth -= 1,
+                    Some(",") if depth == 0 => break,
+                    _ => {}
+                }
+                at += 1;
+            }
+            let value = &tokens[start..at];
+            let constant = match value {
+                [] => true,
+                [one] => match one.kind {
+                    Kind::Str(_) | Kind::Number => true,
+                    Kind::Ident => matches!(text(one), "true" | "false" | "nil"),
+                    Kind::Punct => false,
+                },
+                [sign, number] => text(sign) == "-" && number.kind == Kind::Number,
+                _ => false,
+            };
+            if !constant {
+                return Some(value[0].range.start..value[value.len() - 1].range.end);
+            }
+            // Past the `,` to the next key's value, or the map ends.
+            if !punct(tokens.get(at), ",") || !punct(tokens.get(at + 2), ":") {
+                break;
+            }
+            at += 3;
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn map_literals_of_constants_only_are_built() {
+        fn found(source: &str) -> Option<&str> {
+            unbuilt_map_value(source).map(|r| &source[r])
+        }
+        assert_eq!(found(r#"{"n": sum([1])}"#), Some("sum([1])"));
+        assert_eq!(found(r#"{"a": {"b": 1}}"#), Some(r#"{"b": 1}"#));
+        assert_eq!(found(r#"{a: 1, b: x.y}"#), Some("x.y"));
+        assert_eq!(found(r#"{a: 1, "b": -2.5, c: nil, d: "s",}"#), None);
+        assert_eq!(found(r#"filter(xs, {.score > 1})"#), None);
+        assert_eq!(found(r#"map(xs, {#.id})"#), None);
+        assert_eq!(found("{}"), None);
+    }
 
     #[test]
     fn the_shorthand_is_written_out_where_no_operand_precedes() {

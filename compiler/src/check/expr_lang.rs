@@ -70,7 +70,17 @@ fn parse(source: &str) -> Result<Vec<Token>, ParseError> {
     let tokens = text::tokens(source).map_err(located)?;
     let sites = text::shorthand_sites(source).map_err(located)?;
     let normal = text::normalize(source).map_err(located)?;
-    match expr::compile(&normal) {
+    if let Some(value) = text::unbuilt_map_value(source) {
+        return Err(located((value.start, text::MAP_VALUES)));
+    }
+    // The crate stops (panics) on some texts its grammar takes: each is
+    // this text's error, never the caller's end.
+    let compiled = std::panic::catch_unwind(|| expr::compile(&normal)).unwrap_or_else(|_| {
+        Err(expr::Error::ExprError(
+            "opcode's Expr engine cannot read this expression".to_owned(),
+        ))
+    });
+    match compiled {
         Ok(_) => Ok(tokens),
         Err(expr::Error::PestError(e)) => {
             let (line, column) = match e.line_col {

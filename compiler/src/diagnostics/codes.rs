@@ -100,6 +100,8 @@ code_registry! { ALL, "../../../spec/errors/";
     E0057 = "agent-budget",
     /// A template starts itself on every run.
     E0058 = "runs-itself",
+    /// The compiler failed inside (a bug in opcode), at this place.
+    E0059 = "internal-error",
     /// A field the language does not know is ignored.
     W0001 = "unknown-field",
     /// An action parameter the action does not know is ignored.
