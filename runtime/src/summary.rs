@@ -146,6 +146,32 @@ async fn waiting_via(
     Ok(out)
 }
 
+/// The signals run `id`'s wait steps take, by name and by step id (a
+/// signal matches a wait step by either), sorted; `None` when its program
+/// cannot be read.
+pub async fn awaitable_signals(
+    store: &dyn EventStore,
+    id: &str,
+) -> Result<Option<Vec<String>>, StoreError> {
+    let Some(row) = store.workflow(id).await? else {
+        return Ok(None);
+    };
+    let program = store
+        .source(&row.source_hash)
+        .await?
+        .and_then(|source| Program::from_bytes(&source.program).ok());
+    Ok(program.map(|program| {
+        let mut names: Vec<String> = program
+            .awaited_signals()
+            .into_iter()
+            .flat_map(|(step, name)| [name.to_owned(), step.to_owned()])
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }))
+}
+
 /// The run that a signal named `name` sent to run `id` is for: `id` when
 /// one of its wait steps waits for it (or when none below does), else the
 /// first suspended run below `id` whose wait step does (spec/mcp.md,

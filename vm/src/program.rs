@@ -527,6 +527,24 @@ impl Program {
         })
     }
 
+    /// The signals the program's wait steps take: each such step's id and
+    /// the signal name it waits for (a signal matches by either).
+    pub fn awaited_signals(&self) -> Vec<(&str, &str)> {
+        self.steps
+            .iter()
+            .filter(|step| step.kind == StepKind::Wait)
+            .filter_map(|step| {
+                let code = self
+                    .code
+                    .get(step.code.start as usize..step.code.end as usize)?;
+                code.iter().find_map(|instr| match instr {
+                    Instr::AwaitSignal { name, .. } => Some((step.id.as_str(), name.as_str())),
+                    _ => None,
+                })
+            })
+            .collect()
+    }
+
     /// The step with this id.
     pub fn step_by_id(&self, id: &str) -> Option<StepId> {
         self.steps

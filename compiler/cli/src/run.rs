@@ -127,6 +127,31 @@ pub fn run(args: &Args) -> u8 {
     }
 }
 
+/// Why a `--signal` would never be read: no wait step of `program` takes
+/// its name (a signal matches a wait step by its signal or its id).
+fn unawaited_signal(program: &opcode_vm::Program, signals: &[(String, Value)]) -> Option<String> {
+    let awaited = program.awaited_signals();
+    let mut names: Vec<&str> = awaited
+        .iter()
+        .flat_map(|(step, name)| [*name, *step])
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let (name, _) = signals
+        .iter()
+        .find(|(name, _)| !names.contains(&name.as_str()))?;
+    let close = opcode_compiler::diagnostics::did_you_mean(name, &names)
+        .map_or(String::new(), |c| format!(": did you mean `{c}`?"));
+    Some(if names.is_empty() {
+        format!("--signal {name}: the workflow has no wait step that takes a signal")
+    } else {
+        format!(
+            "--signal {name}: no wait step takes it{close} (the workflow waits for {})",
+            names.join(", ")
+        )
+    })
+}
+
 struct Options {
     answers: Answers,
     json: bool,
@@ -144,6 +169,10 @@ async fn run_file(path: &Path, inputs: Value, options: &Options) -> Result<Value
             errors.join("\n  - ")
         ));
         EXIT_FAILED
+    })?;
+    unawaited_signal(&program, &options.answers.signals).map_or(Ok(()), |message| {
+        eprint_line(&format!("error[R0114]: {message}"));
+        Err(EXIT_COMPILE)
     })?;
     let source = std::fs::read_to_string(path).map_err(|e| {
         eprint_line(&format!("error: cannot read {}: {e}", path.display()));

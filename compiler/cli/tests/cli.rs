@@ -362,3 +362,37 @@ fn run_exit_codes_and_json_result() {
     assert_eq!(missing_input.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing_input.stderr).contains("R0108"));
 }
+
+#[test]
+fn a_signal_no_wait_step_takes_is_refused_naming_the_closest() {
+    let file = temp_file(
+        "waits.json",
+        br#"{"steps": [{"id": "gate", "type": "wait", "config": {"signal": "approved", "duration": "1h"}}]}"#,
+    );
+    let path = file.to_str().unwrap();
+    let refused = opcodec(&["run", path, "--signal", "approve={}"]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("error[R0114]") && said.contains("did you mean `approved`?"),
+        "{said}"
+    );
+    let taken = opcodec(&["run", path, "--signal", "approved={}", "--format", "json"]);
+    assert_eq!(
+        taken.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&taken.stderr)
+    );
+}
+
+#[test]
+fn an_expr_map_of_computed_values_is_a_diagnostic_never_a_panic() {
+    let file = temp_file(
+        "expr-map.json",
+        br#"{"steps": [{"id": "e", "action": "expr.eval", "params": {"language": "expr", "expression": "{\"n\": sum([1])}"}}]}"#,
+    );
+    let (code, diagnostics) = json_diagnostics(&file);
+    assert_eq!(code, 1, "{diagnostics:?}");
+    assert_eq!(diagnostics[0]["code"], "E0054", "{diagnostics:?}");
+}

@@ -463,6 +463,25 @@ async fn signals_reach_wait_steps_and_cancel_works_on_decisions_and_runs() {
     )
     .await;
     assert_eq!(sent["status"], "completed", "{sent}");
+    // A signal no wait step takes is refused, naming those it waits for.
+    let run = ok(&api, "opcode.run", json!({"template_name": "waits"})).await;
+    let wrong = err(
+        &api,
+        "opcode.signal",
+        json!({"workflow_id": run["workflow_id"], "signal_type": "signal",
+        "payload": {"name": "deploy-windo", "data": {}}}),
+    )
+    .await;
+    assert_eq!(wrong.code.id, "R0114", "{}", wrong.to_json());
+    assert!(
+        wrong.message.contains("did you mean `deploy-window`?"),
+        "{}",
+        wrong.message
+    );
+    assert_eq!(
+        wrong.details.as_ref().unwrap()["signals"],
+        json!(["deploy-window", "window"])
+    );
     let status = ok(
         &api,
         "opcode.status",
@@ -710,13 +729,15 @@ async fn a_signal_a_child_run_waits_for_is_delivered_through_its_parent() {
     let run = ok(&api, "opcode.run", json!({"template_name": "mom"})).await;
     assert_eq!(run["status"], "suspended", "{run}");
     let id = run["workflow_id"].clone();
-    let other = ok(
+    // No wait step of the parent (nor of a run below) takes `later`: it
+    // would be kept and never read.
+    let other = err(
         &api,
         "opcode.signal",
         json!({"workflow_id": id, "signal_type": "signal", "payload": {"name": "later", "data": 1}, "wait": false}),
     )
     .await;
-    assert_eq!(other["ok"], true, "{other}");
+    assert_eq!(other.code.id, "R0114", "{}", other.to_json());
     let done = ok(
         &api,
         "opcode.signal",

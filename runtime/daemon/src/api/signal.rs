@@ -86,6 +86,9 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
                 .unwrap_or_else(|| Value::Object(payload.clone()));
             // A signal a child run waits for is delivered there.
             target = opcode_runtime::summary::signal_target(api.store().as_ref(), id, name).await?;
+            if target == id {
+                refuse_unawaited(api, id, name).await?;
+            }
             Event::Signal {
                 name: name.to_owned(),
                 payload: data,
@@ -196,4 +199,35 @@ async fn pending_decision(
         ));
     }
     Ok((run, found.id))
+}
+
+/// Refuses a signal that no wait step of run `id` takes (R0114): it would
+/// be kept and never read, and the run would wait on. Names the signals
+/// its wait steps take, the closest first.
+async fn refuse_unawaited(api: &Api, id: &str, name: &str) -> Result<(), ToolError> {
+    let Some(names) = opcode_runtime::summary::awaitable_signals(api.store().as_ref(), id).await?
+    else {
+        return Ok(());
+    };
+    if names.iter().any(|n| n == name) {
+        return Ok(());
+    }
+    let listed: Vec<&str> = names.iter().map(String::as_str).collect();
+    let closest = opcode_compiler::diagnostics::did_you_mean(name, &listed);
+    let message = match (listed.is_empty(), closest) {
+        (true, _) => format!("workflow `{id}` has no wait step: no step takes the signal `{name}`"),
+        (false, Some(close)) => format!(
+            "no wait step of workflow `{id}` takes the signal `{name}`: did you mean `{close}`? (it waits for {})",
+            listed.join(", ")
+        ),
+        (false, None) => format!(
+            "no wait step of workflow `{id}` takes the signal `{name}`: it waits for {}",
+            listed.join(", ")
+        ),
+    };
+    Err(ToolError::new(codes::R0114, message).with_details(json!({
+        "signal": name,
+        "signals": listed,
+        "closest": closest,
+    })))
 }
