@@ -425,7 +425,31 @@ fn run_timeout_fail_runs_the_error_hook() {
     assert_eq!(sim.dispatch_of("hook").unwrap().params["message"], "R0105");
     sim.finish("hook", Ok(json!({})));
     assert_eq!(sim.status(), RunStatus::Failed);
-    assert_eq!(sim.vm.error().unwrap().error.code, "R0105");
+    let error = sim.vm.error().unwrap();
+    assert_eq!(error.error.code, "R0105");
+    // The error names the step the time ran out in, as failed steps do.
+    assert_eq!(error.step, "a");
+    assert_eq!(
+        error.error.message,
+        "the workflow timed out while step `a` was running"
+    );
+}
+
+#[test]
+fn a_run_timeout_names_every_step_running_not_their_containers() {
+    let mut sim = Sim::start(
+        r#"{"timeout": "10s", "steps": [{"id": "p", "type": "parallel", "config": {"branches": [
+            [{"id": "a", "action": "http.get", "params": {"url": "http://x"}}],
+            [{"id": "b", "action": "http.get", "params": {"url": "http://y"}}]]}}]}"#,
+        json!({}),
+    );
+    sim.advance(10_000);
+    let error = sim.vm.error().unwrap();
+    assert_eq!(error.step, "a");
+    assert_eq!(
+        error.error.message,
+        "the workflow timed out while steps `a`, `b` were running"
+    );
 }
 
 #[test]

@@ -327,15 +327,22 @@ impl Vm {
         });
         match action {
             OnTimeout::Fail => {
-                let error = ActionError::new(
-                    codes::R0105,
-                    "TIMEOUT_ERROR",
-                    "the workflow timed out",
-                    false,
-                );
+                let running = self.running_leaves();
+                let message = match running.as_slice() {
+                    [] => "the workflow timed out".to_owned(),
+                    [one] => format!("the workflow timed out while step `{one}` was running"),
+                    many => format!(
+                        "the workflow timed out while steps {} were running",
+                        many.iter()
+                            .map(|s| format!("`{s}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                };
+                let error = ActionError::new(codes::R0105, "TIMEOUT_ERROR", message, false);
                 self.fail_run(
                     StepError {
-                        step: String::new(),
+                        step: running.into_iter().next().unwrap_or_default(),
                         error,
                     },
                     host,
@@ -438,6 +445,31 @@ impl Vm {
     /// brackets (`hash`, `hash[2]`, `hash[1,0]`).
     pub fn instance_name(&self, inst: &InstRef) -> String {
         self.plan.instance_name(inst)
+    }
+
+    /// The step instances started and not finished that hold no other
+    /// (a loop, parallel or condition step runs while its steps do), in
+    /// step order.
+    fn running_leaves(&self) -> Vec<String> {
+        self.steps()
+            .into_iter()
+            .filter(|view| !view.status.is_finished() && view.status != StepStatus::Pending)
+            .filter(|view| {
+                self.plan
+                    .program
+                    .steps
+                    .get(view.inst.step as usize)
+                    .is_some_and(|step| {
+                        !matches!(
+                            step.kind,
+                            crate::program::StepKind::Loop
+                                | crate::program::StepKind::Parallel
+                                | crate::program::StepKind::Condition
+                        )
+                    })
+            })
+            .map(|view| view.name)
+            .collect()
     }
 
     /// Every step instance that has started, in step order.
