@@ -8,6 +8,7 @@
 
 pub mod actions;
 mod agent_budget;
+mod branches;
 pub mod cel;
 pub mod cel_functions;
 pub mod expr_lang;
@@ -135,6 +136,7 @@ fn check_step(
         }
         StepKind::Condition(c) => {
             cel_check(&c.expression, site, "config/expression", resolver, sink);
+            branches::check(step, c, sink);
         }
         StepKind::Loop(l) => {
             if let Some(over) = &l.over {

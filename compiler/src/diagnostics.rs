@@ -68,6 +68,13 @@ pub enum PatchOp {
         /// The value.
         value: serde_json::Value,
     },
+    /// Move the value at `from` to `path` (a key renamed).
+    Move {
+        /// JSON Pointer of the value.
+        from: String,
+        /// JSON Pointer where it goes.
+        path: String,
+    },
 }
 
 /// A machine-applicable correction.
@@ -203,6 +210,27 @@ impl Fix {
             }],
             patch: patch.into_iter().collect(),
         }
+    }
+
+    /// A fix renaming the object key written at `key_span`, whose value is
+    /// at `pointer`, to `new_key`: the text edit and the RFC 6902 `move`.
+    pub fn rename_key(
+        message: impl Into<String>,
+        key_span: Span,
+        pointer: &str,
+        new_key: &str,
+    ) -> Fix {
+        let parent = pointer.rsplit_once('/').map_or("", |(parent, _)| parent);
+        let to = format!("{parent}/{}", new_key.replace('~', "~0").replace('/', "~1"));
+        Fix::replace(
+            message,
+            key_span,
+            serde_json::Value::from(new_key).to_string(),
+            Some(PatchOp::Move {
+                from: pointer.to_owned(),
+                path: to,
+            }),
+        )
     }
 }
 

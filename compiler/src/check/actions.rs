@@ -199,11 +199,11 @@ fn unknown_param(spec: &ActionSpec, given: &Param<'_>, pointer: &str, sink: &mut
     if let Some(close) = spelled.or_else(|| did_you_mean(given.key, &names)) {
         d = d
             .with_help(format!("did you mean `{close}`?"))
-            .with_fix(Fix::replace(
+            .with_fix(Fix::rename_key(
                 format!("rename to `{close}`"),
                 given.key_span,
-                format!("\"{close}\""),
-                None,
+                pointer,
+                close,
             ));
     }
     sink.push(d);

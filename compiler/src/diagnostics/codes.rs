@@ -102,6 +102,8 @@ code_registry! { ALL, "../../../spec/errors/";
     E0058 = "runs-itself",
     /// The compiler failed inside (a bug in opcode), at this place.
     E0059 = "internal-error",
+    /// A condition's expression gives a boolean, and a branch is not named `true` or `false`.
+    E0060 = "branch-never-taken",
     /// A field the language does not know is ignored.
     W0001 = "unknown-field",
     /// An action parameter the action does not know is ignored.
