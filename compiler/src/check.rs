@@ -11,6 +11,7 @@ mod agent_budget;
 mod branches;
 pub mod cel;
 pub mod cel_functions;
+mod choices;
 pub mod expr_lang;
 pub mod graph;
 pub mod isolation;
@@ -93,7 +94,10 @@ fn check_step(
                      sink: &mut Diagnostics| {
         let pointer = format!("{}/{field}", step.pointer);
         match cel::analyze(expr, src, &pointer) {
-            Ok(refs) => resolver.cel(&refs, site, &pointer, sink),
+            Ok(refs) => {
+                resolver.cel(&refs, site, &pointer, sink);
+                choices::check(expr, src, &pointer, model, sink);
+            }
             Err(diagnostic) => sink.push(diagnostic),
         }
     };

@@ -610,7 +610,7 @@ fn is_cel_ident(s: &str) -> bool {
 }
 
 /// The step id when `e` is `steps.<id>` or `steps['<id>']`.
-fn step_of(e: &IdedExpr) -> Option<String> {
+pub(crate) fn step_of(e: &IdedExpr) -> Option<String> {
     match &e.expr {
         CelExpr::Select(select) => match &select.operand.expr {
             CelExpr::Ident(root) if root == "steps" => Some(select.field.clone()),

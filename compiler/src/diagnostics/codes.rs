@@ -104,6 +104,8 @@ code_registry! { ALL, "../../../spec/errors/";
     E0059 = "internal-error",
     /// A condition's expression gives a boolean, and a branch is not named `true` or `false`.
     E0060 = "branch-never-taken",
+    /// A reasoning step's `choice` is compared with text that is none of its options.
+    E0061 = "not-an-option",
     /// A field the language does not know is ignored.
     W0001 = "unknown-field",
     /// An action parameter the action does not know is ignored.
