@@ -16,6 +16,7 @@ pub mod expr_lang;
 pub mod graph;
 pub mod isolation;
 pub mod jq;
+mod literals;
 pub mod model;
 mod recursion;
 pub mod references;
@@ -49,12 +50,17 @@ pub fn check<'a>(
     let model = Model::build(doc, sink);
     let graph = graph::build(&model, src, sink);
     let (declared, types) = declared_inputs(doc);
+    let inputs = declared.clone();
+    let known = literals::Known {
+        model: &model,
+        inputs: inputs.as_ref(),
+    };
     let mut resolver = Resolver::new(&model, &graph, catalog, declared, types);
     for s in 0..model.steps.len() {
         // A bug in one step's check is that step's diagnostic (E0059); the
         // other steps are still checked.
         let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            check_step(s, &model, &mut resolver, catalog, src, sink);
+            check_step(s, &known, &mut resolver, catalog, src, sink);
         }));
         if let Err(panic) = checked {
             let step = model.steps[s].step;
@@ -75,12 +81,13 @@ pub fn check<'a>(
 
 fn check_step(
     s: StepIdx,
-    model: &Model<'_>,
+    known: &literals::Known<'_, '_>,
     resolver: &mut Resolver<'_, '_>,
     catalog: &Catalog,
     src: &str,
     sink: &mut Diagnostics,
 ) {
+    let model = known.model;
     let step = model.steps[s].step;
     let site = if in_hook(model, s) {
         Site::Hook(s)
@@ -109,13 +116,9 @@ fn check_step(
             if let Some(params) = &action.params {
                 // The context keeps what it is given: a secret would be stored.
                 let secrets_allowed = action.action.value != "workflow.context";
-                resolver.template(
-                    params,
-                    site,
-                    secrets_allowed,
-                    &format!("{}/params", step.pointer),
-                    sink,
-                );
+                let pointer = format!("{}/params", step.pointer);
+                resolver.template(params, site, secrets_allowed, &pointer, sink);
+                literals::check(params, &pointer, src, known, sink);
             }
             actions::check(step, action, catalog, resolver, src, sink);
             // `expr.eval`'s expression reads steps and inputs as a guard does.

@@ -175,3 +175,20 @@ fn an_expr_map_of_computed_values_is_located_not_a_panic() {
         );
     }
 }
+
+#[test]
+fn a_param_that_is_exactly_a_reference_is_said_only_when_it_names_one() {
+    let found = codes(
+        r#"{"steps": [{"id": "fetch", "action": "crypto.uuid"},
+        {"id": "a", "action": "workflow.log", "depends_on": ["fetch"], "params": {"message": "steps.fetch.output.uuid"}},
+        {"id": "b", "action": "workflow.log", "params": {"message": "steps.txt"}},
+        {"id": "c", "action": "workflow.log", "params": {"message": "see steps.fetch"}}]}"#,
+    );
+    assert_eq!(found, ["W0012"]);
+    let declared = codes(
+        r#"{"inputs": {"user": "ann"}, "steps": [
+        {"id": "a", "action": "workflow.log", "params": {"message": "inputs.user"}},
+        {"id": "b", "action": "workflow.log", "params": {"message": "inputs.nobody"}}]}"#,
+    );
+    assert_eq!(declared, ["W0012"]);
+}

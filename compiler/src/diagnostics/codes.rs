@@ -126,6 +126,8 @@ code_registry! { ALL, "../../../spec/errors/";
     W0009 = "fallback-dependencies",
     /// A reasoning step has no `prompt_context`.
     W0011 = "missing-prompt",
+    /// A parameter's whole text is a reference without `${{…}}`: it is sent as text.
+    W0012 = "literal-reference",
 }
 
 /// Finds a compiler or run-time code by its id (case-insensitive).
