@@ -21,6 +21,7 @@ pub mod model;
 mod recursion;
 pub mod references;
 pub mod steps;
+mod uninterpolated;
 
 use std::collections::BTreeSet;
 
@@ -72,6 +73,7 @@ pub fn check<'a>(
         }
     }
     recursion::check(doc, &model, sink);
+    uninterpolated::check_context(doc, src, sink);
     if let Some(output) = &doc.workflow.output {
         let pointer = format!("{}/output", doc.base_pointer);
         resolver.template(output, Site::AfterRun, false, &pointer, sink);
@@ -89,6 +91,7 @@ fn check_step(
 ) {
     let model = known.model;
     let step = model.steps[s].step;
+    uninterpolated::check_step(step, sink);
     let site = if in_hook(model, s) {
         Site::Hook(s)
     } else {

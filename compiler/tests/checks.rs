@@ -192,3 +192,13 @@ fn a_param_that_is_exactly_a_reference_is_said_only_when_it_names_one() {
     );
     assert_eq!(declared, ["W0012"]);
 }
+
+#[test]
+fn interpolation_where_it_is_never_read_is_an_error_at_the_field() {
+    let found = codes(
+        r#"{"context": {"who": "${{inputs.user}}", "n": 1}, "steps": [
+        {"id": "ask", "type": "reasoning", "config": {"prompt_context": "Ship?",
+         "options": [{"id": "${{inputs.choice}}"}, {"id": "no"}], "target_agent": "${{inputs.agent}}"}}]}"#,
+    );
+    assert_eq!(found, ["E0062", "E0062", "E0062"]);
+}

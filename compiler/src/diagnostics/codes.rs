@@ -106,6 +106,8 @@ code_registry! { ALL, "../../../spec/errors/";
     E0060 = "branch-never-taken",
     /// A reasoning step's `choice` is compared with text that is none of its options.
     E0061 = "not-an-option",
+    /// `${{…}}` in a field that is never interpolated.
+    E0062 = "never-interpolated",
     /// A field the language does not know is ignored.
     W0001 = "unknown-field",
     /// An action parameter the action does not know is ignored.
