@@ -341,7 +341,11 @@ pub async fn resolve_secrets(
                 return Err(ActionError::new(
                     opcode_vm::codes::R0102,
                     "INTERPOLATION_ERROR",
-                    format!("secret `{name}` is not available"),
+                    format!(
+                        "secret `{name}` is not available: set it with `opcode secret set {name}` \
+                         (the daemon's vault, also the panel's Secrets page), or give the daemon \
+                         the environment variable OPCODE_SECRET_{name}"
+                    ),
                     false,
                 ));
             };
@@ -697,6 +701,26 @@ mod tests {
         fn run<'a>(&'a self, _: &'a Call) -> BoxFuture<'a, Result<Value, ActionError>> {
             Box::pin(std::future::ready(Ok(Value::Null)))
         }
+    }
+
+    #[tokio::test]
+    async fn a_missing_secret_says_how_to_set_it() {
+        let site = SecretSite {
+            path: Vec::new(),
+            parts: vec![SecretPart::Secret("NOT_SET_ANYWHERE_XYZ".into())],
+        };
+        let Err(error) = resolve_secrets(&json!("x"), &[site], &EnvSecrets).await else {
+            panic!("an unset secret resolved");
+        };
+        assert_eq!(error.code, "R0102");
+        assert!(
+            error
+                .message
+                .contains("opcode secret set NOT_SET_ANYWHERE_XYZ")
+                && error.message.contains("OPCODE_SECRET_NOT_SET_ANYWHERE_XYZ"),
+            "{}",
+            error.message
+        );
     }
 
     #[test]
