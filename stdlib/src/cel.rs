@@ -10,6 +10,7 @@ pub mod budget;
 mod reads;
 mod source;
 mod val;
+mod words;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -117,7 +118,10 @@ impl Host for CelHost {
         let mut ctx = Context::with_env(self.env.clone());
         bind(&mut ctx, vars, &compiled.needs);
         guarded(|| {
-            let value = compiled.program.execute(&ctx).map_err(|e| e.to_string())?;
+            let value = compiled
+                .program
+                .execute(&ctx)
+                .map_err(|e| words::plain(&e))?;
             to_json(&value)
         })
         .and_then(|result| result)
@@ -248,7 +252,10 @@ pub fn eval_source(
         ctx.add_variable_as_val(name, val::of(value, need));
     }
     guarded(|| {
-        let value = compiled.program.execute(&ctx).map_err(|e| e.to_string())?;
+        let value = compiled
+            .program
+            .execute(&ctx)
+            .map_err(|e| words::plain(&e))?;
         to_json(&value)
     })
     .and_then(|result| result)
