@@ -115,7 +115,7 @@ impl Compiler {
             }
             sink
         })
-        .unwrap_or_else(|internal| Diagnostics::of(internal))
+        .unwrap_or_else(Diagnostics::of)
     }
 
     /// Checks and compiles a source text. The Program is produced only when

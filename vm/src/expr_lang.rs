@@ -222,9 +222,8 @@ pub fn unbuilt_map_value(source: &str) -> Option<Range<usize>> {
             while let Some(t) = tokens.get(at) {
                 match (t.kind == Kind::Punct).then(|| text(t)) {
                     Some("(" | "[" | "{") => depth += 1,
-                    Some(")" | "]" | "}") if depth == 0 => break,
+                    Some(")" | "]" | "}" | ",") if depth == 0 => break,
                     Some(")" | "]" | "}") => depth -= 1,
-                    Some(",") if depth == 0 => break,
                     _ => {}
                 }
                 at += 1;
@@ -264,10 +263,10 @@ mod tests {
         }
         assert_eq!(found(r#"{"n": sum([1])}"#), Some("sum([1])"));
         assert_eq!(found(r#"{"a": {"b": 1}}"#), Some(r#"{"b": 1}"#));
-        assert_eq!(found(r#"{a: 1, b: x.y}"#), Some("x.y"));
+        assert_eq!(found("{a: 1, b: x.y}"), Some("x.y"));
         assert_eq!(found(r#"{a: 1, "b": -2.5, c: nil, d: "s",}"#), None);
-        assert_eq!(found(r#"filter(xs, {.score > 1})"#), None);
-        assert_eq!(found(r#"map(xs, {#.id})"#), None);
+        assert_eq!(found("filter(xs, {.score > 1})"), None);
+        assert_eq!(found("map(xs, {#.id})"), None);
         assert_eq!(found("{}"), None);
     }
 

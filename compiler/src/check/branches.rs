@@ -109,7 +109,7 @@ fn renames(
         });
     }
     fix.map(|mut fix| {
-        fix.message = "name the branches by the value: \"true\" and \"false\"".to_owned();
+        "name the branches by the value: \"true\" and \"false\"".clone_into(&mut fix.message);
         fix
     })
 }
@@ -139,7 +139,6 @@ fn gives_a_boolean(e: &IdedExpr) -> bool {
                         "startsWith" | "endsWith" | "contains" | "matches"
                     ))
         }
-        CelExpr::Comprehension(_) => false,
         _ => false,
     }
 }

@@ -119,29 +119,28 @@ fn overload_in_words(said: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use serde_json::json;
 
-    fn failure(source: &str, scope: serde_json::Value) -> String {
+    fn failure(source: &str, scope: &serde_json::Value) -> String {
         let budget = crate::cel::budget::Budget {
             cost: 1_000_000,
             memory: 8 << 20,
         };
-        crate::cel::eval_source(source, &scope, &json!(null), budget)
+        crate::cel::eval_source(source, scope, &json!(null), budget)
             .expect_err("the evaluation fails")
             .message
     }
 
     #[test]
     fn run_time_errors_say_what_and_how_to_fix_it() {
-        let said = failure("2.5 * 2", json!({}));
+        let said = failure("2.5 * 2", &json!({}));
         assert!(said.contains("`*`") && said.contains("double(n)"), "{said}");
-        let said = failure("inputs.env == 'prod'", json!({"inputs": {}}));
+        let said = failure("inputs.env == 'prod'", &json!({"inputs": {}}));
         assert!(
             said.contains("`env` is not there") && said.contains("has("),
             "{said}"
         );
-        let said = failure("steps.a.items.size() > 0", json!({"steps": {"a": null}}));
+        let said = failure("steps.a.items.size() > 0", &json!({"steps": {"a": null}}));
         assert!(said.contains("null") && said.contains("skipped"), "{said}");
     }
 }
