@@ -131,7 +131,14 @@ fn check_step(
                 let pointer = format!("{}/params/expression", step.pointer);
                 match dialect {
                     expr_lang::Dialect::Cel => {
-                        if let Ok(refs) = cel::analyze(&expr, src, &pointer) {
+                        if let Ok(mut refs) = cel::analyze(&expr, src, &pointer) {
+                            if let Some(d) =
+                                actions::reads_as_expr(action, &expr, &refs, src, &pointer)
+                            {
+                                sink.push(d);
+                                // Its functions are Expr's: not CEL mistakes each.
+                                refs.calls.clear();
+                            }
                             resolver.cel(&refs, site, &pointer, sink);
                         }
                     }

@@ -7,6 +7,7 @@
 //! the edge: [`render::human`] (ariadne) and [`render::json`] (tools, MCP).
 
 pub mod codes;
+pub mod patch;
 pub mod render;
 
 use opcode_vm::Code;
@@ -298,6 +299,11 @@ impl Diagnostics {
     /// An empty sink.
     pub fn new() -> Diagnostics {
         Diagnostics::default()
+    }
+
+    /// The diagnostics, to change in place (their fixes' patches).
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Diagnostic> {
+        self.items.iter_mut()
     }
 
     /// A sink holding `diagnostic` alone.

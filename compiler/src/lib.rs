@@ -113,6 +113,9 @@ impl Compiler {
             if let Some(doc) = read(src, syntax, &mut sink) {
                 check::check(&doc, &self.catalog, src, &mut sink);
             }
+            if syntax == Syntax::Json {
+                diagnostics::patch::derive(sink.iter_mut(), src);
+            }
             sink
         })
         .unwrap_or_else(Diagnostics::of)
@@ -137,11 +140,17 @@ impl Compiler {
         guarded(|| {
             let mut sink = Diagnostics::new();
             let Some(doc) = read(src, Syntax::of_file(file), &mut sink) else {
+                if Syntax::of_file(file) == Syntax::Json {
+                    diagnostics::patch::derive(sink.iter_mut(), src);
+                }
                 return (None, sink);
             };
             let checked = check::check(&doc, &self.catalog, src, &mut sink);
             if let Some(isolation) = isolation {
                 check::isolation::check(&doc, isolation, &mut sink);
+            }
+            if Syntax::of_file(file) == Syntax::Json {
+                diagnostics::patch::derive(sink.iter_mut(), src);
             }
             if sink.has_errors() {
                 return (None, sink);

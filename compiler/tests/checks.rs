@@ -202,3 +202,42 @@ fn interpolation_where_it_is_never_read_is_an_error_at_the_field() {
     );
     assert_eq!(found, ["E0062", "E0062", "E0062"]);
 }
+
+#[test]
+fn an_input_tested_with_has_is_not_an_undeclared_read() {
+    let found = codes(
+        r#"{"inputs": {"user": "ann"}, "steps": [
+        {"id": "a", "action": "workflow.log", "condition": "has(inputs.region) && inputs.region == 'eu'",
+         "params": {"message": "hi"}},
+        {"id": "b", "action": "workflow.log", "condition": "inputs.zone == 'x'", "params": {"message": "hi"}}]}"#,
+    );
+    assert_eq!(found, ["W0004"]);
+}
+
+#[test]
+fn expr_functions_in_text_read_as_cel_say_it_is_expr_with_a_fix() {
+    let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
+    let src = r#"{"steps": [{"id": "e", "action": "expr.eval", "params": {"expression": "sum([1, 2]) > 2"}}]}"#;
+    let found = compiler.check(src).into_sorted();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].code.id, "E0048");
+    let (fixed, applied) = opcode_compiler::diagnostics::apply_fixes(src, &found);
+    assert_eq!(applied, 1);
+    assert!(fixed.contains(r#""language": "expr""#), "{fixed}");
+    assert!(compiler.check(&fixed).is_empty(), "{fixed}");
+}
+
+#[test]
+fn a_race_field_read_past_its_wrapper_is_fixed_to_the_winners_output() {
+    let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
+    let src = r#"{"steps": [{"id": "fastest", "type": "parallel", "config": {"mode": "race", "branches": [
+        [{"id": "a", "action": "crypto.uuid"}], [{"id": "b", "action": "crypto.uuid"}]]}},
+        {"id": "use", "action": "workflow.log", "depends_on": ["fastest"], "params": {"message": "${{steps.fastest.output.result}}"}}]}"#;
+    let found = compiler.check(src).into_sorted();
+    let race = found.iter().find(|d| d.code.id == "E0037").expect("E0037");
+    let (fixed, _) = opcode_compiler::diagnostics::apply_fixes(src, [race]);
+    assert!(
+        fixed.contains("steps.fastest.output.output.result"),
+        "{fixed}"
+    );
+}

@@ -132,5 +132,40 @@ fn every_fix_removes_its_own_diagnostic() {
         left.sort_unstable();
         unfixed.sort_unstable();
         assert_eq!(left, unfixed, "{}: after its fixes:\n{fixed}", code.id);
+        if lang == "json" {
+            patches_make_what_edits_make(code.id, source, &before);
+        }
+    }
+}
+
+/// Each fix of a JSON example carries an RFC 6902 patch (unless its text is
+/// not JSON), and the `json-patch` crate, applying it to the document as a
+/// client would, gets what the fix's text edits give.
+fn patches_make_what_edits_make(
+    id: &str,
+    source: &str,
+    diagnostics: &[opcode_compiler::diagnostics::Diagnostic],
+) {
+    let Ok(document) = serde_json::from_str::<serde_json::Value>(source) else {
+        return;
+    };
+    for diagnostic in diagnostics {
+        let Some(fix) = &diagnostic.fix else {
+            continue;
+        };
+        let (edited, _) = opcode_compiler::diagnostics::apply_fixes(source, [diagnostic]);
+        let expected: serde_json::Value = serde_json::from_str(&edited)
+            .unwrap_or_else(|e| panic!("{id}: the fix's text is not JSON ({e}):\n{edited}"));
+        assert!(
+            !fix.patch.is_empty(),
+            "{id}: a fix without a patch: {}",
+            fix.message
+        );
+        let operations: json_patch::Patch =
+            serde_json::from_value(serde_json::to_value(&fix.patch).unwrap()).unwrap();
+        let mut patched = document.clone();
+        json_patch::patch(&mut patched, &operations)
+            .unwrap_or_else(|e| panic!("{id}: the patch does not apply ({e}): {:?}", fix.patch));
+        assert_eq!(patched, expected, "{id}: the patch and the edits differ");
     }
 }

@@ -24,6 +24,7 @@ import urllib.request
 import warnings
 
 import anyio
+import jsonpatch
 from mcp import Client
 from mcp.client.sse import sse_client
 
@@ -116,6 +117,14 @@ async def scenario(client, transport):
     first = [d for d in error["details"]["diagnostics"] if d["severity"] == "error"][0]
     check(first["pointer"] == "/definition/steps/0/action", f"{transport}: pointer {first['pointer']}")
     check(first["line"] > 1 and first["column"] >= 1 and first["fix"], f"{transport}: diagnostic {first}")
+    # Every fix applies as an RFC 6902 patch to the arguments sent (the text
+    # the server compiled is its own: no text edits come), and the patched
+    # arguments define cleanly.
+    fixes = [d["fix"] for d in error["details"]["diagnostics"] if "fix" in d]
+    check(fixes and all("edits" not in f and f["patch"] for f in fixes), f"{transport}: fixes {fixes}")
+    repaired = jsonpatch.apply_patch(BROKEN, [op for f in fixes for op in f["patch"]])
+    repaired["name"] = f"repaired-{transport}"
+    data(await client.call_tool("opcode.define", repaired))
 
     run = data(await client.call_tool("opcode.run", {"template_name": "review", "agent_id": "bot-1",
                                                      "params": {"who": transport}}))

@@ -144,10 +144,20 @@ fn fix_applies_what_an_agent_would_and_check_only_says_so() {
     );
     let fixed = opcodec(&["fix", p]);
     let text = std::fs::read_to_string(&path).unwrap();
-    assert_eq!(fixed.status.code(), Some(0), "{}\n{text}", stdout(&fixed));
+    // A missing `url` and a bare number for a duration have no fix: a
+    // placeholder would check clean and fail at run time, and a number's
+    // unit cannot be told. They are left, and said.
+    assert_eq!(fixed.status.code(), Some(1), "{}\n{text}", stdout(&fixed));
+    assert!(
+        text.contains(r#""params": {"timeout": 30}"#),
+        "no guess was written: {text}"
+    );
+    let said = stdout(&fixed);
+    assert!(
+        said.contains("E0041") && said.contains("\"30ms\" or \"30s\""),
+        "{said}"
+    );
     for expected in [
-        r#""url": """#,
-        r#""timeout": "30s""#,
         r#""id": "a-2""#,
         r#""cwd": "/src""#,
         r#""timeout": "2m""#,
@@ -158,7 +168,9 @@ fn fix_applies_what_an_agent_would_and_check_only_says_so() {
     ] {
         assert!(text.contains(expected), "{expected} not in {text}");
     }
-    assert_eq!(opcodec(&["fix", "--check", p]).status.code(), Some(0));
+    // What is left has nothing to apply.
+    let again = opcodec(&["fix", "--check", p]);
+    assert!(!stdout(&again).contains("to apply"), "{}", stdout(&again));
 }
 
 #[test]

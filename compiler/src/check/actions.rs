@@ -80,7 +80,9 @@ pub fn check(
             .iter()
             .map(|p| format!("{}: {}", p.name, p.doc))
             .collect();
-        let mut d = Diagnostic::error(
+        // No fix: a placeholder value would check clean and fail at run
+        // time, and the value cannot be guessed.
+        let d = Diagnostic::error(
             E0041,
             span,
             format!(
@@ -92,9 +94,6 @@ pub fn check(
         .with_help(help.join("; "))
         .with_note(format!("signature: {}", spec.signature()))
         .with_pointer(params_pointer.clone());
-        if let Some(fix) = insert_params(step, action, &missing, src) {
-            d = d.with_fix(fix);
-        }
         sink.push(d);
     }
     for given in &params {
@@ -234,6 +233,11 @@ fn check_type(
         TemplateKind::Literal(value) => {
             if !ty.accepts(value) {
                 let mut d = mismatch(kind_name(value).to_owned());
+                if *ty == Ty::Duration && value.is_number() {
+                    d = d.with_help(format!(
+                        "write it with its unit: \"{value}ms\" or \"{value}s\" (a bare number's unit cannot be told)"
+                    ));
+                }
                 if let Some(fixed) = coerce_literal(ty, value) {
                     d = d.with_fix(Fix::replace(
                         format!("write `{fixed}` instead of `{value}`"),
@@ -306,72 +310,14 @@ fn incompatible(found: &Ty, expected: &Ty) -> bool {
     matches!((kind(found), kind(expected)), (Some(a), Some(b)) if a != b)
 }
 
-/// A string literal that should have been a number or boolean, converted.
-/// A fix inserting the `missing` parameters with placeholders of their
-/// types (`""`, `0`, `false`, `[]`, `{}`, `"30s"`, an enum's first value)
-/// for the author to fill in: into the `params` object, or as one. JSON
-/// sources only (the edit is JSON text).
-fn insert_params(
-    step: &Step,
-    action: &ActionStep,
-    missing: &[&opcode_vm::catalog::ParamSpec],
-    src: &str,
-) -> Option<Fix> {
-    if !src.trim_start().starts_with('{') {
-        return None;
-    }
-    let members: Vec<String> = missing
-        .iter()
-        .map(|p| format!("\"{}\": {}", p.name, placeholder(&p.ty)))
-        .collect();
-    let members = members.join(", ");
-    let names: Vec<&str> = missing.iter().map(|p| p.name.as_str()).collect();
-    let message = format!("insert {} with a placeholder to fill in", names.join(", "));
-    let opens = |span: Span| {
-        src.get(span.start as usize..)?
-            .strip_prefix('{')
-            .map(|_| span)
-    };
-    let (span, text) = if let Some(params) = &action.params {
-        let object = opens(params.span)?;
-        let inner = src.get(object.start as usize + 1..object.end as usize - 1)?;
-        if inner.trim().is_empty() {
-            (object, format!("{{{members}}}"))
-        } else {
-            let at = object.start as usize + 1;
-            (Span::new(at, at), format!("{members}, "))
-        }
-    } else {
-        let object = opens(step.span)?;
-        let at = object.start as usize + 1;
-        (Span::new(at, at), format!("\"params\": {{{members}}}, "))
-    };
-    Some(Fix::replace(message, span, text, None))
-}
-
-/// A value of `ty` to stand in until the author writes the real one.
-fn placeholder(ty: &Ty) -> String {
-    match ty {
-        Ty::Int | Ty::Number => "0".into(),
-        Ty::Bool => "false".into(),
-        Ty::Duration => "\"30s\"".into(),
-        Ty::Array { .. } => "[]".into(),
-        Ty::Object { .. } | Ty::Map { .. } => "{}".into(),
-        Ty::Enum { values } => values
-            .first()
-            .map_or_else(|| "\"\"".into(), |v| format!("\"{v}\"")),
-        Ty::OneOf { types } => types.first().map_or_else(|| "null".into(), placeholder),
-        Ty::Any | Ty::Null => "null".into(),
-        Ty::String => "\"\"".into(),
-    }
-}
-
 /// `value` written as the type `ty` takes, when one reading is likely: a
-/// number or boolean in quotes unquoted, a number of seconds as a duration
-/// (`30` → `"30s"`), a number or boolean where text is wanted quoted.
+/// number or boolean in quotes unquoted, a number or boolean where text is
+/// wanted quoted. A bare number where a duration is wanted gets none: its
+/// unit cannot be told (a `delay` of 1000 is most likely milliseconds, a
+/// `timeout` of 30 seconds).
 fn coerce_literal(ty: &Ty, value: &serde_json::Value) -> Option<serde_json::Value> {
     let as_text = || match value {
-        serde_json::Value::Number(n) if *ty == Ty::Duration => Some(format!("{n}s").into()),
+        serde_json::Value::Number(_) if *ty == Ty::Duration => None,
         serde_json::Value::Number(_) | serde_json::Value::Bool(_) => Some(value.to_string().into()),
         _ => None,
     };
@@ -407,6 +353,83 @@ pub fn expr_eval_expression(action: &ActionStep) -> Option<(Expr, Dialect)> {
         origin: TextOrigin::json_string(span, source),
     };
     Some((expr, expr_lang::dialect(source, language)))
+}
+
+/// An `expr.eval` text that parses as CEL (so it is read as CEL) but
+/// calls functions CEL lacks under any name and Expr has (`sum`), and
+/// checks clean as Expr: the author wrote Expr (E0048), and the fix says
+/// so with `"language": "expr"`. `None` when it is not that.
+pub fn reads_as_expr(
+    action: &ActionStep,
+    expr: &Expr,
+    refs: &cel::CelRefs,
+    src: &str,
+    pointer: &str,
+) -> Option<Diagnostic> {
+    let missing: Vec<&str> = refs
+        .calls
+        .iter()
+        .map(|(name, ..)| name.as_str())
+        .filter(|name| {
+            !super::cel_functions::known(name) && !super::cel_functions::MACROS.contains(name)
+        })
+        .collect();
+    // Where CEL has the function under another name (`len` is `size`),
+    // that rename is the fix, said by the CEL check.
+    if missing.iter().all(|name| {
+        super::cel_functions::OTHER_SPELLINGS
+            .iter()
+            .any(|(theirs, _, renamed)| theirs == name && *renamed)
+    }) {
+        return None;
+    }
+    let first = missing.first()?;
+    let analysis = expr_lang::analyze(expr, src, pointer).ok()?;
+    if !analysis.diagnostics.is_empty() {
+        return None;
+    }
+    let params = action.params.as_ref()?;
+    let params_pointer = pointer.rsplit_once('/').map_or("", |(parent, _)| parent);
+    let language = params_of(Some(params))
+        .into_iter()
+        .find(|p| p.key == "language");
+    let message = "say it is Expr: `\"language\": \"expr\"`";
+    let path = format!("{params_pointer}/language");
+    let fix = if let Some(given) = language {
+        Fix::replace(
+            message,
+            given.value.span,
+            "\"expr\"",
+            Some(PatchOp::Replace {
+                path,
+                value: "expr".into(),
+            }),
+        )
+    } else {
+        if !src.get(params.span.start as usize..)?.starts_with('{') {
+            return None;
+        }
+        let at = params.span.start as usize + 1;
+        Fix::replace(
+            message,
+            Span::new(at, at),
+            "\"language\": \"expr\", ",
+            Some(PatchOp::Add {
+                path,
+                value: "expr".into(),
+            }),
+        )
+    };
+    Some(
+        Diagnostic::error(
+            E0048,
+            expr.span,
+            format!("this is read as CEL, which has no function `{first}`; it is Expr"),
+        )
+        .with_help("Expr has it: say `\"language\": \"expr\"` (or write it in CEL)")
+        .with_pointer(pointer)
+        .with_fix(fix),
+    )
 }
 
 fn check_expr_eval(action: &ActionStep, src: &str, pointer: &str, sink: &mut Diagnostics) {

@@ -58,6 +58,7 @@ pub fn analyze(expr: &Expr, src: &str, pointer: &str) -> Result<CelRefs, Diagnos
         Ok(ast) => {
             let mut found = Vec::new();
             walk(&ast, &mut found, &mut Vec::new());
+            guard_tested_inputs(&mut found);
             Ok(locate(expr, src, found))
         }
         Err(errors) => {
@@ -82,6 +83,8 @@ enum Found {
     /// A function called by name (on a receiver when `true`).
     Call(String, bool),
     Input(String),
+    /// `has(inputs.x)`: the input is tested, so its reads are guarded.
+    TestedInput(String),
     Iter,
     Secrets,
     DynamicSteps,
@@ -89,6 +92,24 @@ enum Found {
     Name(String),
     /// A name read at the top that is no variable.
     Unknown(String),
+}
+
+/// Reads of an input the expression tests with `has(inputs.x)` are
+/// guarded: not an undeclared input's read that may fail (W0004), only
+/// reads of `inputs`.
+fn guard_tested_inputs(found: &mut [Found]) {
+    let tested: Vec<String> = found
+        .iter()
+        .filter_map(|f| match f {
+            Found::TestedInput(name) => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    for f in found.iter_mut() {
+        if matches!(f, Found::Input(name) if tested.contains(name)) {
+            *f = Found::TestedInput(String::new());
+        }
+    }
 }
 
 /// The variables a CEL expression has besides `steps`, `iter` and `secrets`.
@@ -139,6 +160,7 @@ fn locate(expr: &Expr, src: &str, found: Vec<Found>) -> CelRefs {
                 let span = expr.origin.file_span(src, place("inputs", &name));
                 refs.inputs.push((name, span));
             }
+            Found::TestedInput(_) => refs.reads.inputs = true,
             Found::Name(name) => match name.as_str() {
                 "inputs" => refs.reads.inputs = true,
                 "workflow" => refs.reads.workflow = true,
@@ -653,6 +675,9 @@ fn walk(e: &IdedExpr, found: &mut Vec<Found>, bound: &mut Vec<String>) {
             if let CelExpr::Ident(root) = &select.operand.expr {
                 match root.as_str() {
                     "steps" => return found.push(Found::Step(select.field.clone())),
+                    "inputs" if select.test => {
+                        return found.push(Found::TestedInput(select.field.clone()));
+                    }
                     "inputs" => return found.push(Found::Input(select.field.clone())),
                     _ => {}
                 }

@@ -66,6 +66,8 @@ pub struct Resolver<'m, 'a> {
     declared_inputs: Option<BTreeSet<String>>,
     /// JSON types of declared inputs.
     input_types: Vec<(String, Ty)>,
+    /// The dependencies a fix already adds (step, target): one fix each.
+    dependencies_fixed: BTreeSet<(StepIdx, StepIdx)>,
 }
 
 impl<'m, 'a> Resolver<'m, 'a> {
@@ -84,6 +86,7 @@ impl<'m, 'a> Resolver<'m, 'a> {
             catalog,
             declared_inputs,
             input_types,
+            dependencies_fixed: BTreeSet::new(),
         }
     }
 
@@ -223,6 +226,12 @@ impl<'m, 'a> Resolver<'m, 'a> {
                     }
                     _ => sink.push(
                         Diagnostic::error(E0037, r.span, "expected `loop.item` or `loop.index`")
+                            .with_help(
+                                "`loop` names the innermost loop only; to read an outer loop's item in an inner loop, \
+                                 give the inner loop pairs in its `over`, where `iter.item` is still the outer item \
+                                 (`iter.item.parts.map(p, {\"outer\": iter.item, \"part\": p})`), then read \
+                                 `loop.item.outer` and `loop.item.part`",
+                            )
                             .with_pointer(pointer),
                     ),
                 }
@@ -390,7 +399,10 @@ impl<'m, 'a> Resolver<'m, 'a> {
             Reason::NotDependency(s) => {
                 let step = self.model.steps[s].step;
                 let mut d = d.with_help(format!("add `{id}` to the `depends_on` of `{}`", step.id.value));
-                if let Some(fix) = self.add_dependency_fix(s, target) {
+                // Several reads of one step need one dependency, not one each.
+                if self.dependencies_fixed.insert((s, target))
+                    && let Some(fix) = self.add_dependency_fix(s, target)
+                {
                     d = d.with_fix(fix);
                 }
                 d
@@ -491,9 +503,17 @@ impl<'m, 'a> Resolver<'m, 'a> {
                 span: edit_span,
                 replacement,
             }],
-            patch: vec![crate::diagnostics::PatchOp::Add {
-                path: format!("{}/depends_on/-", step.pointer),
-                value: target_id.clone().into(),
+            // RFC 6902 appends to an array that exists; else the array is added.
+            patch: vec![if step.depends_on.is_empty() {
+                crate::diagnostics::PatchOp::Add {
+                    path: format!("{}/depends_on", step.pointer),
+                    value: serde_json::json!([target_id]),
+                }
+            } else {
+                crate::diagnostics::PatchOp::Add {
+                    path: format!("{}/depends_on/-", step.pointer),
+                    value: target_id.clone().into(),
+                }
             }],
         })
     }
@@ -601,6 +621,18 @@ impl<'m, 'a> Resolver<'m, 'a> {
                 format!(".{close}"),
                 None,
             ));
+        } else if names.contains(&"winner") && names.contains(&"output") {
+            // A race's output wraps its winner's: the field is read inside.
+            d = d
+                .with_help(format!(
+                    "the winning branch's output is `.output.output` (`.output.winner` names the branch): read `.output.output.{field}`"
+                ))
+                .with_fix(Fix::replace(
+                    format!("read `{field}` from the winner's output"),
+                    first.span,
+                    format!(".output.{field}"),
+                    None,
+                ));
         }
         sink.push(d);
     }

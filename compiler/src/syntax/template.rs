@@ -123,9 +123,16 @@ pub fn parse_template(s: &str) -> Result<Vec<Piece>, TemplateError> {
             let length = inner[spaces..]
                 .find(|c: char| !(c.is_ascii_alphanumeric() || "_-.[]'\"".contains(c)))
                 .unwrap_or(inner.len() - spaces);
+            // A single `}` where the reference ends was meant as `}}`.
+            let end = inner_start + spaces + length;
+            let insert = if s[end..].starts_with('}') {
+                (end + 1, "}")
+            } else {
+                (end, "}}")
+            };
             return Err(TemplateError {
                 help: Some("close the token with `}}`".into()),
-                insert: Some((inner_start + spaces + length, "}}")),
+                insert: Some(insert),
                 ..error("unclosed `${{`", start..s.len())
             });
         };
@@ -341,6 +348,9 @@ mod tests {
     fn reports_malformed_tokens() {
         let e = parse_template("x ${{ inputs.a").unwrap_err();
         assert_eq!(e.message, "unclosed `${{`");
+        // A lone `}` closing it is made `}}`, not left after an inserted one.
+        let half = parse_template("${{steps.x.y} done").unwrap_err();
+        assert_eq!(half.insert, Some((13, "}")));
         assert_eq!(e.span, 2..14);
         let e = parse_template("${{ }}").unwrap_err();
         assert_eq!(e.message, "empty `${{ }}`");

@@ -47,7 +47,7 @@ pub fn to_json(diagnostic: &Diagnostic, file: &str, src: &str, index: &LineIndex
             .collect();
         json!({"message": fix.message, "edits": edits, "patch": fix.patch})
     });
-    json!({
+    let mut out = json!({
         "code": diagnostic.code.id,
         "name": diagnostic.code.name,
         "severity": diagnostic.severity,
@@ -64,7 +64,12 @@ pub fn to_json(diagnostic: &Diagnostic, file: &str, src: &str, index: &LineIndex
         "notes": diagnostic.notes,
         "labels": labels,
         "fix": fix,
-    })
+    });
+    // What a diagnostic does not have is left out, not sent as null.
+    if let Value::Object(members) = &mut out {
+        members.retain(|_, value| !value.is_null());
+    }
+    out
 }
 
 /// Renders every diagnostic of one file as a JSON array.

@@ -264,8 +264,10 @@ impl Lowerer<'_> {
 }
 
 /// `value` as the kind `expected` names, when one reading is likely: a
-/// count or a boolean in quotes unquoted, a number of seconds as a
-/// duration, a number or boolean where text is wanted quoted.
+/// count or a boolean in quotes unquoted, a number or boolean where text is
+/// wanted quoted. A bare number where a duration is wanted gets no fix: its
+/// unit cannot be told (a retry `delay` of 1000 is most likely
+/// milliseconds, a `timeout` of 30 seconds).
 fn retyped(value: &serde_json::Value, expected: &str) -> Option<serde_json::Value> {
     use serde_json::Value;
     match value {
@@ -275,7 +277,6 @@ fn retyped(value: &serde_json::Value, expected: &str) -> Option<serde_json::Valu
         Value::String(s) if expected == "true or false" => {
             s.trim().parse::<bool>().ok().map(Value::Bool)
         }
-        Value::Number(n) if expected.contains("duration") => Some(Value::String(format!("{n}s"))),
         Value::Number(_) | Value::Bool(_) if expected == "a string" => {
             Some(Value::String(value.to_string()))
         }

@@ -47,7 +47,15 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
     let wrapper = Value::Object(wrapper);
     let text = serde_json::to_string_pretty(&wrapper).unwrap_or_default();
     let (program, diagnostics) = compile(api, &text, agent_id).await?;
-    let rendered = checked(program.is_some(), diagnostics, FILE, &text)?;
+    // The text is ours, not the caller's: its fixes go as RFC 6902
+    // patches on the arguments it sent (`/definition/…`), without text
+    // edits at offsets it never saw (spec/mcp.md, `opcode.define`).
+    let rendered = checked(program.is_some(), diagnostics, FILE, &text)
+        .map(without_edits)
+        .map_err(|mut e| {
+            e.details = e.details.map(without_edits);
+            e
+        })?;
     if let Some(program) = program {
         api.exec.keep_program(&text, program);
     }
@@ -184,6 +192,31 @@ async fn compile(
     })
     .await
     .map_err(|e| ToolError::new(codes::R0123, format!("the compiler stopped: {e}")))
+}
+
+/// Diagnostics (an array, or an object holding `diagnostics`) with their
+/// fixes' text edits left out, and a fix with no patch left out whole.
+fn without_edits(mut rendered: Value) -> Value {
+    let list = match rendered.get_mut("diagnostics") {
+        Some(list) => list,
+        None => &mut rendered,
+    };
+    for diagnostic in list.as_array_mut().into_iter().flatten() {
+        let Some(members) = diagnostic.as_object_mut() else {
+            continue;
+        };
+        if let Some(fix) = members.get_mut("fix").and_then(Value::as_object_mut) {
+            fix.remove("edits");
+            if fix
+                .get("patch")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty)
+            {
+                members.remove("fix");
+            }
+        }
+    }
+    rendered
 }
 
 /// The diagnostics as data, or R0123 with them when one is an error.
