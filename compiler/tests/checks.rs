@@ -241,3 +241,14 @@ fn a_race_field_read_past_its_wrapper_is_fixed_to_the_winners_output() {
         "{fixed}"
     );
 }
+
+#[test]
+fn a_reasoning_steps_settings_under_params_are_one_error_with_a_rename() {
+    let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
+    let src = r#"{"steps": [{"id": "review", "type": "reasoning", "params": {"prompt_context": "Ship?", "options": [{"id": "yes"}, {"id": "no"}]}}]}"#;
+    let found = compiler.check(src).into_sorted();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].code.id, "E0011");
+    let (fixed, _) = opcode_compiler::diagnostics::apply_fixes(src, &found);
+    assert!(compiler.check(&fixed).is_empty(), "{fixed}");
+}

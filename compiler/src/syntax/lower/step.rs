@@ -218,8 +218,16 @@ impl Lowerer<'_> {
                 .action(node, fields)
                 .map(|a| StepKind::Action(Box::new(a)));
         }
+        // `params` without `config` is the config written where an
+        // action's parameters go: one error, whose fix renames it.
+        let misplaced = fields
+            .get("params")
+            .filter(|_| fields.get("config").is_none());
         for key in ["action", "params"] {
-            if let Some(member) = fields.get(key) {
+            if let Some(member) = fields
+                .get(key)
+                .filter(|_| key != "params" || misplaced.is_none())
+            {
                 self.ignored_field(
                     member.key_span,
                     key,
@@ -229,14 +237,26 @@ impl Lowerer<'_> {
             }
         }
         let Some(config) = fields.get("config") else {
-            self.report(
-                Diagnostic::error(
-                    E0011,
-                    type_name.span,
-                    format!("a `{}` step needs a `config` object", type_name.value),
-                )
-                .with_pointer(fields.pointer.clone()),
-            );
+            let mut d = Diagnostic::error(
+                E0011,
+                type_name.span,
+                format!("a `{}` step needs a `config` object", type_name.value),
+            )
+            .with_pointer(fields.pointer.clone());
+            if let Some(params) = misplaced {
+                d = d
+                    .with_help(format!(
+                        "a `{}` step's settings go in `config`; `params` are an action's",
+                        type_name.value
+                    ))
+                    .with_fix(Fix::rename_key(
+                        "rename `params` to `config`",
+                        params.key_span,
+                        &fields.pointer_of("params"),
+                        "config",
+                    ));
+            }
+            self.report(d);
             return None;
         };
         let pointer = fields.pointer_of("config");
