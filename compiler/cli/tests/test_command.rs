@@ -224,3 +224,26 @@ fn a_mock_of_an_output_the_action_never_gives_is_refused() {
         "{text}"
     );
 }
+
+#[test]
+fn a_sequence_is_per_instance_and_its_unused_entries_fail_the_case() {
+    let dir = fresh_dir("sequence-in-loop");
+    std::fs::write(
+        dir.join("workflow.json"),
+        r#"{"steps": [{"id": "each", "type": "loop", "config": {"mode": "for_each", "over": "[1, 2]", "body": [
+            {"id": "fetch", "action": "http.get", "params": {"url": "https://example.com/${{loop.item}}"}}]}}]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("workflow.test.json"),
+        r#"{"cases": [{"name": "each iteration is its own call", "mocks": {"fetch": {"sequence": [
+            {"output": {"status_code": 200}}, {"output": {"status_code": 201}}]}},
+            "expect": {"status": "completed"}}]}"#,
+    )
+    .unwrap();
+    let report = failing(&dir, &[]);
+    assert!(
+        report.contains("entries 2 to 2 were never used") && report.contains("`fetch[0]`"),
+        "{report}"
+    );
+}

@@ -141,6 +141,7 @@ fn attempt(
             .iter()
             .cloned(),
     );
+    outcome.failures.extend(stand_in.unused());
     outcome.failures.extend(compare(case, &reference.view));
     if crash_points && outcome.failures.is_empty() {
         let want = opcode_runtime::summary::untimed(&reference.view);

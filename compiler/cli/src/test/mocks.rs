@@ -24,6 +24,9 @@ pub struct Mocks {
     /// The instances of the run under test that were called (a call may
     /// be noted twice).
     pub called: Mutex<Vec<String>>,
+    /// Per mock with a sequence (by its key): the furthest attempt that
+    /// used it.
+    furthest: Mutex<BTreeMap<String, u32>>,
 }
 
 /// Actions that touch the world: never called in a test unless mocked
@@ -42,7 +45,29 @@ impl Mocks {
             by_name,
             refused: Mutex::new(Vec::new()),
             called: Mutex::new(Vec::new()),
+            furthest: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// The sequences some entries of which no call used: a sequence is per
+    /// step instance, by attempt, so entries past the furthest attempt
+    /// were never given (a failure of the case, as an unused answer is).
+    pub fn unused(&self) -> Vec<String> {
+        let furthest = self.furthest.lock().unwrap_or_else(PoisonError::into_inner);
+        furthest
+            .iter()
+            .filter_map(|(key, &reached)| {
+                let entries = self.by_name.get(key)?.sequence.as_ref()?.len();
+                (reached < entries as u32).then(|| {
+                    format!(
+                        "mock `{key}`: its sequence has {entries} entries, but no call went past attempt {reached}: \
+                         entries {} to {entries} were never used (a sequence is per step instance, by attempt; \
+                         to answer each iteration of a loop differently, mock its instances: `{key}[0]`, `{key}[1]`…)",
+                        reached + 1
+                    )
+                })
+            })
+            .collect()
     }
 
     /// The instance name of `dispatch`, a call of the run under test.
@@ -86,7 +111,7 @@ impl StandIn for Mocks {
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(instance);
         }
-        let Some((_, mock)) = self.find(run_id, dispatch) else {
+        let Some((key, mock)) = self.find(run_id, dispatch) else {
             if !effectful(&dispatch.action) {
                 return Answer::Call;
             }
@@ -110,6 +135,11 @@ impl StandIn for Mocks {
                 false,
             )));
         };
+        if mock.sequence.is_some() {
+            let mut furthest = self.furthest.lock().unwrap_or_else(PoisonError::into_inner);
+            let reached = furthest.entry(key.to_owned()).or_default();
+            *reached = (*reached).max(dispatch.attempt.max(1));
+        }
         let at = dispatch.attempt.max(1) as usize - 1;
         let this = mock
             .sequence
