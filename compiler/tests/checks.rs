@@ -252,3 +252,45 @@ fn a_reasoning_steps_settings_under_params_are_one_error_with_a_rename() {
     let (fixed, _) = opcode_compiler::diagnostics::apply_fixes(src, &found);
     assert!(compiler.check(&fixed).is_empty(), "{fixed}");
 }
+
+/// Applies every fix of `src` as text edits and, separately, as RFC 6902
+/// patches (with `json-patch`, as a client would): both give the same
+/// document, which checks clean.
+fn fixes_clean(src: &str) {
+    let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
+    let found = compiler.check(src).into_sorted();
+    assert!(!found.is_empty(), "no diagnostic in {src}");
+    let (edited, _) = opcode_compiler::diagnostics::apply_fixes(src, &found);
+    let left = compiler.check(&edited).into_sorted();
+    assert!(left.is_empty(), "{src}\nfixed to {edited}\nleaves {left:?}");
+    let mut patched: serde_json::Value = serde_json::from_str(src).unwrap();
+    for fix in found.iter().filter_map(|d| d.fix.as_ref()) {
+        let patch: json_patch::Patch =
+            serde_json::from_value(serde_json::to_value(&fix.patch).unwrap()).unwrap();
+        json_patch::patch(&mut patched, &patch).unwrap_or_else(|e| panic!("{src}: {e}"));
+    }
+    assert_eq!(
+        patched,
+        serde_json::from_str::<serde_json::Value>(&edited).unwrap(),
+        "{src}"
+    );
+}
+
+#[test]
+fn the_obvious_edits_are_fixes_that_apply_as_text_and_as_patches() {
+    for src in [
+        r#"{"steps": [{"id": "a", "action": "crypto.uuid", "on_error": "ignore"}]}"#,
+        r#"{"steps": [{"id": "a", "action": "crypto.uuid"}, {"id": "b", "action": "crypto.uuid", "depends_on": ["a"], "condition": "steps.a.uuid = 'x'"}]}"#,
+        r#"{"steps": [{"id": "a", "action": "crypto.uuid", "on_error": {"strategy": "fallback_step", "fallback": "b"}}, {"id": "b", "action": "crypto.uuid"}]}"#,
+        r#"{"steps": [{"id": "l", "type": "loop", "config": {"mode": "for_each", "over": [1, 2], "body": [{"id": "x", "action": "crypto.uuid"}]}}]}"#,
+        r#"{"steps": [{"id": "a", "action": "crypto.sha512", "params": {"data": "x"}}]}"#,
+        r#"{"steps": [{"id": "a", "action": "expr.eval", "params": {"language": "expr", "expression": "uppercase('x')"}}]}"#,
+        // Four reads of a parallel's steps from a step without depends_on:
+        // one dependency on the parallel, added as an array.
+        r#"{"steps": [{"id": "p", "type": "parallel", "config": {"branches": [
+            [{"id": "b1", "action": "crypto.uuid"}], [{"id": "b2", "action": "crypto.uuid"}]]}},
+            {"id": "use", "action": "workflow.log", "params": {"message": "${{steps.b1.output.uuid}} ${{steps.b2.output.uuid}} ${{steps.b1.output.uuid}} ${{steps.b2.output.uuid}}"}}]}"#,
+    ] {
+        fixes_clean(src);
+    }
+}

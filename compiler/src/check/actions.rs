@@ -59,7 +59,7 @@ pub fn check(
     sink: &mut Diagnostics,
 ) {
     let Some(spec) = catalog.get(&action.action.value) else {
-        unknown_action(step, action, catalog, sink);
+        unknown_action(step, action, catalog, src, sink);
         return;
     };
     let params_pointer = format!("{}/params", step.pointer);
@@ -142,7 +142,47 @@ fn check_pattern(params: &[Param<'_>], src: &str, pointer: &str, sink: &mut Diag
     }
 }
 
-fn unknown_action(step: &Step, action: &ActionStep, catalog: &Catalog, sink: &mut Diagnostics) {
+/// `crypto.sha256`, `hash.md5`…: `crypto.hash` with that `algorithm`
+/// (the default, sha256, is not written).
+fn hash_by_algorithm(step: &Step, action: &ActionStep, src: &str) -> Option<Fix> {
+    let (_, algorithm) = action.action.value.split_once('.')?;
+    if !matches!(algorithm, "sha256" | "sha512" | "sha384" | "sha1" | "md5") {
+        return None;
+    }
+    let mut fix = Fix::replace(
+        format!("call `crypto.hash` with algorithm {algorithm}"),
+        action.action.span,
+        "\"crypto.hash\"",
+        Some(PatchOp::Replace {
+            path: format!("{}/action", step.pointer),
+            value: "crypto.hash".into(),
+        }),
+    );
+    if algorithm != "sha256" {
+        let params = action.params.as_ref()?;
+        let at = params.span.start as usize;
+        if !src.get(at..)?.starts_with('{') || src.get(at + 1..)?.trim_start().starts_with('}') {
+            return None;
+        }
+        fix.edits.push(crate::diagnostics::TextEdit {
+            span: Span::new(at + 1, at + 1),
+            replacement: format!("\"algorithm\": \"{algorithm}\", "),
+        });
+        fix.patch.push(PatchOp::Add {
+            path: format!("{}/params/algorithm", step.pointer),
+            value: algorithm.into(),
+        });
+    }
+    Some(fix)
+}
+
+fn unknown_action(
+    step: &Step,
+    action: &ActionStep,
+    catalog: &Catalog,
+    src: &str,
+    sink: &mut Diagnostics,
+) {
     let name = &action.action.value;
     let mut d = Diagnostic::error(
         E0040,
@@ -150,7 +190,11 @@ fn unknown_action(step: &Step, action: &ActionStep, catalog: &Catalog, sink: &mu
         format!("unknown action `{name}`"),
     )
     .with_pointer(format!("{}/action", step.pointer));
-    if let Some(close) = catalog.closest(name) {
+    if let Some(fix) = hash_by_algorithm(step, action, src) {
+        d = d
+            .with_help("hashes are one action, `crypto.hash`, with an `algorithm`")
+            .with_fix(fix);
+    } else if let Some(close) = catalog.closest(name) {
         d = d
             .with_help(format!("did you mean `{close}`?"))
             .with_fix(Fix::replace(

@@ -445,6 +445,17 @@ fn parse_error(expr: &Expr, src: &str, span: Span, message: &str, pointer: &str)
                 format!("rewrite as `{rewritten}`"),
                 rewritten,
             ));
+    } else if let Some(at) = lone_equals(&expr.source) {
+        let mut rewritten = expr.source.clone();
+        rewritten.replace_range(at..=at, "==");
+        d = d
+            .with_help("CEL compares with `==`; a single `=` assigns nothing")
+            .with_fix(rewrite(
+                expr,
+                pointer,
+                "compare with `==`".into(),
+                rewritten,
+            ));
     } else if expr.source.contains("??") {
         d = d.with_help(
             "CEL has no `??`: write `has(x.f) ? x.f : fallback`, or `x.?f.orValue(fallback)`",
@@ -462,6 +473,30 @@ fn parse_error(expr: &Expr, src: &str, span: Span, message: &str, pointer: &str)
     }
     let _ = src;
     d
+}
+
+/// The one `=` of `source` that is no part of `==`, `!=`, `<=`, `>=`
+/// (outside quotes), if there is exactly one.
+fn lone_equals(source: &str) -> Option<usize> {
+    let bytes = source.as_bytes();
+    let mut quote: Option<u8> = None;
+    let mut found = Vec::new();
+    for (i, &b) in bytes.iter().enumerate() {
+        match quote {
+            Some(q) if b == q && bytes.get(i.wrapping_sub(1)) != Some(&b'\\') => quote = None,
+            Some(_) => {}
+            None if b == b'\'' || b == b'"' => quote = Some(b),
+            None if b == b'=' => {
+                let before = i.checked_sub(1).map(|j| bytes[j]);
+                let after = bytes.get(i + 1).copied();
+                if !matches!(before, Some(b'=' | b'!' | b'<' | b'>')) && after != Some(b'=') {
+                    found.push(i);
+                }
+            }
+            None => {}
+        }
+    }
+    (found.len() == 1).then(|| found[0])
 }
 
 /// A fix writing the whole expression (a JSON string at `pointer`) as

@@ -139,6 +139,20 @@ fn plain_message(message: &str) -> String {
     }
 }
 
+/// Other languages' names for Expr's functions, too far apart to be
+/// guessed as misspellings.
+const SYNONYMS: &[(&str, &str)] = &[
+    ("uppercase", "upper"),
+    ("toUpper", "upper"),
+    ("toUpperCase", "upper"),
+    ("lowercase", "lower"),
+    ("toLower", "lower"),
+    ("toLowerCase", "lower"),
+    ("length", "len"),
+    ("size", "len"),
+    ("strip", "trim"),
+];
+
 /// What an Expr expression refers to, and the diagnostics of its names.
 pub struct Analysis {
     /// Its references, checked as a CEL expression's are.
@@ -267,7 +281,11 @@ impl Found<'_> {
                 Probe::Unknown => {
                     let d =
                         Diagnostic::error(E0054, span, format!("Expr has no function `{name}`"));
-                    match did_you_mean(&name, FUNCTIONS) {
+                    let synonym = SYNONYMS
+                        .iter()
+                        .find(|(theirs, _)| *theirs == name)
+                        .map(|(_, ours)| *ours);
+                    match synonym.or_else(|| did_you_mean(&name, FUNCTIONS)) {
                         Some(close) => d
                             .with_help(format!("did you mean `{close}`?"))
                             .with_fix(Fix::replace(format!("replace with `{close}`"), span, close, None)),

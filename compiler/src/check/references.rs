@@ -396,12 +396,13 @@ impl<'m, 'a> Resolver<'m, 'a> {
             )),
             Reason::Fallback => d.with_help(format!("`{id}` only runs as a fallback")),
             Reason::Later => d.with_help(format!("`{id}` comes later in the same list; move it earlier")),
-            Reason::NotDependency(s) => {
+            Reason::NotDependency(s, on) => {
                 let step = self.model.steps[s].step;
-                let mut d = d.with_help(format!("add `{id}` to the `depends_on` of `{}`", step.id.value));
-                // Several reads of one step need one dependency, not one each.
-                if self.dependencies_fixed.insert((s, target))
-                    && let Some(fix) = self.add_dependency_fix(s, target)
+                let named = &self.model.steps[on].step.id.value;
+                let mut d = d.with_help(format!("add `{named}` to the `depends_on` of `{}`", step.id.value));
+                // Several reads need one dependency, not one each.
+                if self.dependencies_fixed.insert((s, on))
+                    && let Some(fix) = self.add_dependency_fix(s, on)
                 {
                     d = d.with_fix(fix);
                 }
@@ -464,7 +465,7 @@ impl<'m, 'a> Resolver<'m, 'a> {
             current = self.model.steps[p].parent;
         }
         let Some(r) = reader else {
-            return Reason::NotDependency(target);
+            return Reason::NotDependency(target, target);
         };
         // The ancestor of the reader that is a sibling of the target.
         let target_block = self.model.steps[target].block;
@@ -472,13 +473,28 @@ impl<'m, 'a> Resolver<'m, 'a> {
         while self.model.steps[sibling].block != target_block {
             match self.model.steps[sibling].parent {
                 Some(p) => sibling = p,
-                None => return Reason::NotDependency(r),
+                // The target is inside a flow step: the reader depends on
+                // the ancestor of the target that is in the reader's block.
+                None => return Reason::NotDependency(r, self.ancestor_in(target, r)),
             }
         }
         if self.model.blocks[target_block].role != BlockRole::Root {
             return Reason::Later;
         }
-        Reason::NotDependency(sibling)
+        Reason::NotDependency(sibling, target)
+    }
+
+    /// The ancestor of `target` (or itself) in the block of `reader`.
+    fn ancestor_in(&self, target: StepIdx, reader: StepIdx) -> StepIdx {
+        let block = self.model.steps[reader].block;
+        let mut at = target;
+        while self.model.steps[at].block != block {
+            match self.model.steps[at].parent {
+                Some(p) => at = p,
+                None => return target,
+            }
+        }
+        at
     }
 
     /// A fix adding `target` to step `s`'s `depends_on`.
@@ -823,5 +839,7 @@ enum Reason {
     InRace(StepIdx),
     Fallback,
     Later,
-    NotDependency(StepIdx),
+    /// The step (first) lacks a dependency on the other (the target, or its
+    /// ancestor in the step's block).
+    NotDependency(StepIdx, StepIdx),
 }

@@ -71,7 +71,15 @@ impl Lowerer<'_> {
             format!("unknown field `{}` in {what} is ignored", member.key),
         )
         .with_pointer(key_pointer.clone());
-        if let Some(close) = suggestion(&member.key, known) {
+        // `fallback` for `fallback_step`: the one known field it begins.
+        let begun = || {
+            let mut begun = known
+                .iter()
+                .copied()
+                .filter(|k| k.starts_with(&*member.key));
+            begun.next().filter(|_| begun.next().is_none())
+        };
+        if let Some(close) = suggestion(&member.key, known).or_else(begun) {
             diagnostic = diagnostic
                 .with_help(format!("did you mean `{close}`?"))
                 .with_fix(Fix {
@@ -278,6 +286,13 @@ fn retyped(value: &serde_json::Value, expected: &str) -> Option<serde_json::Valu
             s.trim().parse::<bool>().ok().map(Value::Bool)
         }
         Value::Number(_) | Value::Bool(_) if expected == "a string" => {
+            Some(Value::String(value.to_string()))
+        }
+        // A list or number written as JSON where CEL text is wanted: its
+        // JSON text is the CEL literal (`[1, 2]`, `{"a": 1}`, `3`).
+        Value::Array(_) | Value::Object(_) | Value::Number(_)
+            if expected == "a CEL expression string" =>
+        {
             Some(Value::String(value.to_string()))
         }
         _ => None,

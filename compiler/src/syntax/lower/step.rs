@@ -592,6 +592,31 @@ impl Lowerer<'_> {
     }
 
     fn on_error(&mut self, node: &Node<'_>, pointer: &str) -> Option<Box<OnError>> {
+        // `"on_error": "ignore"` means the strategy: the fix writes it so.
+        if let Some(text) = node.as_str()
+            && Strategy::parse(text).is_some()
+        {
+            let object = serde_json::json!({ "strategy": text });
+            self.report(
+                Diagnostic::error(
+                    E0010,
+                    node.span,
+                    "`on_error` must be an object, found string",
+                )
+                .with_help(format!("write the strategy in an object: {object}"))
+                .with_fix(Fix::replace(
+                    format!("write `{object}`"),
+                    node.span,
+                    object.to_string(),
+                    Some(PatchOp::Replace {
+                        path: pointer.to_owned(),
+                        value: object,
+                    }),
+                ))
+                .with_pointer(pointer),
+            );
+            return None;
+        }
         let fields = self.fields(node, pointer, "`on_error`", ON_ERROR_FIELDS)?;
         let strategy =
             match self.opt_enum(&fields, "strategy", Strategy::parse, Strategy::SPELLINGS) {
