@@ -484,7 +484,6 @@ fn lone_equals(source: &str) -> Option<usize> {
     for (i, &b) in bytes.iter().enumerate() {
         match quote {
             Some(q) if b == q && bytes.get(i.wrapping_sub(1)) != Some(&b'\\') => quote = None,
-            Some(_) => {}
             None if b == b'\'' || b == b'"' => quote = Some(b),
             None if b == b'=' => {
                 let before = i.checked_sub(1).map(|j| bytes[j]);
@@ -493,7 +492,7 @@ fn lone_equals(source: &str) -> Option<usize> {
                     found.push(i);
                 }
             }
-            None => {}
+            Some(_) | None => {}
         }
     }
     (found.len() == 1).then(|| found[0])
