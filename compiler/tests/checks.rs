@@ -294,3 +294,15 @@ fn the_obvious_edits_are_fixes_that_apply_as_text_and_as_patches() {
         fixes_clean(src);
     }
 }
+
+#[test]
+fn a_broken_text_in_exprs_syntax_gets_exprs_error_not_cels() {
+    let found = codes(
+        r#"{"steps": [{"id": "a", "action": "expr.eval", "params": {"expression": "filter(inputs.xs, {.x > })"}}]}"#,
+    );
+    assert_eq!(found, ["E0054"]);
+    let plain = codes(
+        r#"{"steps": [{"id": "a", "action": "expr.eval", "params": {"expression": "a > > 1"}}]}"#,
+    );
+    assert_eq!(plain, ["E0030"]);
+}

@@ -511,10 +511,25 @@ fn check_expr_eval(action: &ActionStep, src: &str, pointer: &str, sink: &mut Dia
                 value: rewritten.clone().into(),
             }),
         ));
+    } else if !language_given(action) && expr_lang::looks_like_expr(source) {
+        // Written in Expr's syntax, with a mistake: Expr's error, in Expr's
+        // words, not CEL's.
+        if let Err(expr_error) = expr_lang::analyze(&expr, src, &expression_pointer) {
+            d = expr_error.with_help(
+                "this uses Expr's syntax (`{.field}`, `#`, `??`, `and`/`or`) and parses as neither language: Expr's error is given; say `\"language\": \"expr\"` once it is fixed",
+            );
+        }
     } else {
         d = d.with_help("`expr.eval` reads CEL, or Expr where the text parses only as Expr: this parses as neither (set `\"language\": \"expr\"` to be told what Expr makes of it)");
     }
     sink.push(d);
+}
+
+/// Does the `expr.eval` name its `language`?
+fn language_given(action: &ActionStep) -> bool {
+    params_of(action.params.as_ref())
+        .iter()
+        .any(|p| p.key == "language")
 }
 
 /// Rewrites Expr's `filter(list, {.x > 1})` family into CEL macros.

@@ -44,6 +44,22 @@ pub fn dialect(source: &str, language: Option<&str>) -> Dialect {
     }
 }
 
+/// Does `source` use syntax only Expr has: the predicate shorthand
+/// (`{.score}`, `#`), `??`, or its word operators?
+pub fn looks_like_expr(source: &str) -> bool {
+    let Ok(tokens) = text::tokens(source) else {
+        return false;
+    };
+    let word = |t: &Token| &source[t.range.clone()];
+    tokens
+        .windows(2)
+        .any(|pair| word(&pair[0]) == "{" && word(&pair[1]) == ".")
+        || tokens.iter().any(|t| {
+            let w = word(t);
+            w.starts_with('#') || matches!(w, "??" | "and" | "or" | "not" | "let")
+        })
+}
+
 fn parses_as_cel(source: &str) -> bool {
     opcode_vm::limits::check_cel(source).is_err()
         || cel::parser::PrattParser::default().parse(source).is_ok()
