@@ -13,6 +13,7 @@ use cel::common::ast::{Expr as CelExpr, IdedExpr, LiteralValue};
 use crate::ast::{ConditionStep, Step};
 use crate::diagnostics::codes::E0060;
 use crate::diagnostics::{Diagnostic, Diagnostics, Fix};
+use crate::syntax::lower::child_pointer;
 
 /// Names that say yes, and no.
 const YES: &[&str] = &[
@@ -56,7 +57,7 @@ pub fn check(step: &Step, condition: &ConditionStep, sink: &mut Diagnostics) {
         },
     )
     .with_help("name the branches \"true\" and \"false\" (the value as text)")
-    .with_pointer(format!("{branches}/{}", escape(&first.value)));
+    .with_pointer(child_pointer(&branches, &first.value));
     for (key, _) in never.iter().skip(1) {
         diagnostic = diagnostic.with_secondary(key.span, "never taken either");
     }
@@ -93,12 +94,7 @@ fn renames(
             return None;
         }
         taken.push(to);
-        let one = Fix::rename_key(
-            "",
-            key.span,
-            &format!("{branches}/{}", escape(&key.value)),
-            to,
-        );
+        let one = Fix::rename_key("", key.span, &child_pointer(branches, &key.value), to);
         fix = Some(match fix {
             None => one,
             Some(mut all) => {
@@ -141,9 +137,4 @@ fn gives_a_boolean(e: &IdedExpr) -> bool {
         }
         _ => false,
     }
-}
-
-/// `key` as a JSON Pointer token.
-fn escape(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
 }

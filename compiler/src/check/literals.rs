@@ -12,6 +12,7 @@ use crate::ast::{Template, TemplateKind};
 use crate::diagnostics::codes::W0012;
 use crate::diagnostics::{Diagnostic, Diagnostics, Fix, PatchOp};
 use crate::source::Span;
+use crate::syntax::lower::child_pointer;
 
 /// What a parameter's text is checked against: the steps (the model) and
 /// the declared inputs (`None`: the workflow declares none, any name goes).
@@ -35,7 +36,7 @@ pub fn check(
         TemplateKind::Literal(value) => literal(value, params.span, pointer, src, known, sink),
         TemplateKind::Object(members) => {
             for (key, member) in members {
-                let pointer = format!("{pointer}/{}", escape(&key.value));
+                let pointer = child_pointer(pointer, &key.value);
                 check(member, &pointer, src, known, sink);
             }
         }
@@ -69,14 +70,7 @@ fn literal(
         }
         Value::Object(members) => {
             for (key, member) in members {
-                literal(
-                    member,
-                    span,
-                    &format!("{pointer}/{}", escape(key)),
-                    src,
-                    known,
-                    sink,
-                );
+                literal(member, span, &child_pointer(pointer, key), src, known, sink);
             }
         }
         _ => {}
@@ -144,9 +138,4 @@ fn diagnostic(text: &str, reference: &str, within: Span, pointer: &str, src: &st
         )),
         None => d,
     }
-}
-
-/// `key` as a JSON Pointer token.
-fn escape(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
 }

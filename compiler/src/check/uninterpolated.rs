@@ -10,6 +10,7 @@ use crate::ast::{Document, Json, Spanned, Step, StepKind};
 use crate::diagnostics::codes::E0062;
 use crate::diagnostics::{Diagnostic, Diagnostics};
 use crate::source::Span;
+use crate::syntax::lower::child_pointer;
 
 /// The fields of `step` that hold `${{`.
 pub fn check_step(step: &Step, sink: &mut Diagnostics) {
@@ -88,8 +89,7 @@ fn strings(context: &Json, value: &Value, pointer: &str, src: &str, sink: &mut D
         }
         Value::Object(members) => {
             for (key, member) in members {
-                let key = key.replace('~', "~0").replace('/', "~1");
-                strings(context, member, &format!("{pointer}/{key}"), src, sink);
+                strings(context, member, &child_pointer(pointer, key), src, sink);
             }
         }
         _ => {}

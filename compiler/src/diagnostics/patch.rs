@@ -8,6 +8,7 @@
 use serde_json::Value;
 
 use super::{Diagnostic, PatchOp, TextEdit};
+use crate::syntax::lower::child_pointer;
 
 /// Gives each fix of `diagnostics` on the JSON text `src` that has text
 /// edits and no patch the patch its edits make.
@@ -64,11 +65,11 @@ fn diff(before: &Value, after: &Value, path: &str, out: &mut Vec<PatchOp>) {
         (Value::Object(old), Value::Object(new)) => {
             for key in old.keys().filter(|k| !new.contains_key(*k)) {
                 out.push(PatchOp::Remove {
-                    path: format!("{path}/{}", token(key)),
+                    path: child_pointer(path, key),
                 });
             }
             for (key, value) in new {
-                let at = format!("{path}/{}", token(key));
+                let at = child_pointer(path, key);
                 match old.get(key) {
                     Some(was) => diff(was, value, &at, out),
                     None => out.push(PatchOp::Add {
@@ -88,11 +89,6 @@ fn diff(before: &Value, after: &Value, path: &str, out: &mut Vec<PatchOp>) {
             value: after.clone(),
         }),
     }
-}
-
-/// `key` as a JSON Pointer token (RFC 6901).
-fn token(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
 }
 
 #[cfg(test)]
