@@ -125,7 +125,7 @@ pub(crate) fn structured(value: Value, terse: bool) -> CallToolResult {
 /// tool's `outputSchema` describes its success; clients that validate
 /// structured content against it (the TypeScript SDK) would throw on an
 /// error there, and the agent would never see the code (spec/mcp.md
-/// "Errors", decision 0046).
+/// "Tools", decision 0046).
 fn error_result(error: &ToolError) -> CallToolResult {
     CallToolResult::error(vec![rmcp::model::ContentBlock::text(
         error.to_json().to_string(),
