@@ -1,14 +1,9 @@
 // Headless Chromium (Debian's) walks the panel's main user paths, as a new
 // user would, and saves a screenshot of every page it visits.
-import { chromium } from "playwright-core";
-import { approval, check, define, run, untilDecision } from "./panel-client.mjs";
+import { approval, check, define, launchBrowser, run, untilDecision } from "./panel-client.mjs";
 
 const [base, artifacts] = process.argv.slice(2);
-const browser = await chromium.launch({
-  executablePath: "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run"],
-});
+const browser = await launchBrowser();
 const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
 const problems = [];
 const page = await context.newPage();

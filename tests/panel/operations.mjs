@@ -3,15 +3,10 @@
 // made from input schemas, bulk cancel and search, version compare, the
 // plugins page, and every page on a 390 px phone screen.
 import { execSync } from "node:child_process";
-import { chromium } from "playwright-core";
-import { approval, check, define, postForm, run, untilDecision } from "./panel-client.mjs";
+import { approval, check, define, launchBrowser, postForm, run, untilDecision } from "./panel-client.mjs";
 
 const [base, artifacts] = process.argv.slice(2);
-const browser = await chromium.launch({
-  executablePath: "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run"],
-});
+const browser = await launchBrowser();
 const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, timezoneId: "Europe/Madrid" });
 await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: base });
 const problems = [];

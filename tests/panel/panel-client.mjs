@@ -1,5 +1,7 @@
 // Plain-HTTP use of the panel's forms, as a browser without JavaScript
-// would post them: shared by the AG-UI and browser tests.
+// would post them, and the browser itself: shared by the AG-UI and browser
+// tests.
+import { chromium } from "playwright-core";
 
 /** A browser session: the cookie the panel sets, and the CSRF token it
  * prints into that session's pages. */
@@ -18,6 +20,25 @@ export async function postForm(base, path, fields) {
   const body = new URLSearchParams({ csrf, ...fields });
   const response = await fetch(`${base}${path}`, { method: "POST", body, redirect: "manual", headers: { cookie } });
   return { status: response.status, location: response.headers.get("location"), text: await response.text() };
+}
+
+/** Debian's headless Chromium, through playwright-core. A browser that
+ * dies while starting (it crashed once in a loaded CI run, before any page
+ * opened) is started again, up to three times: that is the host's trouble,
+ * not the panel's. */
+export async function launchBrowser() {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await chromium.launch({
+        executablePath: "/usr/bin/chromium",
+        args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+          "--disable-component-update", "--disable-sync", "--no-first-run"],
+      });
+    } catch (e) {
+      if (attempt >= 3) throw e;
+      console.error(`chromium did not start (attempt ${attempt}): ${e.message.split("\n")[0]}`);
+    }
+  }
 }
 
 /** A template whose run asks one decision (`gate`: yes or no) between two logs. */
