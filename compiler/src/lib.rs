@@ -113,10 +113,7 @@ impl Compiler {
             if let Some(doc) = read(src, syntax, &mut sink) {
                 check::check(&doc, &self.catalog, src, &mut sink);
             }
-            if syntax == Syntax::Json {
-                diagnostics::patch::derive(sink.iter_mut(), src);
-            }
-            sink
+            with_patches(sink, src, syntax)
         })
         .unwrap_or_else(Diagnostics::of)
     }
@@ -138,20 +135,16 @@ impl Compiler {
         isolation: Option<&dyn IsolationCheck>,
     ) -> (Option<Program>, Diagnostics) {
         guarded(|| {
+            let syntax = Syntax::of_file(file);
             let mut sink = Diagnostics::new();
-            let Some(doc) = read(src, Syntax::of_file(file), &mut sink) else {
-                if Syntax::of_file(file) == Syntax::Json {
-                    diagnostics::patch::derive(sink.iter_mut(), src);
-                }
-                return (None, sink);
+            let Some(doc) = read(src, syntax, &mut sink) else {
+                return (None, with_patches(sink, src, syntax));
             };
             let checked = check::check(&doc, &self.catalog, src, &mut sink);
             if let Some(isolation) = isolation {
                 check::isolation::check(&doc, isolation, &mut sink);
             }
-            if Syntax::of_file(file) == Syntax::Json {
-                diagnostics::patch::derive(sink.iter_mut(), src);
-            }
+            let sink = with_patches(sink, src, syntax);
             if sink.has_errors() {
                 return (None, sink);
             }
@@ -160,6 +153,15 @@ impl Compiler {
         })
         .unwrap_or_else(|internal| (None, Diagnostics::of(internal)))
     }
+}
+
+/// `sink` with each fix on a JSON source given the RFC 6902 patch its
+/// edits make, where it has none (diagnostics::patch).
+fn with_patches(mut sink: Diagnostics, src: &str, syntax: Syntax) -> Diagnostics {
+    if syntax == Syntax::Json {
+        diagnostics::patch::derive(sink.iter_mut(), src);
+    }
+    sink
 }
 
 /// [`Compiler::parse_as`] on the caller's stack.

@@ -306,3 +306,17 @@ fn a_broken_text_in_exprs_syntax_gets_exprs_error_not_cels() {
     );
     assert_eq!(plain, ["E0030"]);
 }
+
+#[test]
+fn a_has_test_picks_true_or_false_too() {
+    let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
+    let src = r#"{"steps": [{"id": "pick", "type": "condition", "config": {"expression": "has(inputs.region)",
+        "branches": {"on": [{"id": "a", "action": "workflow.log", "params": {"message": "x"}}]}}}]}"#;
+    let found = compiler.check(src).into_sorted();
+    assert_eq!(
+        found.iter().map(|d| d.code.id).collect::<Vec<_>>(),
+        ["E0060"]
+    );
+    let (fixed, _) = opcode_compiler::diagnostics::apply_fixes(src, &found);
+    assert!(fixed.contains(r#""true": ["#), "{fixed}");
+}

@@ -29,6 +29,15 @@ fn run_of(id: &str, name: &str) -> Value {
     json!({"id": id, "action": "workflow.run", "params": {"template_name": name}})
 }
 
+/// Waits (10 s at most) for run `id` to end, which must be cancelled.
+async fn ends_cancelled(exec: &Executor, id: &str) {
+    let status = tokio::time::timeout(Duration::from_secs(10), exec.wait(id, Until::Ended))
+        .await
+        .expect("the run ends")
+        .unwrap();
+    assert_eq!(status, WorkflowStatus::Cancelled, "{id}");
+}
+
 async fn every_run(exec: &Executor) -> Vec<WorkflowRow> {
     exec.store()
         .workflows(WorkflowFilter::default())
@@ -240,12 +249,7 @@ fn a_child_whose_parent_ended_while_the_process_was_down_is_cancelled_at_recover
     runtime().block_on(async {
         let exec = executor(&store, config(dir.path()));
         exec.recover().await.unwrap();
-        let status =
-            tokio::time::timeout(Duration::from_secs(10), exec.wait(&child_id, Until::Ended))
-                .await
-                .expect("the child ends")
-                .unwrap();
-        assert_eq!(status, WorkflowStatus::Cancelled);
+        ends_cancelled(&exec, &child_id).await;
     });
 }
 
@@ -265,12 +269,7 @@ fn a_parent_cancelled_while_unloaded_cancels_its_children() {
             reason: "stop".into(),
         };
         exec.deliver(&root_id, cancel).await.unwrap();
-        let status =
-            tokio::time::timeout(Duration::from_secs(10), exec.wait(&child_id, Until::Ended))
-                .await
-                .expect("the child ends")
-                .unwrap();
-        assert_eq!(status, WorkflowStatus::Cancelled);
+        ends_cancelled(&exec, &child_id).await;
     });
 }
 
