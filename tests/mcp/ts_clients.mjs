@@ -1,8 +1,8 @@
 // The daemon driven by the official TypeScript SDKs, as Claude Code, VS
 // Code, Cursor and the Inspector drive it: `@modelcontextprotocol/sdk` (1.x,
 // the 2025-11-25 era) on Streamable HTTP and legacy SSE, and
-// `@modelcontextprotocol/client` (2.x) on legacy SSE and negotiating the
-// 2026-07-28 era on Streamable HTTP. Every tool is called once to succeed and once to fail
+// `@modelcontextprotocol/client` (2.x) negotiating the 2026-07-28 era on
+// Streamable HTTP. Every tool is called once to succeed and once to fail
 // after `listTools`, so the SDK validates each result against the tool's
 // output schema: no call may throw, and each failure must reach the caller
 // as an `isError` result whose text names our code, message and details.
@@ -13,7 +13,7 @@
 import { Client as LegacyClient } from "@modelcontextprotocol/sdk/client/index.js";
 import { SSEClientTransport as LegacySse } from "@modelcontextprotocol/sdk/client/sse.js";
 import { StreamableHTTPClientTransport as LegacyHttp } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { Client, SSEClientTransport, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 
 const base = process.argv[2];
 const TOOLS = ["opcode.define", "opcode.run", "opcode.status", "opcode.signal", "opcode.query", "opcode.diagram"];
@@ -118,7 +118,6 @@ async function session(client, transport, label, era) {
 const info = { name: "opcode-tests", version: "1.0.0" };
 await session(new LegacyClient(info), new LegacyHttp(new URL(`${base}/mcp`)), "sdk 1.x, Streamable HTTP, 2025-11-25");
 await session(new LegacyClient(info), new LegacySse(new URL(`${base}/sse`)), "sdk 1.x, SSE, 2025-11-25");
-await session(new Client(info), new SSEClientTransport(new URL(`${base}/sse`)), "client 2.x, SSE, 2025-11-25");
 await session(
   new Client(info, { versionNegotiation: { mode: "auto" } }),
   new StreamableHTTPClientTransport(new URL(`${base}/mcp`)),
