@@ -252,6 +252,72 @@ fn a_failed_commit_in_a_batch_leaves_the_others_intact() {
     }
 }
 
+/// Many commits at once, refusals of every kind among them: each gets its
+/// own answer (a store that writes them as one group must not let one
+/// refusal take the others down, nor one's answer reach another).
+#[test]
+fn commits_sent_together_each_get_their_own_answer() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            // All landing: a group written whole.
+            let created =
+                futures::future::join_all((0..40).map(|i| store.commit(create(&format!("w{i}")))));
+            assert!(created.await.iter().all(Result::is_ok), "{name}");
+            store
+                .commit(created_held("held", "me", Duration::from_secs(60)))
+                .await
+                .unwrap();
+            let advance = |i: u32, after_seq: u64| Commit {
+                workflow_id: format!("w{i}"),
+                after_seq,
+                entries: vec![entry(2)],
+                ..Commit::default()
+            };
+            let mut commits = Vec::new();
+            let mut expected = Vec::new();
+            for i in 0..40 {
+                let (commit, answer) = match i % 10 {
+                    3 => (advance(i, 0), "conflict"),
+                    5 => (create(&format!("w{i}")), "exists"),
+                    7 => (advance(i + 1000, 2), "not_found"),
+                    _ => (advance(i, 2), "ok"),
+                };
+                commits.push(commit);
+                expected.push(answer);
+            }
+            commits.push(Commit {
+                fence: Some(Fence {
+                    owner: "someone else".into(),
+                    epoch: 1,
+                }),
+                ..advance(0, 2)
+            });
+            expected.push("fenced");
+            let answers = futures::future::join_all(commits.into_iter().map(|c| store.commit(c)));
+            for (i, (answer, want)) in answers.await.into_iter().zip(expected).enumerate() {
+                let got = match answer {
+                    Ok(()) => "ok",
+                    Err(StoreError::Conflict {
+                        expected: 0,
+                        actual: 2,
+                        ..
+                    }) => "conflict",
+                    Err(StoreError::Exists(_)) => "exists",
+                    Err(StoreError::NotFound(_)) => "not_found",
+                    Err(StoreError::Fenced(_)) => "fenced",
+                    Err(e) => panic!("{name}: commit {i}: {e}"),
+                };
+                assert_eq!(got, want, "{name}: commit {i}");
+            }
+            for i in 0..40 {
+                let row = store.workflow(&format!("w{i}")).await.unwrap().unwrap();
+                let want = if matches!(i % 10, 3 | 5 | 7) { 2 } else { 3 };
+                assert_eq!(row.last_seq, want, "{name}: w{i}");
+            }
+        });
+    }
+}
+
 #[test]
 fn step_rows_keep_their_first_start_and_get_a_duration() {
     for (name, store, _dir) in stores() {

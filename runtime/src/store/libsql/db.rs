@@ -264,11 +264,13 @@ impl Db {
         for commit in commits {
             match self.apply(commit).await {
                 Ok(()) => results.push(Ok(())),
+                // A refusal is made before the commit writes anything.
                 Err(
                     e @ (StoreError::Conflict { .. }
                     | StoreError::Exists(_)
                     | StoreError::Outdated(_)
-                    | StoreError::NotFound(_)),
+                    | StoreError::NotFound(_)
+                    | StoreError::Fenced(_)),
                 ) => {
                     results.push(Err(e));
                 }
@@ -375,9 +377,9 @@ impl Db {
         Ok(())
     }
 
-    /// Applies one commit. Refusals (`Conflict`, `Exists`, `NotFound`) come
-    /// before anything but the content-addressed source row is written.
     /// Makes the writes of `c` ([`commit::plan`]), in the open transaction.
+    /// Refusals (`Conflict`, `Exists`, `NotFound`, `Outdated`, `Fenced`)
+    /// come before anything but the content-addressed source row is written.
     /// An append that changes no derived state writes no `workflows` row:
     /// one read checks its sequence, and its fence with it (decision 0041;
     /// the plan puts the fence first).
