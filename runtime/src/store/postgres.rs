@@ -7,6 +7,7 @@
 
 mod catalog;
 mod commit;
+mod committer;
 mod connect;
 mod listen;
 mod retention;
@@ -36,6 +37,7 @@ const CHANNEL: &str = "opcode";
 /// A store on a PostgreSQL database.
 pub struct PostgresStore {
     pool: Pool,
+    committer: committer::Committer,
     notices: broadcast::Sender<Notice>,
     _listener: listen::Listener,
 }
@@ -60,6 +62,7 @@ impl PostgresStore {
         let (notices, _) = broadcast::channel(1024);
         let listener = listen::Listener::start(target, notices.clone()).await?;
         Ok(PostgresStore {
+            committer: committer::Committer::start(pool.clone()),
             pool,
             notices,
             _listener: listener,
@@ -177,17 +180,7 @@ impl PostgresStore {
 
 impl RunLog for PostgresStore {
     fn commit(&self, commit: Commit) -> BoxFuture<'_, StoreResult<()>> {
-        Box::pin(async move {
-            let mut client = self.client().await?;
-            // A task of its own: a caller that gives up cannot leave the
-            // connection in the pool halfway through the transaction.
-            tokio::spawn(async move {
-                let commit = crate::blobs::outlined(commit);
-                commit::write(&mut client, &commit).await
-            })
-            .await
-            .unwrap_or_else(|e| Err(StoreError::Backend(format!("the commit task failed: {e}"))))
-        })
+        Box::pin(self.committer.commit(commit))
     }
 
     fn workflow<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<WorkflowRow>>> {

@@ -1,41 +1,70 @@
-//! A commit on PostgreSQL: the writes of [`commit::plan`] in one
-//! transaction, in two round trips — `BEGIN` and every check that may
-//! refuse, then every change, the notice and `COMMIT` at once.
+//! A commit on PostgreSQL as statements: the writes of [`commit::plan`],
+//! each check written so that it raises its refusal (`opcode_refuse`,
+//! schema 5) instead of answering it, so that nothing waits on an answer
+//! and a commit's statements are all sent at once (`committer.rs`). A
+//! raised refusal aborts the transaction; [`refusal`] reads it back.
 
-use deadpool_postgres::Object;
-use futures::future::join_all;
-use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::{CHANNEL, backend};
+use super::CHANNEL;
 use crate::store::commit::{self, Write};
 use crate::store::{
-    Commit, DecisionChange, LeaseChange, Notice, StoreError, StoreResult, TimerChange,
+    Commit, DecisionChange, Fence, LeaseChange, Notice, StoreError, StoreResult, TimerChange,
     WorkflowUpdate,
 };
 
-/// Makes `c`'s writes, all or nothing.
-pub(super) async fn write(client: &mut Object, c: &Commit) -> StoreResult<()> {
+/// One parameter of a statement.
+pub(super) type Param<'a> = Box<dyn ToSql + Sync + Send + 'a>;
+
+/// One statement of a commit, with its parameters.
+pub(super) struct Statement<'a> {
+    /// The SQL, prepared once per connection.
+    pub sql: &'static str,
+    /// Its parameters, `$1` first.
+    pub params: Vec<Param<'a>>,
+}
+
+impl<'a> Statement<'a> {
+    fn new(sql: &'static str, params: Vec<Param<'a>>) -> Statement<'a> {
+        Statement { sql, params }
+    }
+
+    /// The parameters as `tokio_postgres` takes them.
+    pub fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.params
+            .iter()
+            .map(|p| &**p as &(dyn ToSql + Sync))
+            .collect()
+    }
+}
+
+/// The SQLSTATE `opcode_refuse` raises.
+pub(super) const REFUSED: &str = "OC409";
+
+/// The statements of `c`, in order, the notice of the commit last.
+pub(super) fn statements(c: &Commit) -> StoreResult<Vec<Statement<'_>>> {
     let id = c.workflow_id.as_str();
     let writes = commit::plan(c)?;
-    let checks = writes.iter().take_while(|w| is_check(w)).count();
-    // The checks are pipelined too: a refusal rolls back whatever the
-    // checks after it did.
-    let (begin, checked) = futures::join!(
-        client.batch_execute("BEGIN"),
-        join_all(writes[..checks].iter().map(|w| check(client, id, w)))
-    );
-    let refusal = checked
-        .into_iter()
-        .find_map(Result::err)
-        .map_or(Ok(()), Err);
-    if let Err(e) = begin.map_err(backend).and(refusal) {
-        let _ = client.batch_execute("ROLLBACK").await;
-        return Err(e);
+    let mut out = Vec::with_capacity(writes.len() + 2);
+    let mut fence = None;
+    for write in &writes {
+        match *write {
+            // Checked with the compare and set that follows, when one does.
+            Write::Fence(f) => fence = Some(f),
+            Write::Advance { from, to, update } => {
+                out.push(set_state(id, fence.take(), Some((from, to)), update));
+            }
+            Write::Update(update) => out.push(set_state(id, fence.take(), None, Some(update))),
+            ref other => {
+                if let Some(f) = fence.take() {
+                    out.push(fenced(id, f));
+                }
+                statements_of(id, other, &mut out);
+            }
+        }
     }
-    let mut changes = Vec::new();
-    for write in &writes[checks..] {
-        changes.push(change(client, id, write));
+    if let Some(f) = fence {
+        out.push(fenced(id, f));
     }
     let notice = Notice::Committed {
         workflow_id: id.to_owned(),
@@ -43,16 +72,31 @@ pub(super) async fn write(client: &mut Object, c: &Commit) -> StoreResult<()> {
         status: c.update.as_ref().map(|u| u.status),
     }
     .encode();
-    let params: [&(dyn ToSql + Sync); 2] = [&CHANNEL, &notice];
-    let notify = execute(client, "SELECT pg_notify($1, $2)", &params);
-    let (made, notified, committed) =
-        futures::join!(join_all(changes), notify, client.batch_execute("COMMIT"));
-    // A failed change aborts the transaction: its COMMIT rolls it back.
-    for result in made {
-        result?;
+    out.push(Statement::new(
+        "SELECT pg_notify($1, $2)",
+        vec![Box::new(CHANNEL), Box::new(notice)],
+    ));
+    Ok(out)
+}
+
+/// The refusal a statement of `c` raised, if it raised one.
+pub(super) fn refusal(e: &tokio_postgres::Error, c: &Commit) -> Option<StoreError> {
+    let db = e.as_db_error()?;
+    if db.code().code() != REFUSED {
+        return None;
     }
-    notified?;
-    committed.map_err(backend)
+    let subject = db.detail().unwrap_or(&c.workflow_id).to_owned();
+    Some(match db.message() {
+        "fenced" => StoreError::Fenced(subject),
+        "not_found" => StoreError::NotFound(subject),
+        "exists" => StoreError::Exists(subject),
+        "outdated" => StoreError::Outdated(subject),
+        _ => StoreError::Conflict {
+            id: subject,
+            expected: c.after_seq,
+            actual: db.hint().and_then(|h| h.parse().ok()).unwrap_or_default(),
+        },
+    })
 }
 
 /// Who wrote the commit, as its lease names it.
@@ -66,165 +110,63 @@ fn writer(c: &Commit) -> Option<String> {
     }
 }
 
-/// The writes that may refuse: the plan puts them first.
-fn is_check(write: &Write<'_>) -> bool {
-    matches!(
-        write,
-        Write::Fence(_)
-            | Write::RequireLatest { .. }
-            | Write::Create { .. }
-            | Write::Advance { .. }
-            | Write::Update(_)
+/// The fence alone: the row's lock keeps a takeover from landing before
+/// the commit does.
+fn fenced<'a>(id: &'a str, fence: &'a Fence) -> Statement<'a> {
+    Statement::new(
+        "SELECT opcode_refuse(CASE WHEN w.id IS NULL THEN 'not_found' ELSE 'fenced' END, $1, NULL) \
+         FROM (SELECT 1) AS one LEFT JOIN (SELECT id, lease_owner, lease_epoch FROM workflows \
+         WHERE id = $1 FOR UPDATE) AS w ON TRUE \
+         WHERE w.id IS NULL OR w.lease_owner IS DISTINCT FROM $2::text OR w.lease_epoch <> $3",
+        vec![
+            Box::new(id),
+            Box::new(fence.owner.as_str()),
+            Box::new(fence.epoch as i64),
+        ],
     )
 }
 
-async fn check(client: &Object, id: &str, write: &Write<'_>) -> StoreResult<()> {
-    match *write {
-        Write::Fence(fence) => {
-            // The row's lock keeps a takeover from landing before this commit.
-            let row = query_opt(
-                client,
-                "SELECT lease_owner, lease_epoch FROM workflows WHERE id = $1 FOR UPDATE",
-                &[&id],
-            )
-            .await?
-            .ok_or_else(|| StoreError::NotFound(id.to_owned()))?;
-            let owner: Option<String> = row.try_get(0).map_err(backend)?;
-            let epoch: i64 = row.try_get(1).map_err(backend)?;
-            if owner.as_deref() != Some(fence.owner.as_str()) || epoch as u64 != fence.epoch {
-                return Err(StoreError::Fenced(id.to_owned()));
-            }
-        }
-        Write::RequireLatest { template, version } => {
-            let latest: Option<i64> = query_one(
-                client,
-                "SELECT MAX(version) FROM workflow_templates WHERE name = $1",
-                &[&template],
-            )
-            .await?
-            .try_get(0)
-            .map_err(backend)?;
-            if latest.is_some_and(|latest| latest > version) {
-                return Err(StoreError::Outdated(template.to_owned()));
-            }
-        }
-        Write::Create {
-            new,
-            update,
-            last_seq,
-            lease,
-        } => {
-            let source = &new.source;
-            execute(
-                client,
-                "INSERT INTO sources (hash, definition, program) VALUES ($1, $2, $3) \
-                     ON CONFLICT (hash) DO NOTHING",
-                &[&source.hash, &source.definition, &source.program],
-            )
-            .await?;
-            let u = Columns::of(update);
-            let last_seq = last_seq as i64;
-            let owner = lease.map(|(owner, _)| owner);
-            let ttl = lease.map(|(_, ttl)| ttl.as_secs_f64());
-            let created = execute(
-                client,
-                "INSERT INTO workflows (id, name, source_hash, input_params, agent_id, \
-                     parent_workflow_id, template_name, template_version, base_dir, created_at, \
-                     status, last_seq, updated_at, output, error, context, started_at, \
-                     completed_at, lease_owner, lease_expires_at, lease_epoch) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE($11, 'pending'), \
-                     $12, COALESCE($13, $10), $14, $15, $16, $17, $18, $19, \
-                     now() + make_interval(secs => $20), \
-                     CASE WHEN $19::text IS NULL THEN 0 ELSE 1 END) \
-                     ON CONFLICT (id) DO NOTHING",
-                &[
-                    &new.id,
-                    &new.name,
-                    &source.hash,
-                    &new.inputs,
-                    &new.agent_id,
-                    &new.parent_id,
-                    &new.template_name,
-                    &new.template_version,
-                    &new.base_dir,
-                    &new.created_at,
-                    &u.status,
-                    &last_seq,
-                    &u.updated_at,
-                    &u.output,
-                    &u.error,
-                    &u.context,
-                    &u.started_at,
-                    &u.completed_at,
-                    &owner,
-                    &ttl,
-                ],
-            )
-            .await?;
-            if created == 0 {
-                return Err(StoreError::Exists(new.id.clone()));
-            }
-            if let Some(agent) = &new.agent_id {
-                see_agent(client, agent, &new.created_at).await?;
-            }
-        }
-        Write::Advance { from, to, update } => {
-            let moved = set_state(client, id, Some((from, to)), update).await?;
-            return if moved == 0 {
-                Err(conflict(client, id, from).await)
-            } else {
-                Ok(())
-            };
-        }
-        Write::Update(update) => {
-            let updated = set_state(client, id, None, Some(update)).await?;
-            return if updated == 0 {
-                Err(StoreError::NotFound(id.to_owned()))
-            } else {
-                Ok(())
-            };
-        }
-        _ => {}
-    }
-    Ok(())
-}
-
-/// Sets a workflow's derived state (`update`, when given) and, with
-/// `seqs`, compares and sets its `last_seq` from `.0` to `.1`: the rows
-/// changed (0: moved on, or no such workflow).
-async fn set_state(
-    client: &Object,
-    id: &str,
+/// Sets a workflow's derived state (`update`, when given), with `seqs`
+/// compares and sets its `last_seq` from `.0` to `.1`, and with `fence`
+/// requires its lease: one statement, which raises `not_found`, `fenced`
+/// or `conflict` when it changed no row.
+fn set_state<'a>(
+    id: &'a str,
+    fence: Option<&'a Fence>,
     seqs: Option<(u64, u64)>,
-    update: Option<&WorkflowUpdate>,
-) -> StoreResult<u64> {
-    let from = seqs.map(|(from, _)| from as i64);
-    let to = seqs.map(|(_, to)| to as i64);
+    update: Option<&'a WorkflowUpdate>,
+) -> Statement<'a> {
     let u = Columns::of(update);
-    execute(
-        client,
-        "UPDATE workflows SET last_seq = COALESCE($3, last_seq), \
+    Statement::new(
+        "WITH moved AS (UPDATE workflows SET last_seq = COALESCE($3, last_seq), \
          status = COALESCE($4, status), output = CASE WHEN $4::text IS NULL \
          THEN output ELSE $5 END, error = CASE WHEN $4::text IS NULL THEN error \
          ELSE $6 END, context = COALESCE($7, context), \
          started_at = COALESCE(started_at, $8), \
          completed_at = COALESCE($9, completed_at), \
          updated_at = COALESCE($10, updated_at) \
-         WHERE id = $1 AND ($2::bigint IS NULL OR last_seq = $2)",
-        &[
-            &id,
-            &from,
-            &to,
-            &u.status,
-            &u.output,
-            &u.error,
-            &u.context,
-            &u.started_at,
-            &u.completed_at,
-            &u.updated_at,
+         WHERE id = $1 AND ($2::bigint IS NULL OR last_seq = $2) \
+         AND ($11::text IS NULL OR (lease_owner = $11 AND lease_epoch = $12)) RETURNING 1) \
+         SELECT opcode_refuse(CASE WHEN w.id IS NULL THEN 'not_found' \
+         WHEN $11::text IS NOT NULL AND (w.lease_owner IS DISTINCT FROM $11 \
+         OR w.lease_epoch <> $12) THEN 'fenced' ELSE 'conflict' END, $1, w.last_seq) \
+         FROM (SELECT 1) AS one LEFT JOIN workflows AS w ON w.id = $1 \
+         WHERE NOT EXISTS (SELECT 1 FROM moved)",
+        vec![
+            Box::new(id),
+            Box::new(seqs.map(|(from, _)| from as i64)),
+            Box::new(seqs.map(|(_, to)| to as i64)),
+            Box::new(u.status),
+            Box::new(u.output),
+            Box::new(u.error),
+            Box::new(u.context),
+            Box::new(u.started_at),
+            Box::new(u.completed_at),
+            Box::new(u.updated_at),
+            Box::new(fence.map(|f| f.owner.as_str())),
+            Box::new(fence.map(|f| f.epoch as i64)),
         ],
     )
-    .await
 }
 
 /// A workflow update's columns, all `NULL` without one.
@@ -252,50 +194,86 @@ impl<'a> Columns<'a> {
     }
 }
 
-async fn conflict(client: &Object, id: &str, expected: u64) -> StoreError {
-    let found = query_opt(
-        client,
-        "SELECT last_seq FROM workflows WHERE id = $1",
-        &[&id],
-    )
-    .await;
-    match found {
-        Ok(Some(row)) => match row.try_get::<_, i64>(0) {
-            Ok(actual) => StoreError::Conflict {
-                id: id.to_owned(),
-                expected,
-                actual: actual as u64,
-            },
-            Err(e) => backend(e),
-        },
-        Ok(None) => StoreError::NotFound(id.to_owned()),
-        Err(e) => e,
-    }
-}
+/// Marks an agent seen at `at`, adding it if new.
+pub(super) const SEE_AGENT: &str = "INSERT INTO agents (id, name, created_at, last_seen_at) \
+    VALUES ($1, $1, $2, $2) ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at";
 
-pub(super) async fn see_agent(client: &Object, agent: &str, at: &str) -> StoreResult<()> {
-    execute(
-        client,
-        "INSERT INTO agents (id, name, created_at, last_seen_at) VALUES ($1, $1, $2, $2) \
-             ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at",
-        &[&agent, &at],
-    )
-    .await
-    .map(|_| ())
-}
-
-/// One change: the refusals are behind, so none of these refuses.
-async fn change(client: &Object, id: &str, write: &Write<'_>) -> StoreResult<()> {
-    let (sql, params): (&str, Vec<Box<dyn ToSql + Sync + Send + '_>>) = match *write {
-        Write::PutBlobs(blobs) => (
+/// The statements of one write other than the fence and the compare and
+/// set (`statements` writes those).
+fn statements_of<'a>(id: &'a str, write: &Write<'a>, out: &mut Vec<Statement<'a>>) {
+    match *write {
+        Write::RequireLatest { template, version } => out.push(Statement::new(
+            "SELECT opcode_refuse('outdated', $1, latest) FROM (SELECT MAX(version) AS latest \
+             FROM workflow_templates WHERE name = $1) AS t WHERE latest > $2",
+            vec![Box::new(template), Box::new(version)],
+        )),
+        Write::Create {
+            new,
+            update,
+            last_seq,
+            lease,
+        } => {
+            let source = &new.source;
+            out.push(Statement::new(
+                "INSERT INTO sources (hash, definition, program) VALUES ($1, $2, $3) \
+                 ON CONFLICT (hash) DO NOTHING",
+                vec![
+                    Box::new(source.hash.as_str()),
+                    Box::new(source.definition.as_str()),
+                    Box::new(source.program.as_slice()),
+                ],
+            ));
+            let u = Columns::of(update);
+            out.push(Statement::new(
+                "WITH made AS (INSERT INTO workflows (id, name, source_hash, input_params, \
+                 agent_id, parent_workflow_id, template_name, template_version, base_dir, \
+                 created_at, status, last_seq, updated_at, output, error, context, started_at, \
+                 completed_at, lease_owner, lease_expires_at, lease_epoch) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE($11, 'pending'), \
+                 $12, COALESCE($13, $10), $14, $15, $16, $17, $18, $19, \
+                 now() + make_interval(secs => $20), \
+                 CASE WHEN $19::text IS NULL THEN 0 ELSE 1 END) \
+                 ON CONFLICT (id) DO NOTHING RETURNING 1) \
+                 SELECT opcode_refuse('exists', $1, NULL) WHERE NOT EXISTS (SELECT 1 FROM made)",
+                vec![
+                    Box::new(new.id.as_str()),
+                    Box::new(new.name.as_str()),
+                    Box::new(source.hash.as_str()),
+                    Box::new(new.inputs.as_str()),
+                    Box::new(new.agent_id.as_deref()),
+                    Box::new(new.parent_id.as_deref()),
+                    Box::new(new.template_name.as_deref()),
+                    Box::new(new.template_version),
+                    Box::new(new.base_dir.as_deref()),
+                    Box::new(new.created_at.as_str()),
+                    Box::new(u.status),
+                    Box::new(last_seq as i64),
+                    Box::new(u.updated_at),
+                    Box::new(u.output),
+                    Box::new(u.error),
+                    Box::new(u.context),
+                    Box::new(u.started_at),
+                    Box::new(u.completed_at),
+                    Box::new(lease.map(|(owner, _)| owner)),
+                    Box::new(lease.map(|(_, ttl)| ttl.as_secs_f64())),
+                ],
+            ));
+            if let Some(agent) = &new.agent_id {
+                out.push(Statement::new(
+                    SEE_AGENT,
+                    vec![Box::new(agent.as_str()), Box::new(new.created_at.as_str())],
+                ));
+            }
+        }
+        Write::PutBlobs(blobs) => out.push(Statement::new(
             "INSERT INTO blobs (hash, value) SELECT * FROM UNNEST($1::text[], $2::text[]) \
              ON CONFLICT (hash) DO NOTHING",
             vec![
                 Box::new(blobs.iter().map(|b| b.hash.as_str()).collect::<Vec<_>>()),
                 Box::new(blobs.iter().map(|b| b.text.as_str()).collect::<Vec<_>>()),
             ],
-        ),
-        Write::Append { first_seq, entries } => (
+        )),
+        Write::Append { first_seq, entries } => out.push(Statement::new(
             "INSERT INTO events (workflow_id, seq, at, kind, event_type, step_id, version, \
              payload) SELECT $1, * FROM UNNEST($2::bigint[], $3::text[], $4::text[], \
              $5::text[], $6::text[], $7::int[], $8::text[])",
@@ -328,8 +306,8 @@ async fn change(client: &Object, id: &str, write: &Write<'_>) -> StoreResult<()>
                         .collect::<Vec<_>>(),
                 ),
             ],
-        ),
-        Write::PutSteps(steps) => (
+        )),
+        Write::PutSteps(steps) => out.push(Statement::new(
             STEPS_UPSERT,
             vec![
                 Box::new(id),
@@ -361,8 +339,8 @@ async fn change(client: &Object, id: &str, write: &Write<'_>) -> StoreResult<()>
                         .collect::<Vec<_>>(),
                 ),
             ],
-        ),
-        Write::Timer(TimerChange::Set(t)) => (
+        )),
+        Write::Timer(TimerChange::Set(t)) => out.push(Statement::new(
             "INSERT INTO timers (workflow_id, timer_id, due_at, purpose, step_id) \
              VALUES ($1, $2, $3, $4, $5) ON CONFLICT (workflow_id, timer_id) DO UPDATE SET \
              due_at = excluded.due_at, purpose = excluded.purpose, step_id = excluded.step_id",
@@ -373,12 +351,12 @@ async fn change(client: &Object, id: &str, write: &Write<'_>) -> StoreResult<()>
                 Box::new(t.purpose.as_str()),
                 Box::new(t.step_id.as_deref()),
             ],
-        ),
-        Write::Timer(TimerChange::Clear(timer)) => (
+        )),
+        Write::Timer(TimerChange::Clear(timer)) => out.push(Statement::new(
             "DELETE FROM timers WHERE workflow_id = $1 AND timer_id = $2",
             vec![Box::new(id), Box::new(*timer as i64)],
-        ),
-        Write::Decision(DecisionChange::Ask(d)) => (
+        )),
+        Write::Decision(DecisionChange::Ask(d)) => out.push(Statement::new(
             "INSERT INTO pending_decisions (workflow_id, id, step_id, prompt, context, options, \
              fallback, target_agent_id, timeout_at, status, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10) \
@@ -399,14 +377,14 @@ async fn change(client: &Object, id: &str, write: &Write<'_>) -> StoreResult<()>
                 Box::new(d.timeout_at.as_deref()),
                 Box::new(d.created_at.as_str()),
             ],
-        ),
+        )),
         Write::Decision(DecisionChange::Settle {
             id: decision,
             status,
             resolution,
             resolved_by,
             at,
-        }) => (
+        }) => out.push(Statement::new(
             "UPDATE pending_decisions SET status = $3, resolution = $4, resolved_by = $5, \
              resolved_at = $6 WHERE workflow_id = $1 AND id = $2 AND status = 'pending'",
             vec![
@@ -417,9 +395,12 @@ async fn change(client: &Object, id: &str, write: &Write<'_>) -> StoreResult<()>
                 Box::new(resolved_by.as_deref()),
                 Box::new(at.as_str()),
             ],
-        ),
-        Write::TakeInbox(message) => ("DELETE FROM inbox WHERE id = $1", vec![Box::new(message)]),
-        Write::Lease(LeaseChange::Take { owner, ttl }) => (
+        )),
+        Write::TakeInbox(message) => out.push(Statement::new(
+            "DELETE FROM inbox WHERE id = $1",
+            vec![Box::new(message)],
+        )),
+        Write::Lease(LeaseChange::Take { owner, ttl }) => out.push(Statement::new(
             "UPDATE workflows SET lease_owner = $2, \
              lease_expires_at = now() + make_interval(secs => $3), lease_epoch = lease_epoch + \
              CASE WHEN lease_owner IS DISTINCT FROM $2 THEN 1 ELSE 0 END WHERE id = $1",
@@ -428,38 +409,15 @@ async fn change(client: &Object, id: &str, write: &Write<'_>) -> StoreResult<()>
                 Box::new(owner.as_str()),
                 Box::new(ttl.as_secs_f64()),
             ],
-        ),
-        Write::Lease(LeaseChange::Release { owner }) => (
+        )),
+        Write::Lease(LeaseChange::Release { owner }) => out.push(Statement::new(
             "UPDATE workflows SET lease_owner = NULL, lease_expires_at = NULL \
              WHERE id = $1 AND lease_owner = $2",
             vec![Box::new(id), Box::new(owner.as_str())],
-        ),
-        // The checks were made before.
-        _ => return Ok(()),
-    };
-    let params: Vec<&(dyn ToSql + Sync)> =
-        params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect();
-    execute(client, sql, &params).await.map(|_| ())
-}
-
-/// Runs `sql` through a statement prepared once per connection.
-async fn execute(client: &Object, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<u64> {
-    let statement = client.prepare_cached(sql).await.map_err(backend)?;
-    client.execute(&statement, params).await.map_err(backend)
-}
-
-async fn query_opt(
-    client: &Object,
-    sql: &str,
-    params: &[&(dyn ToSql + Sync)],
-) -> StoreResult<Option<Row>> {
-    let statement = client.prepare_cached(sql).await.map_err(backend)?;
-    client.query_opt(&statement, params).await.map_err(backend)
-}
-
-async fn query_one(client: &Object, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<Row> {
-    let statement = client.prepare_cached(sql).await.map_err(backend)?;
-    client.query_one(&statement, params).await.map_err(backend)
+        )),
+        // `statements` writes these.
+        Write::Fence(_) | Write::Advance { .. } | Write::Update(_) => {}
+    }
 }
 
 /// Step rows meet the rows they replace: the first start stays, and the

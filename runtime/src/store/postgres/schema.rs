@@ -10,10 +10,26 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (2, "large values once", V2),
     (3, "pruned runs", V3),
     (4, "runs by template", V4),
+    (5, "refusals raised in the transaction", V5),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 4;
+pub const LATEST: i64 = 5;
+
+/// A commit's checks raise their refusal, so that a commit's statements
+/// can all be sent at once (`commit.rs`): the refusal (`fenced`,
+/// `not_found`, `exists`, `outdated`, `conflict`) is the message, the
+/// workflow or template the detail, the log's last sequence the hint
+/// (PL/pgSQL's own `FOUND` forbids that name for it).
+const V5: &str = "
+CREATE FUNCTION opcode_refuse(reason TEXT, subject TEXT, seq BIGINT) RETURNS BOOLEAN
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = 'OC409', MESSAGE = reason, DETAIL = subject,
+        HINT = COALESCE(seq::TEXT, '');
+END
+$$;
+";
 
 const V4: &str = "
 CREATE INDEX workflows_by_template ON workflows (template_name, created_at DESC)

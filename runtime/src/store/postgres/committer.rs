@@ -1,0 +1,169 @@
+//! Group commit on PostgreSQL: commits that arrive while the lanes are
+//! busy are written together, in one transaction, and every statement of
+//! a transaction — `BEGIN`, each commit's checks and changes, its notice,
+//! `COMMIT` — is sent at once: one round trip for the whole group (a
+//! second only on a connection that has not prepared them yet).
+//!
+//! A group is all or nothing: when any of its commits is refused (or any
+//! statement fails), nothing of it is kept, and each commit is written
+//! again alone, so that each gets its own answer. Refusals are rare (a
+//! takeover, a race with another writer), so a group almost always lands
+//! whole.
+
+use std::sync::Arc;
+
+use deadpool_postgres::{Object, Pool};
+use futures::future::join_all;
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use super::commit::{self, Statement};
+use super::{backend, pool_error};
+use crate::store::{Commit, StoreError, StoreResult};
+
+/// At most this many transactions are in flight at once.
+const LANES: usize = 4;
+
+/// At most this many commits share one transaction.
+const MAX_GROUP: usize = 256;
+
+/// A commit waiting for its turn, and where its answer goes.
+type Job = (Commit, oneshot::Sender<StoreResult<()>>);
+
+/// The queue of commits to write; written by a task of its own, so a
+/// caller that gives up never leaves a transaction halfway.
+pub(super) struct Committer {
+    queue: mpsc::UnboundedSender<Job>,
+}
+
+impl Committer {
+    /// Starts the task that writes on connections from `pool`; it ends
+    /// when the committer is dropped, after the commits queued.
+    pub fn start(pool: Pool) -> Committer {
+        let (queue, jobs) = mpsc::unbounded_channel();
+        tokio::spawn(serve(pool, jobs));
+        Committer { queue }
+    }
+
+    /// Writes `commit`, all or nothing.
+    pub async fn commit(&self, commit: Commit) -> StoreResult<()> {
+        let (reply, answer) = oneshot::channel();
+        let commit = crate::blobs::outlined(commit);
+        self.queue
+            .send((commit, reply))
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
+/// Takes every commit queued when a lane frees up, and writes them as one
+/// group on that lane.
+async fn serve(pool: Pool, mut jobs: mpsc::UnboundedReceiver<Job>) {
+    let lanes = Arc::new(Semaphore::new(LANES));
+    while let Some(first) = jobs.recv().await {
+        let Ok(lane) = lanes.clone().acquire_owned().await else {
+            return;
+        };
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match jobs.try_recv() {
+                Ok(job) => group.push(job),
+                Err(_) => break,
+            }
+        }
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            write_group(&pool, group).await;
+            drop(lane);
+        });
+    }
+}
+
+/// Writes `group` together, or each alone when that fails, and answers.
+async fn write_group(pool: &Pool, group: Vec<Job>) {
+    let client = match pool.get().await {
+        Ok(client) => client,
+        Err(e) => {
+            let e = pool_error(e);
+            for (_, reply) in group {
+                let _ = reply.send(Err(e.clone()));
+            }
+            return;
+        }
+    };
+    if group.len() > 1 {
+        let commits: Vec<&Commit> = group.iter().map(|(c, _)| c).collect();
+        match write(&client, &commits).await {
+            Ok(()) => {
+                for (_, reply) in group {
+                    let _ = reply.send(Ok(()));
+                }
+                return;
+            }
+            // The server answered: write each alone to learn whose it is.
+            Err(Failed::Statement(_)) => {}
+            Err(Failed::Other(e)) => {
+                for (_, reply) in group {
+                    let _ = reply.send(Err(e.clone()));
+                }
+                return;
+            }
+        }
+    }
+    for (c, reply) in group {
+        let result = write(&client, &[&c]).await.map_err(|failed| match failed {
+            Failed::Statement(e) => commit::refusal(&e, &c).unwrap_or_else(|| backend(e)),
+            Failed::Other(e) => e,
+        });
+        let _ = reply.send(result);
+    }
+}
+
+/// Why a transaction did not land.
+enum Failed {
+    /// The server refused a statement (a raised refusal among them): the
+    /// transaction rolled back.
+    Statement(tokio_postgres::Error),
+    /// Anything else: the plan, the connection, `BEGIN` or `COMMIT`.
+    Other(StoreError),
+}
+
+/// Writes `commits` in one transaction, every statement sent at once.
+async fn write(client: &Object, commits: &[&Commit]) -> Result<(), Failed> {
+    let mut statements: Vec<Statement<'_>> = Vec::new();
+    for c in commits {
+        statements.extend(commit::statements(c).map_err(Failed::Other)?);
+    }
+    // Prepared before `BEGIN` is sent: a statement still being prepared
+    // would be executed after `COMMIT` (costs a round trip only on a
+    // connection that has not seen it).
+    let prepared = join_all(statements.iter().map(|s| client.prepare_cached(s.sql))).await;
+    let prepared = prepared
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Failed::Other(backend(e)))?;
+    let params: Vec<_> = statements.iter().map(Statement::params).collect();
+    let executed = prepared
+        .iter()
+        .zip(&params)
+        .map(|(statement, params)| async move {
+            client
+                .execute(statement, params)
+                .await
+                .map_err(|e| match e.as_db_error() {
+                    Some(_) => Failed::Statement(e),
+                    None => Failed::Other(backend(e)),
+                })
+        });
+    let (begun, executed, committed) = futures::join!(
+        client.batch_execute("BEGIN"),
+        join_all(executed),
+        client.batch_execute("COMMIT")
+    );
+    begun.map_err(|e| Failed::Other(backend(e)))?;
+    // The first failure is the cause: the statements after it fail only
+    // because the transaction aborted, and `COMMIT` then rolls it back.
+    for result in executed {
+        result?;
+    }
+    committed.map_err(|e| Failed::Other(backend(e)))
+}
