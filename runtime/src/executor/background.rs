@@ -49,6 +49,8 @@ const TAKE_OVER_AT_ONCE: u32 = 16;
 async fn serve(inner: Arc<Inner>) {
     let renew_every = inner.config.lease_ttl / 3;
     let mut renewed = Instant::now();
+    // When the store was last looked at for work (mail, timers, orphans).
+    let mut looked = Instant::now();
     let mut failed: HashMap<String, Instant> = HashMap::new();
     let mut notices = inner.store.notices();
     // The earliest timer due, so that a run waiting for it is loaded on
@@ -61,17 +63,28 @@ async fn serve(inner: Arc<Inner>) {
                 .poll
                 .min(Duration::from_millis(due.saturating_sub(now_ms())))
         });
-        tokio::select! {
-            () = tokio::time::sleep(nap) => {}
-            () = inner.wake.notified() => {}
-            notice = next_notice(notices.as_mut()) => inner.heard(notice),
-        }
+        let look = tokio::select! {
+            () = tokio::time::sleep(nap) => true,
+            () = inner.wake.notified() => true,
+            notice = next_notice(notices.as_mut()) => {
+                // A burst of notices is heard at once, and makes one pass.
+                let mut look = inner.heard(notice);
+                while let Some(notice) = queued_notice(notices.as_mut()) {
+                    look |= inner.heard(notice);
+                }
+                look
+            }
+        };
         if renewed.elapsed() >= renew_every {
             // A failed renewal is tried again at the next poll.
             if renew(&inner, renewed.elapsed()).await {
                 renewed = Instant::now();
             }
         }
+        if !look && looked.elapsed() < inner.config.poll {
+            continue;
+        }
+        looked = Instant::now();
         reload_stranded(&inner).await;
         failed.retain(|_, at| at.elapsed() < BACKOFF);
         let mut wanted: BTreeSet<String> = BTreeSet::new();
@@ -142,6 +155,15 @@ async fn serve(inner: Arc<Inner>) {
     }
 }
 
+/// A notice already queued, if any; a lag is notices missed.
+fn queued_notice(notices: Option<&mut broadcast::Receiver<Notice>>) -> Option<Notice> {
+    match notices?.try_recv() {
+        Ok(notice) => Some(notice),
+        Err(broadcast::error::TryRecvError::Lagged(_)) => Some(Notice::Missed),
+        Err(_) => None,
+    }
+}
+
 /// The next notice of a shared store (never, for a store without them); a
 /// lag is notices missed.
 async fn next_notice(notices: Option<&mut broadcast::Receiver<Notice>>) -> Notice {
@@ -158,18 +180,21 @@ async fn next_notice(notices: Option<&mut broadcast::Receiver<Notice>>) -> Notic
 impl Inner {
     /// Announces a commit another process made, as this process announces
     /// its own (its entries are in the store); mail and misses need nothing
-    /// more than the loop's next pass.
-    fn heard(&self, notice: Notice) {
+    /// more than the loop's next pass. Whether the store must be looked at
+    /// for work: not for a commit of this process, or of a run it holds
+    /// (one per commit, on a busy daemon: looking each time cost three
+    /// queries a commit).
+    fn heard(&self, notice: Notice) -> bool {
         let Notice::Committed {
             workflow_id,
             owner,
             status,
         } = notice
         else {
-            return;
+            return true;
         };
         if owner.as_deref() == Some(owner::current()) || self.runs().contains_key(&workflow_id) {
-            return;
+            return false;
         }
         let _ = self.changes.send(Change {
             id: workflow_id.clone(),
@@ -184,6 +209,7 @@ impl Inner {
             status,
             entries: Vec::new(),
         }));
+        true
     }
 }
 
