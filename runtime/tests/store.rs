@@ -263,10 +263,6 @@ fn commits_sent_together_each_get_their_own_answer() {
             let created =
                 futures::future::join_all((0..40).map(|i| store.commit(create(&format!("w{i}")))));
             assert!(created.await.iter().all(Result::is_ok), "{name}");
-            store
-                .commit(created_held("held", "me", Duration::from_secs(60)))
-                .await
-                .unwrap();
             let advance = |i: u32, after_seq: u64| Commit {
                 workflow_id: format!("w{i}"),
                 after_seq,

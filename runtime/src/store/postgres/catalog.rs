@@ -131,7 +131,11 @@ impl Catalog for PostgresStore {
     }
 
     fn touch_agent<'a>(&'a self, id: &'a str, at: &'a str) -> BoxFuture<'a, StoreResult<()>> {
-        Box::pin(async move { self.execute(commit::SEE_AGENT, &[&id, &at]).await.map(|_| ()) })
+        Box::pin(async move {
+            self.execute(commit::SEE_AGENT, &[&id, &at])
+                .await
+                .map(|_| ())
+        })
     }
 
     fn agents(&self) -> BoxFuture<'_, StoreResult<Vec<AgentRow>>> {
