@@ -194,7 +194,10 @@ fn unknown_action(
         d = d
             .with_help("hashes are one action, `crypto.hash`, with an `algorithm`")
             .with_fix(fix);
-    } else if let Some(close) = catalog.closest(name) {
+    } else if let Some(close) = synonym(name)
+        .filter(|ours| catalog.get(ours).is_some())
+        .or_else(|| catalog.closest(name))
+    {
         d = d
             .with_help(format!("did you mean `{close}`?"))
             .with_fix(Fix::replace(
@@ -217,6 +220,48 @@ fn unknown_action(
         ));
     }
     sink.push(d);
+}
+
+/// Action names agents guess, from other tools' spellings, and ours:
+/// offered as a rename when the catalog has ours (edit distance alone
+/// does not find `http.fetch` → `http.get`).
+const ACTION_SYNONYMS: &[(&str, &str)] = &[
+    ("http.fetch", "http.get"),
+    ("http.call", "http.request"),
+    ("http.send", "http.request"),
+    ("shell.run", "shell.exec"),
+    ("shell.execute", "shell.exec"),
+    ("shell.command", "shell.exec"),
+    ("shell.bash", "shell.exec"),
+    ("shell.sh", "shell.exec"),
+    ("exec.run", "shell.exec"),
+    ("fs.read_file", "fs.read"),
+    ("fs.cat", "fs.read"),
+    ("file.read", "fs.read"),
+    ("fs.write_file", "fs.write"),
+    ("file.write", "fs.write"),
+    ("fs.ls", "fs.list"),
+    ("fs.readdir", "fs.list"),
+    ("fs.exists", "fs.stat"),
+    ("fs.rm", "fs.delete"),
+    ("fs.remove", "fs.delete"),
+    ("fs.mv", "fs.move"),
+    ("fs.rename", "fs.move"),
+    ("fs.cp", "fs.copy"),
+    ("workflow.print", "workflow.log"),
+    ("workflow.echo", "workflow.log"),
+    ("log.info", "workflow.log"),
+    ("json.query", "json.jq"),
+    ("jq.run", "json.jq"),
+    ("crypto.random_uuid", "crypto.uuid"),
+];
+
+/// Our name for an action another tool spells `name`.
+fn synonym(name: &str) -> Option<&'static str> {
+    ACTION_SYNONYMS
+        .iter()
+        .find(|(theirs, _)| theirs.eq_ignore_ascii_case(name))
+        .map(|(_, ours)| *ours)
 }
 
 /// Parameter names opcode's documentation uses for one of ours: (action,
@@ -282,7 +327,11 @@ fn check_type(
                         "write it with its unit: \"{value}ms\" or \"{value}s\" (a bare number's unit cannot be told)"
                     ));
                 }
-                if let Some(fixed) = coerce_literal(ty, value) {
+                let fixed = match ty {
+                    Ty::Array { .. } => as_list(value).filter(|v| ty.accepts(v)),
+                    _ => coerce_literal(ty, value),
+                };
+                if let Some(fixed) = fixed {
                     d = d.with_fix(Fix::replace(
                         format!("write `{fixed}` instead of `{value}`"),
                         given.value.span,
@@ -377,6 +426,19 @@ fn coerce_literal(ty: &Ty, value: &serde_json::Value) -> Option<serde_json::Valu
         text.parse::<bool>().ok().map(serde_json::Value::Bool),
     ];
     candidates.into_iter().flatten().find(|v| ty.accepts(v))
+}
+
+/// A list given as one value: a string of words separated by spaces is its
+/// words (`"-la /tmp"` → `["-la", "/tmp"]`), unless quotes or escapes make
+/// the split a guess; any other value is the list of itself.
+fn as_list(value: &serde_json::Value) -> Option<serde_json::Value> {
+    let Some(text) = value.as_str() else {
+        return (!value.is_null()).then(|| serde_json::json!([value]));
+    };
+    if text.trim().is_empty() || text.contains(['"', '\'', '\\', '$', '`']) {
+        return None;
+    }
+    Some(text.split_whitespace().collect::<Vec<_>>().into())
 }
 
 /// The expression of an `expr.eval` step, when it is written as a literal

@@ -217,10 +217,30 @@ fn resolve_fallbacks(model: &Model<'_>, graph: &mut Graph, sink: &mut Diagnostic
             } else {
                 format!("fallback step `{}` does not exist", name.value)
             };
-            sink.push(
-                Diagnostic::error(E0043, name.span, message)
-                    .with_pointer(format!("{pointer}/fallback_step")),
-            );
+            let mut d = Diagnostic::error(E0043, name.span, message)
+                .with_pointer(format!("{pointer}/fallback_step"));
+            let siblings: Vec<&str> = model
+                .steps
+                .iter()
+                .enumerate()
+                .filter(|&(t, other)| other.block == info.block && t != s)
+                .map(|(_, other)| other.step.id.value.as_str())
+                .collect();
+            if let Some(close) = target
+                .is_none()
+                .then(|| did_you_mean(&name.value, &siblings))
+                .flatten()
+            {
+                d = d
+                    .with_help(format!("did you mean `{close}`?"))
+                    .with_fix(Fix::replace(
+                        format!("replace with `{close}`"),
+                        name.span,
+                        format!("\"{close}\""),
+                        None,
+                    ));
+            }
+            sink.push(d);
             continue;
         };
         if let Some(previous) = graph.fallback_of[target] {

@@ -30,6 +30,17 @@ const STEP_FIELDS: &[&str] = &[
 
 const CONDITION_FIELDS: &[&str] = &["expression", "branches", "default"];
 const LOOP_FIELDS: &[&str] = &["mode", "over", "condition", "body", "max_iter"];
+
+/// What other tools call a `for_each` loop's list (offered as `over`).
+const OVER_SPELLINGS: &[&str] = &[
+    "items",
+    "in",
+    "list",
+    "each",
+    "collection",
+    "iterate",
+    "values",
+];
 const PARALLEL_FIELDS: &[&str] = &["mode", "branches", "max_concurrency"];
 const WAIT_FIELDS: &[&str] = &["duration", "signal"];
 const REASONING_FIELDS: &[&str] = &[
@@ -64,7 +75,8 @@ impl Lowerer<'_> {
                     Some(Spanned::new(t.to_owned(), member.value.span))
                 }
                 Some(t) => {
-                    self.unknown_type(member.value.span, t, &fields.pointer_of("type"));
+                    let has_action = fields.get("action").is_some();
+                    self.unknown_type(member.value.span, t, &fields.pointer_of("type"), has_action);
                     None
                 }
                 None => {
@@ -149,11 +161,14 @@ impl Lowerer<'_> {
         Spanned::new(id.to_owned(), member.value.span)
     }
 
-    fn unknown_type(&mut self, span: Span, found: &str, pointer: &str) {
+    /// An unknown `type`: the closest type, or `action` for a step that
+    /// names an `action` (`"type": "shell"` beside `"action": "shell.exec"`).
+    fn unknown_type(&mut self, span: Span, found: &str, pointer: &str, has_action: bool) {
         let mut diagnostic = Diagnostic::error(E0013, span, format!("unknown step type `{found}`"))
             .with_help(format!("step types are {}", STEP_TYPES.join(", ")))
             .with_pointer(pointer);
-        if let Some(close) = suggestion(found, STEP_TYPES) {
+        let guess = suggestion(found, STEP_TYPES).or(has_action.then_some("action"));
+        if let Some(close) = guess {
             diagnostic = diagnostic.with_fix(Fix::replace(
                 format!("replace with `{close}`"),
                 span,
@@ -211,7 +226,13 @@ impl Lowerer<'_> {
         if type_name.value == "action" {
             for key in ["config"] {
                 if let Some(member) = fields.get(key) {
-                    self.ignored_field(member.key_span, key, "action", &fields.pointer_of(key));
+                    self.ignored_field(
+                        member.key_span,
+                        key,
+                        "action",
+                        &fields.pointer_of(key),
+                        None,
+                    );
                 }
             }
             return self
@@ -228,11 +249,15 @@ impl Lowerer<'_> {
                 .get(key)
                 .filter(|_| key != "params" || misplaced.is_none())
             {
+                let fix = (key == "params")
+                    .then(|| self.params_into_config(fields))
+                    .flatten();
                 self.ignored_field(
                     member.key_span,
                     key,
                     &type_name.value,
                     &fields.pointer_of(key),
+                    fix,
                 );
             }
         }
@@ -289,15 +314,76 @@ impl Lowerer<'_> {
         }
     }
 
-    fn ignored_field(&mut self, span: Span, key: &str, type_name: &str, pointer: &str) {
-        self.report(
-            Diagnostic::warning(
-                W0001,
-                span,
-                format!("`{key}` is ignored on a `{type_name}` step"),
-            )
-            .with_pointer(pointer),
+    fn ignored_field(
+        &mut self,
+        span: Span,
+        key: &str,
+        type_name: &str,
+        pointer: &str,
+        fix: Option<Fix>,
+    ) {
+        let mut d = Diagnostic::warning(
+            W0001,
+            span,
+            format!("`{key}` is ignored on a `{type_name}` step"),
+        )
+        .with_pointer(pointer);
+        if let Some(fix) = fix {
+            d = d
+                .with_help("a flow step's settings go in `config`; `params` are an action's")
+                .with_fix(fix);
+        }
+        self.report(d);
+    }
+
+    /// A flow step's `params` beside its `config` (`prompt_context` where an
+    /// action's parameters go): its members moved into `config`, when
+    /// both are objects and no key is in both.
+    fn params_into_config(&self, fields: &Fields<'_, '_>) -> Option<Fix> {
+        let params = fields.get("params")?;
+        let config = fields.get("config")?;
+        let (NodeKind::Object(moved), NodeKind::Object(kept)) =
+            (&params.value.kind, &config.value.kind)
+        else {
+            return None;
+        };
+        if moved.is_empty() || moved.iter().any(|m| kept.iter().any(|k| k.key == m.key)) {
+            return None;
+        }
+        let src = self.src;
+        let inner = |node: &Node<'_>| {
+            let (start, end) = (node.span.start as usize, node.span.end as usize);
+            src.get(start + 1..end - 1).map(str::trim)
+        };
+        let members = inner(&params.value)?;
+        let open = config.value.span.start as usize + 1;
+        let insert = if kept.is_empty() {
+            members.to_owned()
+        } else {
+            format!("{members}, ")
+        };
+        let mut patch: Vec<PatchOp> = moved
+            .iter()
+            .map(|m| PatchOp::Move {
+                from: crate::syntax::lower::child_pointer(&fields.pointer_of("params"), &m.key),
+                path: crate::syntax::lower::child_pointer(&fields.pointer_of("config"), &m.key),
+            })
+            .collect();
+        patch.push(PatchOp::Remove {
+            path: fields.pointer_of("params"),
+        });
+        let mut fix = Fix::replace(
+            "move `params` into `config`",
+            Span::new(open, open),
+            insert,
+            None,
         );
+        fix.edits.push(crate::diagnostics::TextEdit {
+            span: member_removal(src, params)?,
+            replacement: String::new(),
+        });
+        fix.patch = patch;
+        Some(fix)
     }
 
     fn action(&mut self, node: &Node<'_>, fields: &Fields<'_, '_>) -> Option<ActionStep> {
@@ -391,11 +477,39 @@ impl Lowerer<'_> {
         let condition = self.opt_expr(config, "condition");
         match mode.value {
             LoopMode::ForEach if over.is_none() && config.get("over").is_none() => {
-                self.report(
-                    Diagnostic::error(E0011, mode.span, "a `for_each` loop needs `over`")
-                        .with_help("set `over` to a CEL expression giving a list, such as \"inputs.items\"")
-                        .with_pointer(config.pointer.clone()),
-                );
+                let mut d = Diagnostic::error(E0011, mode.span, "a `for_each` loop needs `over`")
+                    .with_help(
+                        "set `over` to a CEL expression giving a list, such as \"inputs.items\"",
+                    )
+                    .with_pointer(config.pointer.clone());
+                // The list given under another tool's name for it.
+                let named = OVER_SPELLINGS.iter().find_map(|key| config.get(key));
+                if let Some(member) = named {
+                    let mut fix = Fix::rename_key(
+                        format!("rename `{}` to `over`", member.key),
+                        member.key_span,
+                        &config.pointer_of(&member.key),
+                        "over",
+                    );
+                    // `over` is CEL: a lone `${{…}}` is written bare.
+                    let bare = member.value.as_str().and_then(|text| {
+                        let inner = text.trim().strip_prefix("${{")?.strip_suffix("}}")?;
+                        (!inner.contains("${{")).then(|| inner.trim().to_owned())
+                    });
+                    if let Some(bare) = bare {
+                        fix.message = format!("rename `{}` to `over`, written as CEL", member.key);
+                        fix.edits.push(crate::diagnostics::TextEdit {
+                            span: member.value.span,
+                            replacement: serde_json::Value::from(bare.as_str()).to_string(),
+                        });
+                        fix.patch.push(PatchOp::Replace {
+                            path: config.pointer_of("over"),
+                            value: bare.into(),
+                        });
+                    }
+                    d = d.with_fix(fix);
+                }
+                self.report(d);
             }
             LoopMode::While | LoopMode::Until
                 if condition.is_none() && config.get("condition").is_none() =>
@@ -647,4 +761,22 @@ impl Lowerer<'_> {
                 .filter(|f| !f.value.is_empty()),
         }))
     }
+}
+
+/// The text to delete to remove `member` from its object: the member and
+/// the comma after it (or, for the last member, the comma before it).
+fn member_removal(src: &str, member: &crate::syntax::node::Member<'_>) -> Option<Span> {
+    let start = member.key_span.start as usize;
+    let end = member.value.span.end as usize;
+    let after = src.get(end..)?;
+    let gap = after.len() - after.trim_start().len();
+    if after.trim_start().starts_with(',') {
+        let rest = &after[gap + 1..];
+        let space = rest.len() - rest.trim_start().len();
+        return Some(Span::new(start, end + gap + 1 + space));
+    }
+    let before = src.get(..start)?.trim_end();
+    before
+        .ends_with(',')
+        .then(|| Span::new(before.len() - 1, end))
 }
