@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use opcode_vm::instr::Instr;
 use opcode_vm::program::{Block, BlockRole, Program, StepKind};
 
+#[cfg(feature = "png")]
 pub mod png;
 pub mod svg;
 
