@@ -1223,3 +1223,41 @@ fn a_store_says_its_schema_journal_and_clock() {
         }
     }
 }
+
+/// Another process hears every commit, each once, its owner and status
+/// with it: a group of commits announces each of them.
+#[cfg(feature = "postgres")]
+#[test]
+fn every_commit_is_announced_to_the_other_stores() {
+    use opcode_runtime::store::postgres::PostgresStore;
+    use opcode_runtime::store::{Notice, RunLog as _};
+    let Some(url) = pg::fresh_database() else {
+        return;
+    };
+    block_on(async {
+        let writer = PostgresStore::connect(&url).await.unwrap();
+        let listener = PostgresStore::connect(&url).await.unwrap();
+        let mut heard = listener.notices().unwrap();
+        let held = (0..20).map(|i| created_held(&format!("w{i}"), "me", Duration::from_mins(1)));
+        let answers = futures::future::join_all(held.map(|c| writer.commit(c))).await;
+        assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+        let mut ids = std::collections::BTreeSet::new();
+        while ids.len() < 20 {
+            let notice = tokio::time::timeout(Duration::from_secs(10), heard.recv())
+                .await
+                .expect("every commit is heard")
+                .unwrap();
+            let Notice::Committed {
+                workflow_id,
+                owner,
+                status,
+            } = notice
+            else {
+                continue;
+            };
+            assert_eq!(owner.as_deref(), Some("me"));
+            assert_eq!(status, Some(WorkflowStatus::Active));
+            assert!(ids.insert(workflow_id.clone()), "{workflow_id} heard twice");
+        }
+    });
+}

@@ -6,7 +6,6 @@
 
 use tokio_postgres::types::ToSql;
 
-use super::CHANNEL;
 use crate::store::commit::{self, Write};
 use crate::store::{
     Commit, DecisionChange, Fence, LeaseChange, Notice, StoreError, StoreResult, TimerChange,
@@ -41,7 +40,7 @@ impl<'a> Statement<'a> {
 /// The SQLSTATE `opcode_refuse` raises.
 pub(super) const REFUSED: &str = "OC409";
 
-/// The statements of `c`, in order, the notice of the commit last.
+/// The statements of `c`, in order.
 pub(super) fn statements(c: &Commit) -> StoreResult<Vec<Statement<'_>>> {
     let id = c.workflow_id.as_str();
     let writes = commit::plan(c)?;
@@ -66,18 +65,27 @@ pub(super) fn statements(c: &Commit) -> StoreResult<Vec<Statement<'_>>> {
     if let Some(f) = fence {
         out.push(fenced(id, f));
     }
-    let notice = Notice::Committed {
-        workflow_id: id.to_owned(),
+    Ok(out)
+}
+
+/// The notice of `c`, announced once it is committed.
+pub(super) fn notice(c: &Commit) -> String {
+    Notice::Committed {
+        workflow_id: c.workflow_id.clone(),
         owner: writer(c),
         status: c.update.as_ref().map(|u| u.status),
     }
-    .encode();
-    out.push(Statement::new(
-        "SELECT pg_notify($1, $2)",
-        vec![Box::new(CHANNEL), Box::new(notice)],
-    ));
-    Ok(out)
+    .encode()
 }
+
+/// Announces notices, each on the store's channel (`$1`): sent after `COMMIT`, in
+/// a transaction of its own. A notice inside the transaction would hold
+/// PostgreSQL's notify lock through the commit's WAL flush, so that every
+/// announcing transaction of the cluster, every daemon's, committed one
+/// after another (16-client commits of a step: 2,744/s with the notice in
+/// the transaction, 3,669/s after it, 5,088/s without; pgbench,
+/// decision 0047).
+pub(super) const ANNOUNCE: &str = "SELECT pg_notify($1, n) FROM unnest($2::text[]) AS n";
 
 /// The refusal a statement of `c` raised, if it raised one.
 pub(super) fn refusal(e: &tokio_postgres::Error, c: &Commit) -> Option<StoreError> {

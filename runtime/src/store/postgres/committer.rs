@@ -15,9 +15,10 @@ use std::sync::Arc;
 use deadpool_postgres::{Object, Pool};
 use futures::future::join_all;
 use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio_postgres::types::ToSql;
 
 use super::commit::{self, Statement};
-use super::{backend, pool_error};
+use super::{CHANNEL, backend, pool_error};
 use crate::store::{Commit, StoreError, StoreResult};
 
 /// At most this many transactions are in flight at once.
@@ -133,14 +134,17 @@ async fn write(client: &Object, commits: &[&Commit]) -> Result<(), Failed> {
     for c in commits {
         statements.extend(commit::statements(c).map_err(Failed::Other)?);
     }
+    let notices: Vec<String> = commits.iter().map(|c| commit::notice(c)).collect();
     // Prepared before `BEGIN` is sent: a statement still being prepared
     // would be executed after `COMMIT` (costs a round trip only on a
     // connection that has not seen it).
-    let prepared = join_all(statements.iter().map(|s| client.prepare_cached(s.sql))).await;
-    let prepared = prepared
+    let sqls = statements.iter().map(|s| s.sql).chain([commit::ANNOUNCE]);
+    let mut prepared = join_all(sqls.map(|sql| client.prepare_cached(sql)))
+        .await
         .into_iter()
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Failed::Other(backend(e)))?;
+    let announce = prepared.pop().expect("ANNOUNCE was prepared last");
     let params: Vec<_> = statements.iter().map(Statement::params).collect();
     let executed = prepared
         .iter()
@@ -154,10 +158,15 @@ async fn write(client: &Object, commits: &[&Commit]) -> Result<(), Failed> {
                     None => Failed::Other(backend(e)),
                 })
         });
-    let (begun, executed, committed) = futures::join!(
+    // The notices go after `COMMIT`, in the same trip (a hint: other
+    // daemons also poll). One after a failed transaction is a false
+    // alarm: its listeners read what is there.
+    let announced: [&(dyn ToSql + Sync); 2] = [&CHANNEL, &notices];
+    let (begun, executed, committed, _) = futures::join!(
         client.batch_execute("BEGIN"),
         join_all(executed),
-        client.batch_execute("COMMIT")
+        client.batch_execute("COMMIT"),
+        client.execute(&announce, &announced)
     );
     begun.map_err(|e| Failed::Other(backend(e)))?;
     // The first failure is the cause: the statements after it fail only
