@@ -276,6 +276,13 @@ fn commits_sent_together_each_get_their_own_answer() {
                     3 => (advance(i, 0), "conflict"),
                     5 => (create(&format!("w{i}")), "exists"),
                     7 => (advance(i + 1000, 2), "not_found"),
+                    9 => (
+                        Commit {
+                            after_seq: 7,
+                            ..create(&format!("n{i}"))
+                        },
+                        "bad_create",
+                    ),
                     _ => (advance(i, 2), "ok"),
                 };
                 commits.push(commit);
@@ -289,6 +296,9 @@ fn commits_sent_together_each_get_their_own_answer() {
                 ..advance(0, 2)
             });
             expected.push("fenced");
+            // A second commit of one run, after the first: both land.
+            commits.push(advance(1, 3));
+            expected.push("ok");
             let answers = futures::future::join_all(commits.into_iter().map(|c| store.commit(c)));
             for (i, (answer, want)) in answers.await.into_iter().zip(expected).enumerate() {
                 let got = match answer {
@@ -298,6 +308,11 @@ fn commits_sent_together_each_get_their_own_answer() {
                         actual: 2,
                         ..
                     }) => "conflict",
+                    Err(StoreError::Conflict {
+                        expected: 7,
+                        actual: 0,
+                        ..
+                    }) => "bad_create",
                     Err(StoreError::Exists(_)) => "exists",
                     Err(StoreError::NotFound(_)) => "not_found",
                     Err(StoreError::Fenced(_)) => "fenced",
@@ -307,7 +322,11 @@ fn commits_sent_together_each_get_their_own_answer() {
             }
             for i in 0..40 {
                 let row = store.workflow(&format!("w{i}")).await.unwrap().unwrap();
-                let want = if matches!(i % 10, 3 | 5 | 7) { 2 } else { 3 };
+                let want = match i {
+                    1 => 4,
+                    _ if matches!(i % 10, 3 | 5 | 7 | 9) => 2,
+                    _ => 3,
+                };
                 assert_eq!(row.last_seq, want, "{name}: w{i}");
             }
         });

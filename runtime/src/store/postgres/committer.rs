@@ -80,7 +80,20 @@ async fn serve(pool: Pool, mut jobs: mpsc::UnboundedReceiver<Job>) {
 }
 
 /// Writes `group` together, or each alone when that fails, and answers.
-async fn write_group(pool: &Pool, group: Vec<Job>) {
+/// A commit its plan refuses is answered at once, and the others go on.
+async fn write_group(pool: &Pool, jobs: Vec<Job>) {
+    let mut group = Vec::with_capacity(jobs.len());
+    for (c, reply) in jobs {
+        match crate::store::commit::plan(&c) {
+            Ok(_) => group.push((c, reply)),
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+    if group.is_empty() {
+        return;
+    }
     let client = match pool.get().await {
         Ok(client) => client,
         Err(e) => {
@@ -130,10 +143,7 @@ enum Failed {
 
 /// Writes `commits` in one transaction, every statement sent at once.
 async fn write(client: &Object, commits: &[&Commit]) -> Result<(), Failed> {
-    let mut statements: Vec<Statement<'_>> = Vec::new();
-    for c in commits {
-        statements.extend(commit::statements(c).map_err(Failed::Other)?);
-    }
+    let statements = commit::statements(commits).map_err(Failed::Other)?;
     let notices: Vec<String> = commits.iter().map(|c| commit::notice(c)).collect();
     // Prepared before `BEGIN` is sent: a statement still being prepared
     // would be executed after `COMMIT` (costs a round trip only on a
