@@ -648,6 +648,45 @@ fn leases_ride_along_with_commits() {
     }
 }
 
+/// A run's last commit, fenced, appends, ends the run and lets its lease
+/// go, all at once: the fence is checked before the lease is let go.
+#[test]
+fn a_fenced_last_commit_lets_its_lease_go() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            store.commit(created_held("w", "me", LONG)).await.unwrap();
+            let last = Commit {
+                workflow_id: "w".into(),
+                after_seq: 2,
+                fence: Some(Fence {
+                    owner: "me".into(),
+                    epoch: 1,
+                }),
+                entries: vec![entry(2)],
+                steps: vec![StepRow {
+                    step_id: "s".into(),
+                    status: StepStatus::Completed,
+                    ..StepRow::default()
+                }],
+                update: Some(WorkflowUpdate {
+                    status: WorkflowStatus::Completed,
+                    output: Some("{\"ok\":true}".into()),
+                    updated_at: at(3),
+                    ..WorkflowUpdate::default()
+                }),
+                lease: Some(LeaseChange::Release { owner: "me".into() }),
+                ..Commit::default()
+            };
+            store.commit(last).await.unwrap();
+            let row = store.workflow("w").await.unwrap().unwrap();
+            assert_eq!(row.status, WorkflowStatus::Completed, "{name}");
+            assert_eq!(row.output.as_deref(), Some("{\"ok\":true}"), "{name}");
+            let free = store.claim("w", "you", None, LONG).await.unwrap();
+            assert_eq!(free, Claim::Granted { epoch: 2 }, "{name}");
+        });
+    }
+}
+
 #[test]
 fn workflows_are_listed_newest_first_by_status() {
     for (name, store, _dir) in stores() {

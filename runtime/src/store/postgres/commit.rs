@@ -40,13 +40,17 @@ impl<'a> Statement<'a> {
 /// The SQLSTATE `opcode_refuse` raises.
 pub(super) const REFUSED: &str = "OC409";
 
-/// The statements of `commits`, written as one transaction: each commit's
-/// rarer writes (creations, timers, decisions, leases…) in its plan's
-/// order, then every commit's compare and set, entries and step rows as
-/// one statement each, whatever the number of commits (a statement costs
-/// the server more than its rows do).
+/// The statements of `commits`, written as one transaction, in the plan's
+/// order group-wide: every commit's checks that stand alone (a fence
+/// without a compare and set, a template's version, a creation); then
+/// every commit's compare and set, entries and step rows, one statement
+/// each whatever the number of commits (a statement costs the server more
+/// than its rows do); then every commit's other changes (timers,
+/// decisions, mail, leases — a lease let go after the fence that checked
+/// it).
 pub(super) fn statements<'a>(commits: &[&'a Commit]) -> StoreResult<Vec<Statement<'a>>> {
-    let mut out = Vec::new();
+    let mut checks = Vec::new();
+    let mut changes = Vec::new();
     let mut states = States::default();
     let mut entries = Entries::default();
     let mut steps = Steps::default();
@@ -69,19 +73,27 @@ pub(super) fn statements<'a>(commits: &[&'a Commit]) -> StoreResult<Vec<Statemen
                 Write::PutSteps(rows) => steps.push(id, rows),
                 ref other => {
                     if let Some(f) = fence.take() {
-                        out.push(fenced(id, f));
+                        checks.push(fenced(id, f));
                     }
-                    statements_of(id, other, &mut out);
+                    let out = if matches!(other, Write::RequireLatest { .. } | Write::Create { .. })
+                    {
+                        &mut checks
+                    } else {
+                        &mut changes
+                    };
+                    statements_of(id, other, out);
                 }
             }
         }
         if let Some(f) = fence {
-            out.push(fenced(id, f));
+            checks.push(fenced(id, f));
         }
     }
+    let mut out = checks;
     out.extend(states.statement());
     out.extend(entries.statement());
     out.extend(steps.statement());
+    out.extend(changes);
     Ok(out)
 }
 
