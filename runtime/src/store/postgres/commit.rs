@@ -224,13 +224,15 @@ impl<'a> States<'a> {
                  started_at = COALESCE(w.started_at, u.started_at), \
                  completed_at = COALESCE(u.completed_at, w.completed_at), \
                  updated_at = COALESCE(u.updated_at, w.updated_at) \
-                 FROM u WHERE w.id = u.id AND (u.from_seq IS NULL OR w.last_seq = u.from_seq) \
+                 FROM u WHERE w.id = ANY($1) AND w.id = u.id \
+                 AND (u.from_seq IS NULL OR w.last_seq = u.from_seq) \
                  AND (u.owner IS NULL OR (w.lease_owner = u.owner AND w.lease_epoch = u.epoch)) \
                  RETURNING u.n) \
                  SELECT opcode_refuse(CASE WHEN w.id IS NULL THEN 'not_found' \
                  WHEN u.owner IS NOT NULL AND (w.lease_owner IS DISTINCT FROM u.owner \
                  OR w.lease_epoch <> u.epoch) THEN 'fenced' ELSE 'conflict' END, u.id, w.last_seq) \
-                 FROM u LEFT JOIN workflows AS w ON w.id = u.id \
+                 FROM u LEFT JOIN LATERAL (SELECT id, last_seq, lease_owner, lease_epoch \
+                 FROM workflows WHERE id = u.id) AS w ON TRUE \
                  WHERE u.n NOT IN (SELECT n FROM moved)",
                 vec![
                     Box::new(self.ids),
