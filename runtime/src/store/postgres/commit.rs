@@ -8,8 +8,8 @@ use tokio_postgres::types::ToSql;
 
 use crate::store::commit::{self, Write};
 use crate::store::{
-    Commit, DecisionChange, Fence, LeaseChange, NewEntry, Notice, StepRow, StoreError, StoreResult,
-    TimerChange, WorkflowUpdate,
+    Commit, DecisionChange, Fence, LeaseChange, Notice, StoreError, StoreResult, TimerChange,
+    WorkflowUpdate,
 };
 
 /// One parameter of a statement.
@@ -40,60 +40,31 @@ impl<'a> Statement<'a> {
 /// The SQLSTATE `opcode_refuse` raises.
 pub(super) const REFUSED: &str = "OC409";
 
-/// The statements of `commits`, written as one transaction, in the plan's
-/// order group-wide: every commit's checks that stand alone (a fence
-/// without a compare and set, a template's version, a creation); then
-/// every commit's compare and set, entries and step rows, one statement
-/// each whatever the number of commits (a statement costs the server more
-/// than its rows do); then every commit's other changes (timers,
-/// decisions, mail, leases — a lease let go after the fence that checked
-/// it).
-pub(super) fn statements<'a>(commits: &[&'a Commit]) -> StoreResult<Vec<Statement<'a>>> {
-    let mut checks = Vec::new();
-    let mut changes = Vec::new();
-    let mut states = States::default();
-    let mut entries = Entries::default();
-    let mut steps = Steps::default();
-    for c in commits {
-        let id = c.workflow_id.as_str();
-        let writes = commit::plan(c)?;
-        let mut fence = None;
-        for write in &writes {
-            match *write {
-                // Checked with the compare and set that follows, when one does.
-                Write::Fence(f) => fence = Some(f),
-                Write::Advance { from, to, update } => {
-                    states.push(id, fence.take(), Some((from, to)), update);
+/// The statements of `c`, in order.
+pub(super) fn statements(c: &Commit) -> StoreResult<Vec<Statement<'_>>> {
+    let id = c.workflow_id.as_str();
+    let writes = commit::plan(c)?;
+    let mut out = Vec::with_capacity(writes.len() + 2);
+    let mut fence = None;
+    for write in &writes {
+        match *write {
+            // Checked with the compare and set that follows, when one does.
+            Write::Fence(f) => fence = Some(f),
+            Write::Advance { from, to, update } => {
+                out.push(set_state(id, fence.take(), Some((from, to)), update));
+            }
+            Write::Update(update) => out.push(set_state(id, fence.take(), None, Some(update))),
+            ref other => {
+                if let Some(f) = fence.take() {
+                    out.push(fenced(id, f));
                 }
-                Write::Update(update) => states.push(id, fence.take(), None, Some(update)),
-                Write::Append {
-                    first_seq,
-                    entries: new,
-                } => entries.push(id, first_seq, new),
-                Write::PutSteps(rows) => steps.push(id, rows),
-                ref other => {
-                    if let Some(f) = fence.take() {
-                        checks.push(fenced(id, f));
-                    }
-                    let out = if matches!(other, Write::RequireLatest { .. } | Write::Create { .. })
-                    {
-                        &mut checks
-                    } else {
-                        &mut changes
-                    };
-                    statements_of(id, other, out);
-                }
+                statements_of(id, other, &mut out);
             }
         }
-        if let Some(f) = fence {
-            checks.push(fenced(id, f));
-        }
     }
-    let mut out = checks;
-    out.extend(states.statement());
-    out.extend(entries.statement());
-    out.extend(steps.statement());
-    out.extend(changes);
+    if let Some(f) = fence {
+        out.push(fenced(id, f));
+    }
     Ok(out)
 }
 
@@ -163,189 +134,47 @@ fn fenced<'a>(id: &'a str, fence: &'a Fence) -> Statement<'a> {
     )
 }
 
-/// The compare and sets of a group: each sets a workflow's derived state
-/// (its update, when given), with seqs compares and sets its `last_seq`,
-/// and with a fence requires its lease. One statement, which raises
-/// `not_found`, `fenced` or `conflict` for the first that changed no row
-/// (two of one workflow in a group: the second, as it would alone).
-#[derive(Default)]
-struct States<'a> {
-    ids: Vec<&'a str>,
-    from: Vec<Option<i64>>,
-    to: Vec<Option<i64>>,
-    status: Vec<Option<&'static str>>,
-    output: Vec<Option<&'a str>>,
-    error: Vec<Option<&'a str>>,
-    context: Vec<Option<&'a str>>,
-    started_at: Vec<Option<&'a str>>,
-    completed_at: Vec<Option<&'a str>>,
-    updated_at: Vec<Option<&'a str>>,
-    owner: Vec<Option<&'a str>>,
-    epoch: Vec<Option<i64>>,
-}
-
-impl<'a> States<'a> {
-    fn push(
-        &mut self,
-        id: &'a str,
-        fence: Option<&'a Fence>,
-        seqs: Option<(u64, u64)>,
-        update: Option<&'a WorkflowUpdate>,
-    ) {
-        self.ids.push(id);
-        self.from.push(seqs.map(|(from, _)| from as i64));
-        self.to.push(seqs.map(|(_, to)| to as i64));
-        self.status.push(update.map(|u| u.status.as_str()));
-        self.output.push(update.and_then(|u| u.output.as_deref()));
-        self.error.push(update.and_then(|u| u.error.as_deref()));
-        self.context.push(update.and_then(|u| u.context.as_deref()));
-        self.started_at
-            .push(update.and_then(|u| u.started_at.as_deref()));
-        self.completed_at
-            .push(update.and_then(|u| u.completed_at.as_deref()));
-        self.updated_at.push(update.map(|u| u.updated_at.as_str()));
-        self.owner.push(fence.map(|f| f.owner.as_str()));
-        self.epoch.push(fence.map(|f| f.epoch as i64));
-    }
-
-    fn statement(self) -> Option<Statement<'a>> {
-        (!self.ids.is_empty()).then(|| {
-            Statement::new(
-                "WITH u AS (SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], \
-                 $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], \
-                 $10::text[], $11::text[], $12::bigint[]) WITH ORDINALITY AS u (id, from_seq, \
-                 to_seq, status, output, error, context, started_at, completed_at, updated_at, \
-                 owner, epoch, n)), \
-                 moved AS (UPDATE workflows AS w SET last_seq = COALESCE(u.to_seq, w.last_seq), \
-                 status = COALESCE(u.status, w.status), \
-                 output = CASE WHEN u.status IS NULL THEN w.output ELSE u.output END, \
-                 error = CASE WHEN u.status IS NULL THEN w.error ELSE u.error END, \
-                 context = COALESCE(u.context, w.context), \
-                 started_at = COALESCE(w.started_at, u.started_at), \
-                 completed_at = COALESCE(u.completed_at, w.completed_at), \
-                 updated_at = COALESCE(u.updated_at, w.updated_at) \
-                 FROM u WHERE w.id = ANY($1) AND w.id = u.id \
-                 AND (u.from_seq IS NULL OR w.last_seq = u.from_seq) \
-                 AND (u.owner IS NULL OR (w.lease_owner = u.owner AND w.lease_epoch = u.epoch)) \
-                 RETURNING u.n) \
-                 SELECT opcode_refuse(CASE WHEN w.id IS NULL THEN 'not_found' \
-                 WHEN u.owner IS NOT NULL AND (w.lease_owner IS DISTINCT FROM u.owner \
-                 OR w.lease_epoch <> u.epoch) THEN 'fenced' ELSE 'conflict' END, u.id, w.last_seq) \
-                 FROM u LEFT JOIN LATERAL (SELECT id, last_seq, lease_owner, lease_epoch \
-                 FROM workflows WHERE id = u.id) AS w ON TRUE \
-                 WHERE u.n NOT IN (SELECT n FROM moved)",
-                vec![
-                    Box::new(self.ids),
-                    Box::new(self.from),
-                    Box::new(self.to),
-                    Box::new(self.status),
-                    Box::new(self.output),
-                    Box::new(self.error),
-                    Box::new(self.context),
-                    Box::new(self.started_at),
-                    Box::new(self.completed_at),
-                    Box::new(self.updated_at),
-                    Box::new(self.owner),
-                    Box::new(self.epoch),
-                ],
-            )
-        })
-    }
-}
-
-/// The log entries a group appends, numbered: one statement.
-#[derive(Default)]
-struct Entries<'a> {
-    ids: Vec<&'a str>,
-    seqs: Vec<i64>,
-    at: Vec<&'a str>,
-    kind: Vec<&'static str>,
-    event_type: Vec<&'static str>,
-    step_id: Vec<Option<&'a str>>,
-    version: Vec<i32>,
-    payload: Vec<&'a str>,
-}
-
-impl<'a> Entries<'a> {
-    fn push(&mut self, id: &'a str, first_seq: u64, entries: &'a [NewEntry]) {
-        for (e, seq) in entries.iter().zip(first_seq..) {
-            self.ids.push(id);
-            self.seqs.push(seq as i64);
-            self.at.push(&e.at);
-            self.kind.push(e.kind.as_str());
-            self.event_type.push(e.event_type);
-            self.step_id.push(e.step_id.as_deref());
-            self.version.push(i32::from(e.version));
-            self.payload.push(&e.payload);
-        }
-    }
-
-    fn statement(self) -> Option<Statement<'a>> {
-        (!self.ids.is_empty()).then(|| {
-            Statement::new(
-                "INSERT INTO events (workflow_id, seq, at, kind, event_type, step_id, version, \
-                 payload) SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], \
-                 $5::text[], $6::text[], $7::int[], $8::text[])",
-                vec![
-                    Box::new(self.ids),
-                    Box::new(self.seqs),
-                    Box::new(self.at),
-                    Box::new(self.kind),
-                    Box::new(self.event_type),
-                    Box::new(self.step_id),
-                    Box::new(self.version),
-                    Box::new(self.payload),
-                ],
-            )
-        })
-    }
-}
-
-/// The step rows a group upserts: one statement (two rows of one step in
-/// a group make it fail, and the group is written again one by one).
-#[derive(Default)]
-struct Steps<'a> {
-    ids: Vec<&'a str>,
-    step_id: Vec<&'a str>,
-    status: Vec<&'static str>,
-    attempt: Vec<i64>,
-    output: Vec<Option<&'a str>>,
-    error: Vec<Option<&'a str>>,
-    started_at: Vec<Option<&'a str>>,
-    completed_at: Vec<Option<&'a str>>,
-}
-
-impl<'a> Steps<'a> {
-    fn push(&mut self, id: &'a str, rows: &'a [StepRow]) {
-        for s in rows {
-            self.ids.push(id);
-            self.step_id.push(&s.step_id);
-            self.status.push(s.status.as_str());
-            self.attempt.push(i64::from(s.attempt));
-            self.output.push(s.output.as_deref());
-            self.error.push(s.error.as_deref());
-            self.started_at.push(s.started_at.as_deref());
-            self.completed_at.push(s.completed_at.as_deref());
-        }
-    }
-
-    fn statement(self) -> Option<Statement<'a>> {
-        (!self.ids.is_empty()).then(|| {
-            Statement::new(
-                STEPS_UPSERT,
-                vec![
-                    Box::new(self.ids),
-                    Box::new(self.step_id),
-                    Box::new(self.status),
-                    Box::new(self.attempt),
-                    Box::new(self.output),
-                    Box::new(self.error),
-                    Box::new(self.started_at),
-                    Box::new(self.completed_at),
-                ],
-            )
-        })
-    }
+/// Sets a workflow's derived state (`update`, when given), with `seqs`
+/// compares and sets its `last_seq` from `.0` to `.1`, and with `fence`
+/// requires its lease: one statement, which raises `not_found`, `fenced`
+/// or `conflict` when it changed no row.
+fn set_state<'a>(
+    id: &'a str,
+    fence: Option<&'a Fence>,
+    seqs: Option<(u64, u64)>,
+    update: Option<&'a WorkflowUpdate>,
+) -> Statement<'a> {
+    let u = Columns::of(update);
+    Statement::new(
+        "WITH moved AS (UPDATE workflows SET last_seq = COALESCE($3, last_seq), \
+         status = COALESCE($4, status), output = CASE WHEN $4::text IS NULL \
+         THEN output ELSE $5 END, error = CASE WHEN $4::text IS NULL THEN error \
+         ELSE $6 END, context = COALESCE($7, context), \
+         started_at = COALESCE(started_at, $8), \
+         completed_at = COALESCE($9, completed_at), \
+         updated_at = COALESCE($10, updated_at) \
+         WHERE id = $1 AND ($2::bigint IS NULL OR last_seq = $2) \
+         AND ($11::text IS NULL OR (lease_owner = $11 AND lease_epoch = $12)) RETURNING 1) \
+         SELECT opcode_refuse(CASE WHEN w.id IS NULL THEN 'not_found' \
+         WHEN $11::text IS NOT NULL AND (w.lease_owner IS DISTINCT FROM $11 \
+         OR w.lease_epoch <> $12) THEN 'fenced' ELSE 'conflict' END, $1, w.last_seq) \
+         FROM (SELECT 1) AS one LEFT JOIN workflows AS w ON w.id = $1 \
+         WHERE NOT EXISTS (SELECT 1 FROM moved)",
+        vec![
+            Box::new(id),
+            Box::new(seqs.map(|(from, _)| from as i64)),
+            Box::new(seqs.map(|(_, to)| to as i64)),
+            Box::new(u.status),
+            Box::new(u.output),
+            Box::new(u.error),
+            Box::new(u.context),
+            Box::new(u.started_at),
+            Box::new(u.completed_at),
+            Box::new(u.updated_at),
+            Box::new(fence.map(|f| f.owner.as_str())),
+            Box::new(fence.map(|f| f.epoch as i64)),
+        ],
+    )
 }
 
 /// A workflow update's columns, all `NULL` without one.
@@ -377,8 +206,8 @@ impl<'a> Columns<'a> {
 pub(super) const SEE_AGENT: &str = "INSERT INTO agents (id, name, created_at, last_seen_at) \
     VALUES ($1, $1, $2, $2) ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at";
 
-/// The statements of one write other than those `statements` gathers for
-/// the group (the fence, the compare and set, entries and step rows).
+/// The statements of one write other than the fence and the compare and
+/// set (`statements` writes those).
 fn statements_of<'a>(id: &'a str, write: &Write<'a>, out: &mut Vec<Statement<'a>>) {
     match *write {
         Write::RequireLatest { template, version } => out.push(Statement::new(
@@ -450,6 +279,73 @@ fn statements_of<'a>(id: &'a str, write: &Write<'a>, out: &mut Vec<Statement<'a>
             vec![
                 Box::new(blobs.iter().map(|b| b.hash.as_str()).collect::<Vec<_>>()),
                 Box::new(blobs.iter().map(|b| b.text.as_str()).collect::<Vec<_>>()),
+            ],
+        )),
+        Write::Append { first_seq, entries } => out.push(Statement::new(
+            "INSERT INTO events (workflow_id, seq, at, kind, event_type, step_id, version, \
+             payload) SELECT $1, * FROM UNNEST($2::bigint[], $3::text[], $4::text[], \
+             $5::text[], $6::text[], $7::int[], $8::text[])",
+            vec![
+                Box::new(id),
+                Box::new(
+                    (0..entries.len())
+                        .map(|i| (first_seq + i as u64) as i64)
+                        .collect::<Vec<i64>>(),
+                ),
+                Box::new(entries.iter().map(|e| e.at.as_str()).collect::<Vec<_>>()),
+                Box::new(entries.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>()),
+                Box::new(entries.iter().map(|e| e.event_type).collect::<Vec<_>>()),
+                Box::new(
+                    entries
+                        .iter()
+                        .map(|e| e.step_id.as_deref())
+                        .collect::<Vec<_>>(),
+                ),
+                Box::new(
+                    entries
+                        .iter()
+                        .map(|e| i32::from(e.version))
+                        .collect::<Vec<_>>(),
+                ),
+                Box::new(
+                    entries
+                        .iter()
+                        .map(|e| e.payload.as_str())
+                        .collect::<Vec<_>>(),
+                ),
+            ],
+        )),
+        Write::PutSteps(steps) => out.push(Statement::new(
+            STEPS_UPSERT,
+            vec![
+                Box::new(id),
+                Box::new(steps.iter().map(|s| s.step_id.as_str()).collect::<Vec<_>>()),
+                Box::new(steps.iter().map(|s| s.status.as_str()).collect::<Vec<_>>()),
+                Box::new(
+                    steps
+                        .iter()
+                        .map(|s| i64::from(s.attempt))
+                        .collect::<Vec<_>>(),
+                ),
+                Box::new(
+                    steps
+                        .iter()
+                        .map(|s| s.output.as_deref())
+                        .collect::<Vec<_>>(),
+                ),
+                Box::new(steps.iter().map(|s| s.error.as_deref()).collect::<Vec<_>>()),
+                Box::new(
+                    steps
+                        .iter()
+                        .map(|s| s.started_at.as_deref())
+                        .collect::<Vec<_>>(),
+                ),
+                Box::new(
+                    steps
+                        .iter()
+                        .map(|s| s.completed_at.as_deref())
+                        .collect::<Vec<_>>(),
+                ),
             ],
         )),
         Write::Timer(TimerChange::Set(t)) => out.push(Statement::new(
@@ -528,11 +424,7 @@ fn statements_of<'a>(id: &'a str, write: &Write<'a>, out: &mut Vec<Statement<'a>
             vec![Box::new(id), Box::new(owner.as_str())],
         )),
         // `statements` writes these.
-        Write::Fence(_)
-        | Write::Advance { .. }
-        | Write::Update(_)
-        | Write::Append { .. }
-        | Write::PutSteps(_) => {}
+        Write::Fence(_) | Write::Advance { .. } | Write::Update(_) => {}
     }
 }
 
@@ -540,11 +432,11 @@ fn statements_of<'a>(id: &'a str, write: &Write<'a>, out: &mut Vec<Statement<'a>
 /// duration runs from it (0 for a step that ends without a start).
 const STEPS_UPSERT: &str = "INSERT INTO step_state AS s (workflow_id, step_id, status, attempt, \
     output, error, started_at, completed_at, duration_ms) \
-    SELECT n.workflow_id, n.step_id, n.status, n.attempt, n.output, n.error, n.started_at, n.completed_at, \
+    SELECT $1, n.step_id, n.status, n.attempt, n.output, n.error, n.started_at, n.completed_at, \
     CASE WHEN n.completed_at IS NULL THEN NULL ELSE round(extract(epoch FROM \
     (n.completed_at::timestamptz - COALESCE(n.started_at, n.completed_at)::timestamptz)) * 1000)::bigint END \
-    FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], \
-    $8::text[]) AS n (workflow_id, step_id, status, attempt, output, error, started_at, completed_at) \
+    FROM UNNEST($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[]) \
+    AS n (step_id, status, attempt, output, error, started_at, completed_at) \
     ON CONFLICT (workflow_id, step_id) DO UPDATE SET status = excluded.status, \
     attempt = excluded.attempt, output = excluded.output, error = excluded.error, \
     started_at = COALESCE(s.started_at, excluded.started_at), \

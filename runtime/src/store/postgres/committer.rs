@@ -143,7 +143,10 @@ enum Failed {
 
 /// Writes `commits` in one transaction, every statement sent at once.
 async fn write(client: &Object, commits: &[&Commit]) -> Result<(), Failed> {
-    let statements = commit::statements(commits).map_err(Failed::Other)?;
+    let mut statements: Vec<Statement<'_>> = Vec::new();
+    for c in commits {
+        statements.extend(commit::statements(c).map_err(Failed::Other)?);
+    }
     let notices: Vec<String> = commits.iter().map(|c| commit::notice(c)).collect();
     // Prepared before `BEGIN` is sent: a statement still being prepared
     // would be executed after `COMMIT` (costs a round trip only on a
