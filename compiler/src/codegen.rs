@@ -11,9 +11,9 @@ mod values;
 
 use opcode_vm::instr::{BlockId, ExprId, Instr, StepId};
 use opcode_vm::program::{
-    Block, BlockRole as VmRole, Bounds, BranchTable, DebugInfo, Decision, DecisionOption,
-    ErrorPolicy, Expr, FORMAT_VERSION, Header, Position, Program, Reads, RetryPolicy, RunSettings,
-    StepInfo, StepKind as VmKind, StepRead,
+    Block, Bounds, BranchTable, DebugInfo, Decision, DecisionOption, ErrorPolicy, Expr,
+    FORMAT_VERSION, Header, Position, Program, Reads, RetryPolicy, RunSettings, StepInfo,
+    StepKind as VmKind, StepRead,
 };
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -471,17 +471,8 @@ impl Gen<'_, '_> {
                 .map(|&s| vec![s as StepId])
                 .unwrap_or_default()
         };
-        let role = match &info.role {
-            BlockRole::Root => VmRole::Root,
-            BlockRole::OnComplete => VmRole::OnComplete,
-            BlockRole::OnError => VmRole::OnError,
-            BlockRole::Branch(k) => VmRole::Branch(k.clone()),
-            BlockRole::Default => VmRole::Default,
-            BlockRole::Body => VmRole::Body,
-            BlockRole::Parallel(i) => VmRole::Parallel(*i as u32),
-        };
         Block {
-            role,
+            role: info.role.clone(),
             owner: info.owner.map(|o| o as StepId),
             steps,
             deps,

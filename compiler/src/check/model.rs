@@ -16,24 +16,8 @@ pub type StepIdx = usize;
 /// Index of a block in [`Model::blocks`].
 pub type BlockIdx = usize;
 
-/// What a block is for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BlockRole {
-    /// The workflow's top-level steps.
-    Root,
-    /// The `on_complete` hook.
-    OnComplete,
-    /// The `on_error` hook.
-    OnError,
-    /// A condition branch, by key.
-    Branch(String),
-    /// A condition's `default` branch.
-    Default,
-    /// A loop body.
-    Body,
-    /// A parallel branch, by index.
-    Parallel(usize),
-}
+/// What a block is for: the same roles the Program's blocks carry.
+pub use opcode_vm::program::BlockRole;
 
 /// One step in the model.
 #[derive(Debug)]
@@ -216,7 +200,7 @@ impl<'a> Model<'a> {
                 .branches
                 .iter()
                 .enumerate()
-                .map(|(i, b)| (BlockRole::Parallel(i), b))
+                .map(|(i, b)| (BlockRole::Parallel(u32::try_from(i).unwrap_or(u32::MAX)), b))
                 .collect(),
             StepKind::Action(_) | StepKind::Wait(_) | StepKind::Reasoning(_) => Vec::new(),
         };
