@@ -151,13 +151,15 @@ async fn write(client: &Object, commits: &[&Commit]) -> Result<(), Failed> {
     // Prepared before `BEGIN` is sent: a statement still being prepared
     // would be executed after `COMMIT` (costs a round trip only on a
     // connection that has not seen it).
-    let sqls = statements.iter().map(|s| s.sql).chain([commit::ANNOUNCE]);
-    let mut prepared = join_all(sqls.map(|sql| client.prepare_cached(sql)))
-        .await
+    let (prepared, announce) = futures::join!(
+        join_all(statements.iter().map(|s| client.prepare_cached(s.sql))),
+        client.prepare_cached(commit::ANNOUNCE)
+    );
+    let prepared = prepared
         .into_iter()
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Failed::Other(backend(e)))?;
-    let announce = prepared.pop().expect("ANNOUNCE was prepared last");
+    let announce = announce.map_err(|e| Failed::Other(backend(e)))?;
     let params: Vec<_> = statements.iter().map(Statement::params).collect();
     let executed = prepared
         .iter()
