@@ -2,6 +2,8 @@
 //! `OPCODE_TEST_POSTGRES` gives (`tests/run` starts a throw-away cluster
 //! and sets it; `tests/postgres/cluster start DIR` does by hand).
 
+mod cases;
+
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -1,0 +1,129 @@
+//! Commits sent together, on every backend: each gets its own answer, and
+//! a refused one leaves the others intact.
+
+use opcode_runtime::store::{Commit, Fence, StepRow, StepStatus, StoreError};
+
+use super::{block_on, create, entry, stores};
+
+#[test]
+fn a_failed_commit_in_a_batch_leaves_the_others_intact() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            store.commit(create("a")).await.unwrap();
+            store.commit(create("b")).await.unwrap();
+            let good = Commit {
+                workflow_id: "a".into(),
+                after_seq: 2,
+                entries: vec![entry(2)],
+                ..Commit::default()
+            };
+            let stale = Commit {
+                workflow_id: "b".into(),
+                after_seq: 0,
+                entries: vec![entry(2)],
+                steps: vec![StepRow {
+                    step_id: "x".into(),
+                    status: StepStatus::Running,
+                    ..StepRow::default()
+                }],
+                ..Commit::default()
+            };
+            // Sent together, so the libSQL store writes them in one transaction.
+            let (a, b) = tokio::join!(store.commit(good), store.commit(stale));
+            assert!(a.is_ok(), "{name}");
+            assert!(matches!(b, Err(StoreError::Conflict { .. })), "{name}");
+            assert_eq!(
+                store.workflow("a").await.unwrap().unwrap().last_seq,
+                3,
+                "{name}"
+            );
+            assert_eq!(
+                store.workflow("b").await.unwrap().unwrap().last_seq,
+                2,
+                "{name}"
+            );
+            assert!(store.steps("b").await.unwrap().is_empty(), "{name}");
+        });
+    }
+}
+
+/// Many commits at once, refusals of every kind among them: each gets its
+/// own answer (a store that writes them as one group must not let one
+/// refusal take the others down, nor one's answer reach another).
+#[test]
+fn commits_sent_together_each_get_their_own_answer() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            // All landing: a group written whole.
+            let created =
+                futures::future::join_all((0..40).map(|i| store.commit(create(&format!("w{i}")))));
+            assert!(created.await.iter().all(Result::is_ok), "{name}");
+            let advance = |i: u32, after_seq: u64| Commit {
+                workflow_id: format!("w{i}"),
+                after_seq,
+                entries: vec![entry(2)],
+                ..Commit::default()
+            };
+            let mut commits = Vec::new();
+            let mut expected = Vec::new();
+            for i in 0..40 {
+                let (commit, answer) = match i % 10 {
+                    3 => (advance(i, 0), "conflict"),
+                    5 => (create(&format!("w{i}")), "exists"),
+                    7 => (advance(i + 1000, 2), "not_found"),
+                    9 => (
+                        Commit {
+                            after_seq: 7,
+                            ..create(&format!("n{i}"))
+                        },
+                        "bad_create",
+                    ),
+                    _ => (advance(i, 2), "ok"),
+                };
+                commits.push(commit);
+                expected.push(answer);
+            }
+            commits.push(Commit {
+                fence: Some(Fence {
+                    owner: "someone else".into(),
+                    epoch: 1,
+                }),
+                ..advance(0, 2)
+            });
+            expected.push("fenced");
+            // A second commit of one run, after the first: both land.
+            commits.push(advance(1, 3));
+            expected.push("ok");
+            let answers = futures::future::join_all(commits.into_iter().map(|c| store.commit(c)));
+            for (i, (answer, want)) in answers.await.into_iter().zip(expected).enumerate() {
+                let got = match answer {
+                    Ok(()) => "ok",
+                    Err(StoreError::Conflict {
+                        expected: 0,
+                        actual: 2,
+                        ..
+                    }) => "conflict",
+                    Err(StoreError::Conflict {
+                        expected: 7,
+                        actual: 0,
+                        ..
+                    }) => "bad_create",
+                    Err(StoreError::Exists(_)) => "exists",
+                    Err(StoreError::NotFound(_)) => "not_found",
+                    Err(StoreError::Fenced(_)) => "fenced",
+                    Err(e) => panic!("{name}: commit {i}: {e}"),
+                };
+                assert_eq!(got, want, "{name}: commit {i}");
+            }
+            for i in 0..40 {
+                let row = store.workflow(&format!("w{i}")).await.unwrap().unwrap();
+                let want = match i {
+                    1 => 4,
+                    _ if matches!(i % 10, 3 | 5 | 7 | 9) => 2,
+                    _ => 3,
+                };
+                assert_eq!(row.last_seq, want, "{name}: w{i}");
+            }
+        });
+    }
+}

@@ -1,0 +1,94 @@
+//! What only the PostgreSQL store does: migrating once for daemons that
+//! start together, `sslmode`, and notices other processes hear.
+
+use std::time::Duration;
+
+use opcode_runtime::store::WorkflowStatus;
+
+use super::fresh_database;
+use crate::{block_on, created_held};
+
+/// Daemons starting at once on a new database migrate it once.
+#[test]
+fn daemons_starting_at_once_migrate_once() {
+    use opcode_runtime::store::postgres::PostgresStore;
+    let Some(url) = fresh_database() else {
+        return;
+    };
+    let stores = block_on(async {
+        let opening = (0..4).map(|_| PostgresStore::connect(&url));
+        futures::future::join_all(opening).await
+    });
+    for store in &stores {
+        assert!(store.is_ok(), "{store:?}");
+    }
+    let versions = std::process::Command::new("psql")
+        .args([
+            url.as_str(),
+            "-Atc",
+            "SELECT count(*), max(version) FROM schema_version",
+        ])
+        .output()
+        .unwrap();
+    let versions = String::from_utf8_lossy(&versions.stdout);
+    let latest = opcode_runtime::store::postgres::SCHEMA_VERSION;
+    assert_eq!(versions.trim(), format!("{latest}|{latest}"));
+}
+
+/// `sslmode` is honoured: `require` against a server without TLS is
+/// refused with the reason; `disable` connects without trying.
+#[test]
+fn sslmode_is_honoured() {
+    use opcode_runtime::store::postgres::PostgresStore;
+    let Some(url) = fresh_database() else {
+        return;
+    };
+    let required = block_on(PostgresStore::connect(&format!("{url}?sslmode=require")));
+    let refused = required.expect_err("the test cluster serves no TLS");
+    assert!(refused.to_string().contains("TLS"), "{refused}");
+    let plain = block_on(PostgresStore::connect(&format!("{url}?sslmode=disable")));
+    assert!(plain.is_ok(), "{plain:?}");
+    let nonsense = block_on(PostgresStore::connect(&format!("{url}?sslmode=sometimes")));
+    let refused = nonsense.expect_err("not an sslmode");
+    assert!(
+        refused.to_string().contains("URL is not valid"),
+        "{refused}"
+    );
+}
+
+/// Another process hears every commit, each once, its owner and status
+/// with it: a group of commits announces each of them.
+#[test]
+fn every_commit_is_announced_to_the_other_stores() {
+    use opcode_runtime::store::postgres::PostgresStore;
+    use opcode_runtime::store::{Notice, RunLog as _};
+    let Some(url) = fresh_database() else {
+        return;
+    };
+    block_on(async {
+        let writer = PostgresStore::connect(&url).await.unwrap();
+        let listener = PostgresStore::connect(&url).await.unwrap();
+        let mut heard = listener.notices().unwrap();
+        let held = (0..20).map(|i| created_held(&format!("w{i}"), "me", Duration::from_mins(1)));
+        let answers = futures::future::join_all(held.map(|c| writer.commit(c))).await;
+        assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+        let mut ids = std::collections::BTreeSet::new();
+        while ids.len() < 20 {
+            let notice = tokio::time::timeout(Duration::from_secs(10), heard.recv())
+                .await
+                .expect("every commit is heard")
+                .unwrap();
+            let Notice::Committed {
+                workflow_id,
+                owner,
+                status,
+            } = notice
+            else {
+                continue;
+            };
+            assert_eq!(owner.as_deref(), Some("me"));
+            assert_eq!(status, Some(WorkflowStatus::Active));
+            assert!(ids.insert(workflow_id.clone()), "{workflow_id} heard twice");
+        }
+    });
+}
