@@ -15,23 +15,13 @@ use std::fmt::Write as _;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::store::{Commit, StoreError};
+use crate::store::{Blob, Commit, StoreError};
 
 /// Values whose JSON is at least this long are stored once, by hash.
 pub const MIN_BYTES: usize = 64 * 1024;
 
 /// The key of a reference.
 pub const KEY: &str = "$opcode_blob";
-
-/// One large value: the hash of its text, and the text (which may itself
-/// hold references to the large values inside it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Blob {
-    /// `sha256:` and the hex digest of `text`.
-    pub hash: String,
-    /// The value's JSON.
-    pub text: String,
-}
 
 /// Adds to `hashes` (once each) the large values JSON `text` refers to,
 /// in the order it does.

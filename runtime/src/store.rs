@@ -415,6 +415,17 @@ pub enum TimerChange {
     Clear(u64),
 }
 
+/// One large value kept by hash (`crate::blobs` outlines them): the hash
+/// of its text, and the text (which may itself hold references to the
+/// large values inside it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blob {
+    /// `sha256:` and the hex digest of `text`.
+    pub hash: String,
+    /// The value's JSON.
+    pub text: String,
+}
+
 /// Everything one scheduling round of one workflow writes, atomically.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Commit {
@@ -428,7 +439,7 @@ pub struct Commit {
     pub entries: Vec<NewEntry>,
     /// Large values the commit's JSON refers to (`crate::blobs`), kept
     /// once each by hash.
-    pub blobs: Vec<crate::blobs::Blob>,
+    pub blobs: Vec<Blob>,
     /// The workflow's derived state.
     pub update: Option<WorkflowUpdate>,
     /// Step instances that changed.

@@ -25,6 +25,7 @@ pub mod panel;
 pub mod plugins;
 pub mod retention;
 pub mod scheduler;
+mod secrets_compared;
 pub mod serve;
 pub mod settings;
 pub mod stopping;

@@ -111,7 +111,7 @@ impl Panel {
     fn csrf_ok(&self, given: Option<&str>) -> bool {
         !self.csrf.is_empty()
             && given.is_some_and(|given| {
-                crate::serve::guard::same(given.as_bytes(), self.csrf.as_bytes())
+                crate::secrets_compared::same(given.as_bytes(), self.csrf.as_bytes())
             })
     }
 }

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use super::{
-    Commit, DecisionChange, Fence, LeaseChange, NewEntry, NewWorkflow, StepRow, StoreError,
+    Blob, Commit, DecisionChange, Fence, LeaseChange, NewEntry, NewWorkflow, StepRow, StoreError,
     StoreResult, TimerChange, WorkflowUpdate,
 };
 
@@ -60,7 +60,7 @@ pub enum Write<'a> {
     /// refusing with [`StoreError::NotFound`].
     Update(&'a WorkflowUpdate),
     /// Keep large values by hash; one already kept stays as it is.
-    PutBlobs(&'a [crate::blobs::Blob]),
+    PutBlobs(&'a [Blob]),
     /// Append entries, numbered from `first_seq`.
     Append {
         /// The first entry's sequence number.

@@ -187,7 +187,7 @@ impl Webhook {
             Auth::Token => header("Authorization")
                 .and_then(|h| h.strip_prefix("Bearer "))
                 .is_some_and(|token| {
-                    crate::serve::guard::same(token.as_bytes(), secret.as_bytes())
+                    crate::secrets_compared::same(token.as_bytes(), secret.as_bytes())
                 }),
         }
     }

@@ -20,6 +20,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use super::authority::{Authority, Origin};
 use super::throttle::Throttle;
 use crate::metrics::Metrics;
+use crate::secrets_compared::same;
 
 /// The cookie the panel's sign-in page sets to the token.
 pub const TOKEN_COOKIE: &str = "opcode_token";
@@ -162,17 +163,6 @@ pub fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(key, _)| *key == name)
         .map(|(_, value)| value)
-}
-
-/// Compares two secrets in a time that depends on neither their contents
-/// nor their lengths: their SHA-256 digests are compared whole.
-pub fn same(a: &[u8], b: &[u8]) -> bool {
-    use sha2::{Digest, Sha256};
-    let (a, b) = (Sha256::digest(a), Sha256::digest(b));
-    a.iter()
-        .zip(b.iter())
-        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-        == 0
 }
 
 /// The guard's settings (replaceable while serving, on SIGHUP) and the
