@@ -22,6 +22,7 @@ pub mod session;
 mod steps;
 mod templates;
 mod test_case;
+mod url;
 mod workflows;
 
 use std::collections::HashMap;
@@ -38,7 +39,7 @@ use serde_json::Value;
 
 use self::session::{Session, Sessions};
 use crate::api::{Api, ToolError};
-use crate::serve::SharedGuard;
+use crate::serve::guard::SharedGuard;
 use opcode_runtime::store::EventStore;
 use opcode_runtime::vault::Vault;
 

@@ -7,7 +7,7 @@ use opcode_vm::codes;
 use serde_json::Value;
 
 use super::args::Args;
-use super::query::{counted, workflow_filter};
+use super::listing::{counted, workflow_filter};
 use super::{Api, ToolError};
 
 /// One page of test cases and how many runs match: the run

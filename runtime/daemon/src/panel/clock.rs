@@ -192,7 +192,7 @@ pub fn duration(ms: u64) -> String {
 
 /// The header's toggle between the browser's zone and UTC.
 pub fn toggle(clock: &Clock, back: &str) -> Markup {
-    let back = super::layout::encode(back);
+    let back = super::url::encode(back);
     html! {
         span.zone {
             "Times: " strong { (clock.zone_name()) }

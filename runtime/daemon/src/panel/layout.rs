@@ -3,7 +3,6 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::Value;
 
 use super::{Fields, Panel};
@@ -111,17 +110,7 @@ pub(crate) fn json_value(value: &Value) -> Markup {
     html! { pre.json { (serde_json::to_string_pretty(value).unwrap_or_default()) } }
 }
 
-/// What [`encode`] escapes: all but RFC 3986's unreserved characters.
-const ESCAPED: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'~');
-
-/// `text` as one URL path segment or query value.
-pub(crate) fn encode(text: &str) -> String {
-    utf8_percent_encode(text, ESCAPED).to_string()
-}
+pub(crate) use super::url::encode;
 
 /// Ids longer than this show shortened.
 const SHORT_ID: usize = 12;
