@@ -1,8 +1,9 @@
 //! Group commit on PostgreSQL: commits that arrive while the lanes are
 //! busy are written together, in one transaction, and every statement of
-//! a transaction — `BEGIN`, each commit's checks and changes, its notice,
-//! `COMMIT` — is sent at once: one round trip for the whole group (a
-//! second only on a connection that has not prepared them yet).
+//! a transaction — `BEGIN`, each commit's checks and changes, `COMMIT`,
+//! then the commits' notices — is sent at once: one round trip for the
+//! whole group (a second only on a connection that has not prepared them
+//! yet).
 //!
 //! A group is all or nothing: when any of its commits is refused (or any
 //! statement fails), nothing of it is kept, and each commit is written
