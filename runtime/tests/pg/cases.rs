@@ -1,5 +1,6 @@
 //! What only the PostgreSQL store does: migrating once for daemons that
-//! start together, `sslmode`, and notices other processes hear.
+//! start together, an upgrade from the previous schema, `sslmode`, and
+//! notices other processes hear.
 
 use std::time::Duration;
 
@@ -91,4 +92,69 @@ fn every_commit_is_announced_to_the_other_stores() {
             assert!(ids.insert(workflow_id.clone()), "{workflow_id} heard twice");
         }
     });
+}
+
+/// A database written at schema 4 (before commits raised their refusals)
+/// upgrades when a newer build connects: its runs read back, and commits
+/// to them land or are refused as before.
+#[test]
+fn a_schema_4_database_upgrades_and_its_runs_carry_on() {
+    use opcode_runtime::store::postgres::PostgresStore;
+    use opcode_runtime::store::{Commit, RunLog as _, StoreError};
+    let Some(url) = fresh_database() else {
+        return;
+    };
+    block_on(async {
+        let store = PostgresStore::connect(&url).await.unwrap();
+        store
+            .commit(created_held("old", "me", Duration::from_mins(1)))
+            .await
+            .unwrap();
+    });
+    // Back to schema 4: what a database written by the previous build holds.
+    let psql = |sql: &str| {
+        let out = std::process::Command::new("psql")
+            .args([url.as_str(), "-Atc", sql])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    psql(
+        "DROP FUNCTION opcode_refuse(text, text, bigint); DELETE FROM schema_version WHERE version = 5",
+    );
+    assert_eq!(psql("SELECT max(version) FROM schema_version"), "4");
+    block_on(async {
+        let store = PostgresStore::connect(&url).await.unwrap();
+        let row = store.workflow("old").await.unwrap().unwrap();
+        assert_eq!((row.status, row.last_seq), (WorkflowStatus::Active, 2));
+        let next = |after_seq| Commit {
+            workflow_id: "old".into(),
+            after_seq,
+            entries: vec![crate::entry(2)],
+            ..Commit::default()
+        };
+        store.commit(next(2)).await.unwrap();
+        let stale = store.commit(next(2)).await;
+        assert!(
+            matches!(
+                stale,
+                Err(StoreError::Conflict {
+                    expected: 2,
+                    actual: 3,
+                    ..
+                })
+            ),
+            "{stale:?}"
+        );
+    });
+    let latest = opcode_runtime::store::postgres::SCHEMA_VERSION;
+    assert_eq!(
+        psql("SELECT max(version) FROM schema_version"),
+        latest.to_string()
+    );
 }
