@@ -491,11 +491,13 @@ impl Lowerer<'_> {
                         &config.pointer_of(&member.key),
                         "over",
                     );
-                    // `over` is CEL: a lone `${{…}}` is written bare.
-                    let bare = member.value.as_str().and_then(|text| {
-                        let inner = text.trim().strip_prefix("${{")?.strip_suffix("}}")?;
-                        (!inner.contains("${{")).then(|| inner.trim().to_owned())
-                    });
+                    // `over` is CEL: interpolation is rewritten as the
+                    // expression it reads (as E0030's fix does).
+                    let bare = member
+                        .value
+                        .as_str()
+                        .filter(|text| !crate::syntax::template::is_plain(text))
+                        .and_then(crate::check::cel::rewrite_interpolation);
                     if let Some(bare) = bare {
                         fix.message = format!("rename `{}` to `over`, written as CEL", member.key);
                         fix.edits.push(crate::diagnostics::TextEdit {
