@@ -235,6 +235,19 @@ impl Fix {
     }
 }
 
+/// The text to delete to remove item `i` of a comma-separated list whose
+/// items span `items` (array entries, object members): the item with the
+/// separator before it, or for the first the separator after it; `None`
+/// for a lone item (the list's own brackets are the caller's to handle).
+pub(crate) fn item_removal(items: &[Span], i: usize) -> Option<Span> {
+    let this = items[i];
+    match (i.checked_sub(1).map(|p| items[p]), items.get(i + 1)) {
+        (Some(previous), _) => Some(Span::new(previous.end as usize, this.end as usize)),
+        (None, Some(next)) => Some(Span::new(this.start as usize, next.start as usize)),
+        (None, None) => None,
+    }
+}
+
 /// Applies the text edits of every diagnostic's fix to `src`, skipping a fix
 /// that overlaps one already taken. Returns the new text and how many fixes
 /// were applied.

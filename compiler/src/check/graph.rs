@@ -52,11 +52,11 @@ fn remove_entry(deps: &[crate::ast::Spanned<String>], i: usize, src: &str) -> Fi
     let in_array = src
         .get(..this.start as usize)
         .is_some_and(|before| before.trim_end().ends_with(['[', ',']));
-    let (span, replacement) = match (i.checked_sub(1).map(|p| deps[p].span), deps.get(i + 1)) {
-        (Some(previous), _) => (Span::new(previous.end as usize, this.end as usize), ""),
-        (None, Some(next)) => (Span::new(this.start as usize, next.span.start as usize), ""),
-        (None, None) if in_array => (this, ""),
-        (None, None) => (this, "[]"),
+    let spans: Vec<Span> = deps.iter().map(|d| d.span).collect();
+    let (span, replacement) = match crate::diagnostics::item_removal(&spans, i) {
+        Some(span) => (span, ""),
+        None if in_array => (this, ""),
+        None => (this, "[]"),
     };
     Fix::replace("remove this entry", span, replacement, None)
 }

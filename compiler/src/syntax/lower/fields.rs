@@ -6,6 +6,7 @@ use crate::ast::{Json, Millis, Spanned};
 use crate::diagnostics::codes::{E0010, E0014, E0015, E0017, W0001};
 use crate::diagnostics::{Diagnostic, Fix, PatchOp, did_you_mean as suggestion};
 use crate::duration::parse_millis;
+use crate::source::Span;
 use crate::syntax::node::{Member, Node, NodeKind};
 
 /// The members of an object being lowered, with its JSON Pointer.
@@ -18,6 +19,19 @@ impl<'n, 's> Fields<'n, 's> {
     /// The member named `key`.
     pub(crate) fn get(&self, key: &str) -> Option<&'n Member<'s>> {
         self.members.iter().find(|m| m.key == key)
+    }
+
+    /// Where each member is written, key to value, in order.
+    pub(crate) fn member_spans(&self) -> Vec<Span> {
+        self.members
+            .iter()
+            .map(|m| Span::new(m.key_span.start as usize, m.value.span.end as usize))
+            .collect()
+    }
+
+    /// The index of member `key`.
+    pub(crate) fn index_of(&self, key: &str) -> Option<usize> {
+        self.members.iter().position(|m| m.key == key)
     }
 
     /// The pointer of member `key`.

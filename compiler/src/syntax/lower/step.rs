@@ -378,8 +378,9 @@ impl Lowerer<'_> {
             insert,
             None,
         );
+        let removed = fields.index_of("params")?;
         fix.edits.push(crate::diagnostics::TextEdit {
-            span: member_removal(src, params)?,
+            span: crate::diagnostics::item_removal(&fields.member_spans(), removed)?,
             replacement: String::new(),
         });
         fix.patch = patch;
@@ -763,22 +764,4 @@ impl Lowerer<'_> {
                 .filter(|f| !f.value.is_empty()),
         }))
     }
-}
-
-/// The text to delete to remove `member` from its object: the member and
-/// the comma after it (or, for the last member, the comma before it).
-fn member_removal(src: &str, member: &crate::syntax::node::Member<'_>) -> Option<Span> {
-    let start = member.key_span.start as usize;
-    let end = member.value.span.end as usize;
-    let after = src.get(end..)?;
-    let gap = after.len() - after.trim_start().len();
-    if after.trim_start().starts_with(',') {
-        let rest = &after[gap + 1..];
-        let space = rest.len() - rest.trim_start().len();
-        return Some(Span::new(start, end + gap + 1 + space));
-    }
-    let before = src.get(..start)?.trim_end();
-    before
-        .ends_with(',')
-        .then(|| Span::new(before.len() - 1, end))
 }
