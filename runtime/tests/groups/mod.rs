@@ -1,7 +1,7 @@
 //! Commits sent together, on every backend: each gets its own answer, and
 //! a refused one leaves the others intact.
 
-use opcode_runtime::store::{Commit, Fence, StepRow, StepStatus, StoreError};
+use opcode_runtime::store::{Commit, Fence, NewEntry, StepRow, StepStatus, StoreError};
 
 use super::{block_on, create, entry, stores};
 
@@ -123,6 +123,56 @@ fn commits_sent_together_each_get_their_own_answer() {
                     _ => 3,
                 };
                 assert_eq!(row.last_seq, want, "{name}: w{i}");
+            }
+        });
+    }
+}
+
+/// A commit is all or nothing whichever of its writes the database
+/// refuses, on a store's first commits as on later ones (a PostgreSQL
+/// statement prepared late once ran after `COMMIT`): here a text the
+/// database may refuse (a NUL) in an entry, then in a step row.
+#[test]
+fn a_commit_a_write_of_which_fails_leaves_nothing() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            store.commit(create("w")).await.unwrap();
+            let poisoned = [
+                Commit {
+                    workflow_id: "w".into(),
+                    after_seq: 2,
+                    entries: vec![NewEntry {
+                        payload: "{\"text\":\"a\u{0}b\"}".into(),
+                        ..entry(2)
+                    }],
+                    ..Commit::default()
+                },
+                Commit {
+                    workflow_id: "w".into(),
+                    after_seq: 2,
+                    entries: vec![entry(2)],
+                    steps: vec![StepRow {
+                        step_id: "s".into(),
+                        status: StepStatus::Completed,
+                        output: Some("a\u{0}b".into()),
+                        ..StepRow::default()
+                    }],
+                    ..Commit::default()
+                },
+            ];
+            for commit in poisoned {
+                let before = store.workflow("w").await.unwrap().unwrap().last_seq;
+                let written = store.commit(commit).await;
+                let row = store.workflow("w").await.unwrap().unwrap();
+                let entries = store.entries("w", 0, false).await.unwrap();
+                match written {
+                    Ok(()) => assert_eq!(entries.len() as u64, row.last_seq, "{name}"),
+                    Err(_) => {
+                        assert_eq!(row.last_seq, before, "{name}: the sequence moved");
+                        assert_eq!(entries.len() as u64, before, "{name}: entries kept");
+                        assert!(store.steps("w").await.unwrap().is_empty(), "{name}");
+                    }
+                }
             }
         });
     }
