@@ -165,13 +165,12 @@ fn a_commit_a_write_of_which_fails_leaves_nothing() {
                 let written = store.commit(commit).await;
                 let row = store.workflow("w").await.unwrap().unwrap();
                 let entries = store.entries("w", 0, false).await.unwrap();
-                match written {
-                    Ok(()) => assert_eq!(entries.len() as u64, row.last_seq, "{name}"),
-                    Err(_) => {
-                        assert_eq!(row.last_seq, before, "{name}: the sequence moved");
-                        assert_eq!(entries.len() as u64, before, "{name}: entries kept");
-                        assert!(store.steps("w").await.unwrap().is_empty(), "{name}");
-                    }
+                if written.is_ok() {
+                    assert_eq!(entries.len() as u64, row.last_seq, "{name}");
+                } else {
+                    assert_eq!(row.last_seq, before, "{name}: the sequence moved");
+                    assert_eq!(entries.len() as u64, before, "{name}: entries kept");
+                    assert!(store.steps("w").await.unwrap().is_empty(), "{name}");
                 }
             }
         });
