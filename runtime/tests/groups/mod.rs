@@ -1,9 +1,11 @@
 //! Commits sent together, on every backend: each gets its own answer, and
 //! a refused one leaves the others intact.
 
-use opcode_runtime::store::{Commit, Fence, NewEntry, StepRow, StepStatus, StoreError};
+use opcode_runtime::store::{
+    Commit, Fence, NewEntry, StepRow, StepStatus, StoreError, TemplateDraft,
+};
 
-use super::{block_on, create, entry, stores};
+use super::{at, block_on, create, entry, stores};
 
 #[test]
 fn a_failed_commit_in_a_batch_leaves_the_others_intact() {
@@ -58,6 +60,26 @@ fn commits_sent_together_each_get_their_own_answer() {
             let created =
                 futures::future::join_all((0..40).map(|i| store.commit(create(&format!("w{i}")))));
             assert!(created.await.iter().all(Result::is_ok), "{name}");
+            // Template `t` at version 2: a run made from version 1 taken for
+            // the latest is refused as outdated.
+            let draft = TemplateDraft {
+                name: "t".into(),
+                definition: "{}".into(),
+                triggers: "{}".into(),
+                at: at(0),
+                ..TemplateDraft::default()
+            };
+            store.define_template(draft.clone()).await.unwrap();
+            store.define_template(draft).await.unwrap();
+            let outdated = |id: &str| {
+                let mut commit = create(id);
+                if let Some(new) = commit.create.as_mut() {
+                    new.template_name = Some("t".into());
+                    new.template_version = Some(1);
+                    new.template_latest = true;
+                }
+                commit
+            };
             let advance = |i: u32, after_seq: u64| Commit {
                 workflow_id: format!("w{i}"),
                 after_seq,
@@ -78,6 +100,7 @@ fn commits_sent_together_each_get_their_own_answer() {
                         },
                         "bad_create",
                     ),
+                    1 if i > 1 => (outdated(&format!("o{i}")), "outdated"),
                     _ => (advance(i, 2), "ok"),
                 };
                 commits.push(commit);
@@ -109,17 +132,22 @@ fn commits_sent_together_each_get_their_own_answer() {
                         ..
                     }) => "bad_create",
                     Err(StoreError::Exists(_)) => "exists",
+                    Err(StoreError::Outdated(_)) => "outdated",
                     Err(StoreError::NotFound(_)) => "not_found",
                     Err(StoreError::Fenced(_)) => "fenced",
                     Err(e) => panic!("{name}: commit {i}: {e}"),
                 };
                 assert_eq!(got, want, "{name}: commit {i}");
             }
+            for i in (1..40).step_by(10).skip(1) {
+                let id = format!("o{i}");
+                assert!(store.workflow(&id).await.unwrap().is_none(), "{name}: {id}");
+            }
             for i in 0..40 {
                 let row = store.workflow(&format!("w{i}")).await.unwrap().unwrap();
                 let want = match i {
                     1 => 4,
-                    _ if matches!(i % 10, 3 | 5 | 7 | 9) => 2,
+                    _ if matches!(i % 10, 3 | 5 | 7 | 9) || i % 10 == 1 => 2,
                     _ => 3,
                 };
                 assert_eq!(row.last_seq, want, "{name}: w{i}");
