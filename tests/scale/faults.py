@@ -47,12 +47,23 @@ def psql(url, sql):
     return [line.split("\t") for line in out.splitlines() if line]
 
 
+def tail_of(path, lines=20):
+    """The last lines of a log file, headed by its path ("" when it is missing)."""
+    if not os.path.exists(path):
+        return ""
+    with open(path, errors="replace") as log:
+        return f"--- {path}\n" + "".join(log.readlines()[-lines:])
+
+
 class Scale:
     def __init__(self, binary, root):
         self.binary, self.root = binary, root
         self.cluster = f"{root}/pg"
-        admin = subprocess.run([CLUSTER, "start", self.cluster], check=True, capture_output=True,
-                               text=True).stdout.strip()
+        started = subprocess.run([CLUSTER, "start", self.cluster], capture_output=True, text=True)
+        if started.returncode != 0:
+            sys.exit(f"the PostgreSQL cluster did not start: {started.stderr.strip()}\n"
+                     + tail_of(f"{self.cluster}/initdb.log") + tail_of(f"{self.cluster}/server.log"))
+        admin = started.stdout.strip()
         psql(admin, "CREATE DATABASE opcode")
         self.url = admin.rsplit("/", 1)[0] + "/opcode"
         self.ledger = f"{root}/ledger"

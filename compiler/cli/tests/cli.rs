@@ -21,13 +21,32 @@ fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// Writes `content` to a fresh temporary file and returns its path.
-fn temp_file(name: &str, content: &[u8]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("opcodec-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
+/// A file in a temporary directory of its own, removed with it when dropped.
+struct TempFile {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl std::ops::Deref for TempFile {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for TempFile {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Writes `content` to a fresh temporary file named `name`.
+fn temp_file(name: &str, content: &[u8]) -> TempFile {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
     std::fs::write(&path, content).unwrap();
-    path
+    TempFile { _dir: dir, path }
 }
 
 fn json_diagnostics(path: &Path) -> (i32, Vec<serde_json::Value>) {
@@ -292,8 +311,7 @@ fn compile_disasm_and_meaning_hash() {
         "formatting does not change the meaning"
     );
 
-    let out =
-        std::env::temp_dir().join(format!("opcodec-cli-{}/approval.opcb", std::process::id()));
+    let out = temp_file("approval.opcb", b"");
     let compiled = opcodec(&[
         "compile",
         "examples/approval-chain/workflow.json",
