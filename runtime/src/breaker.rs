@@ -1,8 +1,9 @@
-//! Circuit breakers, one per action name, shared by every workflow of the
-//! process: after `threshold` counted failures in a row an action is
-//! refused (R0127) for `cooldown`; then up to `half_open_probes` calls are
-//! let through, and the first outcome decides: success closes the breaker,
-//! failure opens it again. A probe whose outcome does not count (a
+//! Circuit breakers, one per target (spec/breakers.md, "Targets": an HTTP
+//! origin, a plugin's server, a delegated agent's settings entry), shared
+//! by every workflow of the engine: after `threshold` counted failures in a
+//! row calls to the target are refused (R0127) for `cooldown`; then up to
+//! `half_open_probes` calls are let through, and the first outcome decides:
+//! success closes the breaker, failure opens it again. A probe whose outcome does not count (a
 //! validation error, a cancelled call) gives its slot back, so a breaker
 //! never stays half-open. Each change of state is returned as a
 //! [`Transition`], which the executor writes to the log of the workflow
@@ -37,11 +38,13 @@ impl Default for BreakerSettings {
     }
 }
 
-/// The `breakers` settings: `default`, and any action name.
+/// The `breakers` settings: `default`, and blocks named by a target
+/// (`https://api.github.com`, `plugin:github`, `agent:coder`) or by an
+/// action name (every target its calls reach).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BreakerConfig {
     default: BreakerSettings,
-    actions: HashMap<String, BreakerSettings>,
+    named: HashMap<String, BreakerSettings>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -53,8 +56,9 @@ struct Block {
 }
 
 impl BreakerConfig {
-    /// Parses `{"default": {...}, "http.get": {...}}` (each block has
-    /// `threshold`, `cooldown` such as `30s`, `half_open_probes`).
+    /// Parses `{"default": {...}, "https://api.github.com": {...},
+    /// "http.get": {...}}` (each block has `threshold`, `cooldown` such as
+    /// `30s`, `half_open_probes`).
     pub fn parse(value: Option<&Value>) -> Result<BreakerConfig, String> {
         let Some(value) = value.filter(|v| !v.is_null()) else {
             return Ok(BreakerConfig::default());
@@ -80,15 +84,21 @@ impl BreakerConfig {
             Some(block) => apply(BreakerSettings::default(), "default", block)?,
             None => BreakerSettings::default(),
         };
-        let mut actions = HashMap::new();
+        let mut named = HashMap::new();
         for (name, block) in blocks.iter().filter(|(n, _)| *n != "default") {
-            actions.insert(name.clone(), apply(default, name, block)?);
+            named.insert(name.clone(), apply(default, name, block)?);
         }
-        Ok(BreakerConfig { default, actions })
+        Ok(BreakerConfig { default, named })
     }
 
-    fn of(&self, action: &str) -> BreakerSettings {
-        self.actions.get(action).copied().unwrap_or(self.default)
+    /// The settings of the breaker guarding `target` for a call of
+    /// `action`: the target's block, else the action's, else `default`.
+    fn of(&self, target: &str, action: &str) -> BreakerSettings {
+        self.named
+            .get(target)
+            .or_else(|| self.named.get(action))
+            .copied()
+            .unwrap_or(self.default)
     }
 }
 
@@ -97,7 +107,8 @@ impl BreakerConfig {
 pub struct Transition {
     /// `circuit_opened`, `circuit_half_open` or `circuit_closed`.
     pub event_type: &'static str,
-    /// Its payload: `action`, and `failures` and `cooldown_ms` when opened.
+    /// Its payload: `target`, the `action` whose call caused it, and
+    /// `failures` and `cooldown_ms` when opened.
     pub payload: Value,
 }
 
@@ -117,7 +128,8 @@ pub enum Outcome {
     Failure,
     /// Neither: validation errors, assertions, `workflow.fail`, refused paths,
     /// a call cancelled before it ended, a worktree busy with another
-    /// writer (R0132: the target is fine, it is taken).
+    /// writer (R0132: the target is fine, it is taken), an answer the
+    /// target gave on purpose (an HTTP 4xx, a plugin tool's own error).
     Neutral,
 }
 
@@ -131,13 +143,16 @@ impl Outcome {
             {
                 Outcome::Neutral
             }
-            Err(e) if e.retryable || e.code == opcode_vm::codes::R0100.id => Outcome::Failure,
+            Err(e) if e.retryable => Outcome::Failure,
+            Err(e) if e.code == opcode_vm::codes::R0100.id && e.kind != "NON_RETRYABLE" => {
+                Outcome::Failure
+            }
             Err(_) => Outcome::Neutral,
         }
     }
 }
 
-/// Every breaker of a process.
+/// Every breaker of an engine, by target.
 #[derive(Debug, Default)]
 pub struct Breakers {
     config: BreakerConfig,
@@ -149,6 +164,7 @@ pub struct Breakers {
 #[derive(Debug)]
 pub struct Ticket {
     breakers: Arc<Breakers>,
+    target: String,
     action: String,
     probe: bool,
     done: bool,
@@ -163,16 +179,18 @@ impl Breakers {
         }
     }
 
-    /// Lets a call of `action` through (with the transition that made it
-    /// a probe, if any), or refuses it with R0127.
+    /// Lets a call of `action` to `target` through (with the transition
+    /// that made it a probe, if any), or refuses it with R0127.
     pub fn admit(
         self: &Arc<Self>,
+        target: &str,
         action: &str,
         now_ms: u64,
     ) -> Result<(Ticket, Option<Transition>), ActionError> {
-        let settings = self.config.of(action);
+        let settings = self.config.of(target, action);
         let ticket = |probe| Ticket {
             breakers: self.clone(),
+            target: target.to_owned(),
             action: action.to_owned(),
             probe,
             done: false,
@@ -182,7 +200,7 @@ impl Breakers {
         }
         let mut states = self.states.lock().unwrap_or_else(PoisonError::into_inner);
         let state = states
-            .entry(action.to_owned())
+            .entry(target.to_owned())
             .or_insert(State::Closed { failures: 0 });
         match *state {
             State::Closed { .. } => Ok((ticket(false), None)),
@@ -190,7 +208,11 @@ impl Breakers {
                 *state = State::HalfOpen { probes: 1 };
                 let change = Transition {
                     event_type: "circuit_half_open",
-                    payload: json!({"action": action, "probes": settings.half_open_probes}),
+                    payload: json!({
+                        "target": target,
+                        "action": action,
+                        "probes": settings.half_open_probes,
+                    }),
                 };
                 Ok((ticket(true), Some(change)))
             }
@@ -199,26 +221,24 @@ impl Breakers {
                 Ok((ticket(true), None))
             }
             State::Open { until_ms, failures } => {
-                Err(refusal(action, "open", failures, until_ms - now_ms))
+                Err(refusal(target, action, "open", failures, until_ms - now_ms))
             }
-            State::HalfOpen { .. } => Err(refusal(action, "half_open", settings.threshold, 0)),
+            State::HalfOpen { .. } => {
+                Err(refusal(target, action, "half_open", settings.threshold, 0))
+            }
         }
     }
 
-    fn settle(
-        &self,
-        action: &str,
-        probe: bool,
-        outcome: Outcome,
-        now_ms: u64,
-    ) -> Option<Transition> {
-        let settings = self.config.of(action);
+    fn settle(&self, ticket: &Ticket, outcome: Outcome, now_ms: u64) -> Option<Transition> {
+        let (target, action, probe) =
+            (ticket.target.as_str(), ticket.action.as_str(), ticket.probe);
+        let settings = self.config.of(target, action);
         if settings.threshold == 0 {
             return None;
         }
         let mut states = self.states.lock().unwrap_or_else(PoisonError::into_inner);
         let state = states
-            .entry(action.to_owned())
+            .entry(target.to_owned())
             .or_insert(State::Closed { failures: 0 });
         let open = |failures| {
             (
@@ -229,6 +249,7 @@ impl Breakers {
                 Some(Transition {
                     event_type: "circuit_opened",
                     payload: json!({
+                        "target": target,
                         "action": action,
                         "failures": failures,
                         "cooldown_ms": settings.cooldown.as_millis() as u64,
@@ -241,7 +262,7 @@ impl Breakers {
                 State::Closed { failures: 0 },
                 Some(Transition {
                     event_type: "circuit_closed",
-                    payload: json!({"action": action}),
+                    payload: json!({"target": target, "action": action}),
                 }),
             ),
             (State::HalfOpen { .. }, Outcome::Failure) if probe => open(settings.threshold),
@@ -274,28 +295,36 @@ impl Ticket {
     /// Records how the call went; the transition it caused, if any.
     pub fn finish(mut self, outcome: Outcome, now_ms: u64) -> Option<Transition> {
         self.done = true;
-        self.breakers
-            .settle(&self.action, self.probe, outcome, now_ms)
+        self.breakers.settle(&self, outcome, now_ms)
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
         if !self.done {
-            self.breakers
-                .settle(&self.action, self.probe, Outcome::Neutral, 0);
+            self.breakers.settle(self, Outcome::Neutral, 0);
         }
     }
 }
 
-fn refusal(action: &str, state: &str, failures: u32, remaining_ms: u64) -> ActionError {
+fn refusal(
+    target: &str,
+    action: &str,
+    state: &str,
+    failures: u32,
+    remaining_ms: u64,
+) -> ActionError {
     ActionError::new(
         opcode_vm::codes::R0127,
         "CIRCUIT_OPEN",
-        format!("the circuit breaker of `{action}` is {state} after {failures} failures in a row; retry in {remaining_ms}ms"),
+        format!(
+            "the circuit breaker guarding `{target}` is {state} after {failures} failures in a \
+             row of calls to it; this `{action}` call is refused; retry in {remaining_ms}ms"
+        ),
         true,
     )
     .with_details(json!({
+        "target": target,
         "action": action,
         "state": state,
         "consecutive_failures": failures,
@@ -307,6 +336,8 @@ fn refusal(action: &str, state: &str, failures: u32, remaining_ms: u64) -> Actio
 mod tests {
     use super::*;
 
+    const DOWN: &str = "https://down.test";
+
     fn breakers(threshold: u32, probes: u32) -> Arc<Breakers> {
         let config = BreakerConfig::parse(Some(&json!({
             "x.y": {"threshold": threshold, "cooldown": "1s", "half_open_probes": probes}
@@ -316,7 +347,7 @@ mod tests {
     }
 
     fn run(b: &Arc<Breakers>, now: u64, outcome: Outcome) -> Result<Vec<&'static str>, String> {
-        let (ticket, first) = b.admit("x.y", now).map_err(|e| e.code)?;
+        let (ticket, first) = b.admit(DOWN, "x.y", now).map_err(|e| e.code)?;
         let second = ticket.finish(outcome, now);
         Ok(first
             .into_iter()
@@ -347,12 +378,45 @@ mod tests {
     fn a_neutral_or_cancelled_probe_gives_its_slot_back() {
         let b = breakers(1, 1);
         assert_eq!(run(&b, 0, Outcome::Failure), Ok(vec!["circuit_opened"]));
-        let (probe, change) = b.admit("x.y", 1000).unwrap();
+        let (probe, change) = b.admit(DOWN, "x.y", 1000).unwrap();
         assert_eq!(change.unwrap().event_type, "circuit_half_open");
-        assert!(b.admit("x.y", 1000).is_err(), "one probe at a time");
+        assert!(b.admit(DOWN, "x.y", 1000).is_err(), "one probe at a time");
         drop(probe);
         assert_eq!(run(&b, 1001, Outcome::Neutral), Ok(vec![]));
         assert_eq!(run(&b, 1002, Outcome::Success), Ok(vec!["circuit_closed"]));
+    }
+
+    #[test]
+    fn a_target_that_fails_refuses_only_calls_to_itself() {
+        let b = breakers(2, 1);
+        assert_eq!(run(&b, 0, Outcome::Failure), Ok(vec![]));
+        assert_eq!(run(&b, 1, Outcome::Failure), Ok(vec!["circuit_opened"]));
+        let refused = b.admit(DOWN, "x.z", 2).unwrap_err();
+        assert_eq!(
+            refused.details.unwrap()["target"],
+            DOWN,
+            "every action's call to it"
+        );
+        let (ticket, change) = b.admit("https://up.test", "x.y", 2).unwrap();
+        assert_eq!(change, None);
+        assert_eq!(
+            ticket.finish(Outcome::Success, 2),
+            None,
+            "another target is untouched"
+        );
+    }
+
+    #[test]
+    fn a_target_block_comes_before_its_action_block() {
+        let config = BreakerConfig::parse(Some(&json!({
+            "default": {"threshold": 9},
+            "http.get": {"threshold": 3},
+            "plugin:github": {"threshold": 1, "cooldown": "2s"},
+        })))
+        .unwrap();
+        assert_eq!(config.of("plugin:github", "http.get").threshold, 1);
+        assert_eq!(config.of("https://a.test", "http.get").threshold, 3);
+        assert_eq!(config.of("https://a.test", "http.post").threshold, 9);
     }
 
     #[test]
@@ -366,6 +430,12 @@ mod tests {
             Outcome::Neutral
         );
         assert_eq!(Outcome::of(&Ok(Value::Null)), Outcome::Success);
+        let not_found = ActionError::new(opcode_vm::codes::R0100, "NON_RETRYABLE", "404", false);
+        assert_eq!(
+            Outcome::of(&Err(not_found)),
+            Outcome::Neutral,
+            "a 4xx answer"
+        );
         let busy = ActionError::new(opcode_vm::codes::R0132, "WORKTREE_BUSY", "taken", true);
         assert_eq!(Outcome::of(&Err(busy)), Outcome::Neutral, "a busy worktree");
         assert!(BreakerConfig::parse(Some(&json!({"x": {"treshold": 1}}))).is_err());

@@ -510,6 +510,24 @@ impl Actions {
         &self.base_dir
     }
 
+    /// What a call of `action` with `params` depends on outside this
+    /// machine, which its circuit breaker guards (`crate::targets`): an
+    /// HTTP origin, a plugin's server, a delegated agent's settings entry;
+    /// `None` for work on this machine alone.
+    pub fn target(&self, action: &str, params: &Value) -> Option<String> {
+        let plugin = self
+            .external
+            .as_ref()
+            .filter(|e| e.handles(action))
+            .map(|_| action.split_once('.').map_or(action, |(plugin, _)| plugin));
+        crate::targets::target_of(action, params, plugin, |name| {
+            self.agents
+                .entry(name)
+                .ok()
+                .map(|(entry, _)| entry.to_owned())
+        })
+    }
+
     /// Does `action` only wait for other runs? Such calls hold no worker
     /// slot, so parents waiting for their children never starve them.
     pub fn only_waits(action: &str) -> bool {

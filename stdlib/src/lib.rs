@@ -32,6 +32,8 @@ pub mod limits;
 pub mod redact;
 #[cfg(feature = "runtime")]
 pub mod report;
+#[cfg(feature = "runtime")]
+pub mod targets;
 
 use opcode_vm::catalog::{ActionSpec, Catalog};
 

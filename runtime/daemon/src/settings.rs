@@ -109,8 +109,9 @@ pub struct Settings {
     /// only; see spec/isolation.md). Isolation is on unless `enabled: false`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub isolation: Option<serde_json::Value>,
-    /// Circuit breakers: `{"default": {...}, "<action>": {...}}` with
-    /// `threshold`, `cooldown`, `half_open_probes` (file only).
+    /// Circuit breakers, one per target: `{"default": {...}, "<target or
+    /// action>": {...}}` with `threshold`, `cooldown`, `half_open_probes`
+    /// (file only; spec/breakers.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub breakers: Option<serde_json::Value>,
     /// MCP servers whose tools become actions: `[{name, command, args, env}]`

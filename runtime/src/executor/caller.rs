@@ -146,15 +146,18 @@ impl Caller {
         if let Err(e) = self.ensure_workspace(&call) {
             return Finished::alone(Err(e));
         }
-        if call.action.starts_with("workflow.") {
+        // Only a call to something outside this machine has a breaker
+        // (spec/breakers.md, "Targets"): a command's or a child run's own
+        // failure never refuses another run's calls.
+        let Some(target) = self.actions.target(&call.action, &call.params) else {
             let _slot = match slot {
                 Some(slot) => Some(slot),
                 None if Actions::only_waits(&call.action) => None,
                 None => self.permits.clone().acquire_owned().await.ok(),
             };
             return Finished::alone(self.timed(&call).await);
-        }
-        match self.breakers.admit(&call.action, now_ms()) {
+        };
+        match self.breakers.admit(&target, &call.action, now_ms()) {
             Ok((ticket, opened)) => {
                 let mut breaker_changes: Vec<Transition> = opened.into_iter().collect();
                 let _slot = match slot {

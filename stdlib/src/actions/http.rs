@@ -14,7 +14,7 @@ fn with_common(b: super::spec::Builder) -> super::spec::Builder {
         .opt("follow_redirects", Ty::Bool, "follow 3xx responses (default true)")
         .opt("max_redirects", Ty::Int, "most redirects to follow (default 10)")
         .opt("tls_skip_verify", Ty::Bool, "accept any TLS certificate (default false)")
-        .opt("fail_on_error_status", Ty::Bool, "fail on status >= 400 (default false: the status is data)")
+        .opt("fail_on_error_status", Ty::Bool, "fail on status >= 400 (default false: the status is data); 5xx, 408 and 429 are retryable, other 4xx not")
 }
 
 /// The HTTP response as a step output.
@@ -194,7 +194,9 @@ pub async fn run(
     });
     if call.flag("fail_on_error_status", false) && status.as_u16() >= 400 {
         let message = format!("{url_text} answered {status}");
-        let error = if status.is_client_error() {
+        // A 4xx is the target's answer to this request (it is up), except
+        // a timeout (408) or too many requests (429): those may pass.
+        let error = if status.is_client_error() && !matches!(status.as_u16(), 408 | 429) {
             ActionError::new(opcode_vm::codes::R0100, "NON_RETRYABLE", message, false)
         } else {
             ActionError::execution(message)
