@@ -152,6 +152,10 @@ impl Outcome {
     }
 }
 
+/// Targets with a state kept at most (a closed breaker with no failure
+/// counted keeps none); past it, closed breakers' counts are forgotten.
+const TARGETS_KEPT: usize = 10_000;
+
 /// Every breaker of an engine, by target.
 #[derive(Debug, Default)]
 pub struct Breakers {
@@ -199,9 +203,10 @@ impl Breakers {
             return Ok((ticket(false), None));
         }
         let mut states = self.states.lock().unwrap_or_else(PoisonError::into_inner);
-        let state = states
-            .entry(target.to_owned())
-            .or_insert(State::Closed { failures: 0 });
+        // A target with no state is closed with no failure counted.
+        let Some(state) = states.get_mut(target) else {
+            return Ok((ticket(false), None));
+        };
         match *state {
             State::Closed { .. } => Ok((ticket(false), None)),
             State::Open { until_ms, .. } if now_ms >= until_ms => {
@@ -238,8 +243,9 @@ impl Breakers {
         }
         let mut states = self.states.lock().unwrap_or_else(PoisonError::into_inner);
         let state = states
-            .entry(target.to_owned())
-            .or_insert(State::Closed { failures: 0 });
+            .get(target)
+            .copied()
+            .unwrap_or(State::Closed { failures: 0 });
         let open = |failures| {
             (
                 State::Open {
@@ -257,7 +263,7 @@ impl Breakers {
                 }),
             )
         };
-        let (next, change) = match (*state, outcome) {
+        let (next, change) = match (state, outcome) {
             (State::HalfOpen { .. }, Outcome::Success) if probe => (
                 State::Closed { failures: 0 },
                 Some(Transition {
@@ -286,7 +292,16 @@ impl Breakers {
             ),
             (other, _) => (other, None),
         };
-        *state = next;
+        if next == (State::Closed { failures: 0 }) {
+            states.remove(target);
+        } else {
+            if states.len() >= TARGETS_KEPT && !states.contains_key(target) {
+                // Failures counted on closed breakers are forgotten first:
+                // targets are as many as the hosts workflows name.
+                states.retain(|_, kept| !matches!(kept, State::Closed { .. }));
+            }
+            states.insert(target.to_owned(), next);
+        }
         change
     }
 }
@@ -404,6 +419,26 @@ mod tests {
             None,
             "another target is untouched"
         );
+    }
+
+    #[test]
+    fn targets_without_trouble_keep_no_state() {
+        let b = breakers(3, 1);
+        for host in 0..20_000 {
+            let target = format!("https://h{host}.test");
+            let (ticket, _) = b.admit(&target, "x.y", 0).unwrap();
+            let outcome = if host % 2 == 0 {
+                Outcome::Success
+            } else {
+                Outcome::Failure
+            };
+            ticket.finish(outcome, 0);
+        }
+        let kept = b.states.lock().unwrap().len();
+        assert!(kept <= TARGETS_KEPT, "{kept} states kept");
+        assert_eq!(run(&b, 1, Outcome::Failure), Ok(vec![]));
+        assert_eq!(run(&b, 2, Outcome::Failure), Ok(vec![]));
+        assert_eq!(run(&b, 3, Outcome::Failure), Ok(vec!["circuit_opened"]));
     }
 
     #[test]
