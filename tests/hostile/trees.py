@@ -135,6 +135,42 @@ def killed_while_growing(expect, binary, home, d):
     return d
 
 
+def serves_while_recovering(expect, binary):
+    """Killed -9 with 1,500 runs of a tree active, the daemon answers at once
+    after its restart, while it is still resuming them."""
+    with tempfile.TemporaryDirectory() as home:
+        d = daemon(binary, home, {"limits": {"run_tree": 3000}})
+        try:
+            define(d, "grows", [{"id": "left", "action": "workflow.run", "condition": "true",
+                                 "params": {"template_name": "grows"}},
+                                {"id": "right", "action": "workflow.run", "condition": "true",
+                                 "params": {"template_name": "grows"}}])
+            call(d, "opcode.run", {"template_name": "grows", "wait": False})
+            total = lambda: call(d, "opcode.query", {"resource": "workflows", "limit": 1})["total"]  # noqa: E731
+            grown = within(lambda: total() >= 1500, 120)
+            expect.that(grown, "the tree did not grow to 1,500 runs")
+            d.kill()
+            before = os.path.getsize(f"{home}/daemon.log")
+
+            def resumed():
+                with open(f"{home}/daemon.log") as log:
+                    log.seek(before)
+                    return "resumed interrupted workflows" in log.read()
+            began = time.monotonic()
+            d = daemon(binary, home, {"limits": {"run_tree": 3000}}, port=d.port)
+            answered = within(lambda: get(d, "/livez")[0] == 200 and total() > 0, 60)
+            took = time.monotonic() - began
+            print(f"  answering {took:.1f} s after the kill")
+            expect.that(answered and not resumed(),
+                        f"the daemon answered only after resuming its runs ({took:.1f} s)")
+            resumed = within(resumed, 300)
+            expect.that(resumed, "the runs were not resumed")
+        finally:
+            if d.process.poll() is None:
+                d.terminate()
+    expect.section("killed -9 with a large tree active: answering at once, resuming it meanwhile")
+
+
 def main(binary):
     expect = Expectations()
     with tempfile.TemporaryDirectory() as home:
@@ -150,6 +186,7 @@ def main(binary):
                 d.terminate()
         expect.that(os.stat(f"{home}/opcode.db").st_mode & 0o777 == 0o600, "the database is not 0600")
         expect.section("the database was created 0600")
+    serves_while_recovering(expect, binary)
     expect.done()
 
 

@@ -355,13 +355,10 @@ impl Surroundings<'_> {
         )
         .await;
         let background = exec.background();
-        match exec.recover().await {
-            Ok(resumed) if !resumed.is_empty() => {
-                tracing::info!(tenant = name.as_deref(), count = resumed.len(), workflows = ?resumed, "resumed interrupted workflows");
-            }
-            Ok(_) => {}
-            Err(e) => tracing::error!(tenant = name.as_deref(), error = %e, "recovery failed"),
-        }
+        // Recovery runs beside serving: a start after a crash with thousands
+        // of runs to resume answers at once, and a call naming a run not
+        // yet resumed loads it itself.
+        tokio::spawn(recover(exec.clone(), name.clone(), self.shutdown.clone()));
         if let Some(endpoint) = &self.settings.otel_endpoint {
             match opcode_daemon::otel::start(&exec, endpoint, self.shutdown.clone()) {
                 Ok(()) => tracing::info!(tenant = name.as_deref(), %endpoint, "exporting traces"),
@@ -412,6 +409,23 @@ impl Surroundings<'_> {
             routes,
             _background: background,
         })
+    }
+}
+
+/// Resumes the runs a dead process left (`Executor::recover`), until done
+/// or until the daemon begins to stop.
+async fn recover(exec: Executor, tenant: Option<String>, shutdown: CancellationToken) {
+    let began = std::time::Instant::now();
+    tokio::select! {
+        () = shutdown.cancelled() => {}
+        recovered = exec.recover() => match recovered {
+            Ok(resumed) if !resumed.is_empty() => {
+                let took_ms = began.elapsed().as_millis() as u64;
+                tracing::info!(tenant = tenant.as_deref(), count = resumed.len(), took_ms, workflows = ?resumed, "resumed interrupted workflows");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::error!(tenant = tenant.as_deref(), error = %e, "recovery failed"),
+        },
     }
 }
 
