@@ -49,6 +49,37 @@ BROKEN = {"name": "broken", "agent_id": "bot-1",
           "definition": {"steps": [{"id": "a", "action": "http.gett", "params": {"url": "x"}}]}}
 
 
+# A definition sent as JSON text, as an agent writes it (its own layout,
+# not ASCII only), with two mistakes that each have a fix.
+BROKEN_TEXT = """{
+  "steps": [
+    {"id": "fetch", "action": "http.fetch", "params": {"url": "https://example.com/é"}},
+    {"id": "say", "action": "workflow.log", "depends_on": ["fech"], "params": {"message": "done"}}
+  ]
+}"""
+
+
+async def text_definition_fixes(client, transport):
+    """A JSON-text definition's diagnostics are said in that text: positions
+    in it, edits that apply to it, patches on the definition it holds."""
+    error = error_of(await client.call_tool("opcode.define", {"name": "text", "definition": BROKEN_TEXT}))
+    diagnostics = [d for d in error["details"]["diagnostics"] if d["severity"] == "error"]
+    check(len(diagnostics) == 2 and all(d["file"] == "definition.json" for d in diagnostics),
+          f"{transport}: text diagnostics {diagnostics}")
+    lines = BROKEN_TEXT.split("\n")
+    for d in diagnostics:
+        shown = lines[d["line"] - 1][d["column"] - 1:]
+        check(shown.startswith(('"http.fetch"', '"fech"')), f"{transport}: {d['code']} at {shown!r}")
+    fixes = [d["fix"] for d in diagnostics]
+    check(all(f.get("edits") and f.get("patch") for f in fixes), f"{transport}: text fixes {fixes}")
+    edited = BROKEN_TEXT.encode()
+    for edit in sorted((e for f in fixes for e in f["edits"]), key=lambda e: e["start"], reverse=True):
+        edited = edited[:edit["start"]] + edit["replacement"].encode() + edited[edit["end"]:]
+    data(await client.call_tool("opcode.define", {"name": "text-edited", "definition": edited.decode()}))
+    patched = jsonpatch.apply_patch(json.loads(BROKEN_TEXT), [op for f in fixes for op in f["patch"]])
+    data(await client.call_tool("opcode.define", {"name": "text-patched", "definition": json.dumps(patched)}))
+
+
 def check(condition, what):
     if not condition:
         raise AssertionError(what)
@@ -125,6 +156,7 @@ async def scenario(client, transport):
     repaired = jsonpatch.apply_patch(BROKEN, [op for f in fixes for op in f["patch"]])
     repaired["name"] = f"repaired-{transport}"
     data(await client.call_tool("opcode.define", repaired))
+    await text_definition_fixes(client, transport)
 
     run = data(await client.call_tool("opcode.run", {"template_name": "review", "agent_id": "bot-1",
                                                      "params": {"who": transport}}))

@@ -7,6 +7,7 @@ mod args;
 mod define;
 mod deliver;
 mod diagram;
+mod embedded;
 mod listing;
 mod outputs;
 mod pruned;

@@ -8,6 +8,7 @@ use opcode_vm::codes;
 use serde_json::{Map, Value, json};
 
 use super::args::Args;
+use super::embedded::Embedded;
 use super::{Api, ToolError, ToolResult};
 use opcode_runtime::schedule::{Missed, Schedule};
 use opcode_runtime::store::{ScheduleRow, TemplateDraft};
@@ -43,17 +44,25 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
             wrapper.insert(key.into(), value.clone());
         }
     }
+    // A definition sent as JSON text is compiled as the caller wrote it,
+    // inside the wrapper, so its diagnostics can be said in that text.
+    let (text, embedded) = if let Some(Value::String(json_text)) = args.get("definition") {
+        let (text, embedded) = Embedded::wrap(&wrapper, json_text);
+        (text, Some(embedded))
+    } else {
+        let mut whole = wrapper.clone();
+        whole.insert("definition".into(), definition.clone());
+        let text = serde_json::to_string_pretty(&whole).unwrap_or_default();
+        (text, None)
+    };
     wrapper.insert("definition".into(), definition);
     let wrapper = Value::Object(wrapper);
-    let text = serde_json::to_string_pretty(&wrapper).unwrap_or_default();
     let (program, diagnostics) = compile(api, &text, agent_id).await?;
-    // The text is ours, not the caller's: its fixes go as RFC 6902
-    // patches on the arguments it sent (`/definition/…`), without text
-    // edits at offsets it never saw (spec/mcp.md, `opcode.define`).
+    let for_caller = |rendered| for_caller(rendered, embedded.as_ref());
     let rendered = checked(program.is_some(), diagnostics, FILE, &text)
-        .map(without_edits)
+        .map(for_caller)
         .map_err(|mut e| {
-            e.details = e.details.map(without_edits);
+            e.details = e.details.map(for_caller);
             e
         })?;
     if let Some(program) = program {
@@ -194,13 +203,21 @@ async fn compile(
     .map_err(|e| ToolError::new(codes::R0123, format!("the compiler stopped: {e}")))
 }
 
-/// Diagnostics (an array, or an object holding `diagnostics`) with their
-/// fixes' text edits left out, and a fix with no patch left out whole.
-fn without_edits(mut rendered: Value) -> Value {
+/// Diagnostics (an array, or an object holding `diagnostics`) as the
+/// caller can use them. A definition sent as JSON text has them said in
+/// that text (`embedded`). Otherwise the text compiled is ours, not the
+/// caller's: fixes go as RFC 6902 patches on the arguments it sent
+/// (`/definition/…`), without text edits at offsets it never saw, and a
+/// fix with no patch is left out whole (spec/mcp.md, `opcode.define`).
+fn for_caller(mut rendered: Value, embedded: Option<&Embedded>) -> Value {
     let list = match rendered.get_mut("diagnostics") {
         Some(list) => list,
         None => &mut rendered,
     };
+    if let Some(embedded) = embedded {
+        *list = embedded.relocate(list.take());
+        return rendered;
+    }
     for diagnostic in list.as_array_mut().into_iter().flatten() {
         let Some(members) = diagnostic.as_object_mut() else {
             continue;
