@@ -32,11 +32,18 @@ pub fn known(name: &str) -> bool {
         return known;
     }
     let known = known_in(ENGINE.get_or_init(|| Arc::new(env())), name);
-    seen.lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(name.to_owned(), known);
+    let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+    // Names come from what agents write: the memo starts over rather than
+    // grow with every name ever seen.
+    if seen.len() >= NAMES_KEPT {
+        seen.clear();
+    }
+    seen.insert(name.to_owned(), known);
     known
 }
+
+/// Function names whose answer [`known`] keeps at most.
+const NAMES_KEPT: usize = 4096;
 
 /// Does `engine` know `name`? Called bare and on a receiver, an unknown
 /// name is an undeclared reference both ways; a known one fails otherwise
