@@ -28,7 +28,7 @@ from raw import Session  # noqa: E402
 API = "sk-agent-" + secrets.token_hex(8)
 
 SANDBOX_USER = 65534
-TEMPLATES = ["scout", "worker", "pair", "budget", "runner", "oc", "broken", "ask", "secret", "slow", "session", "chat", "delegated-change"]
+TEMPLATES = ["scout", "worker", "pair", "budget", "runner", "oc", "broken", "ask", "secret", "slow", "session", "chat", "delegated-change", "fill-home"]
 
 
 def world(nonce):
@@ -277,6 +277,16 @@ def main(binary):
                 expect.that(broken["status"] == "failed" and "exited with code 3" in error.get("message", "")
                             and "crashing as told" in error.get("message", ""), f"broken agent: {error}")
                 expect.section("an agent that dies without a report fails its step, with its stderr")
+
+                fill = step("fill", "scout", ["run dd if=/dev/zero of=$HOME/big bs=1M count=300", "sleep 3",
+                                              "say filled"], repo)
+                filled = run(daemon, "fill-home", [{**fill, "isolation": {"disk": "64MiB"}}])
+                error = filled["steps"]["fill"].get("error") or {}
+                details = error.get("details") or {}
+                expect.that(filled["status"] == "failed" and error.get("code") == "R0130"
+                            and details.get("limit") == "disk" and "home" in str(details.get("place")),
+                            f"an agent filling its home: {json.dumps(filled)[:1500]}")
+                expect.section("an agent writing past isolation.disk into its own home is stopped (R0130, disk)")
 
                 ask = run(daemon, "ask", [step("asks", "worker", ["ask delete build/", "say asked"], repo,
                                                permissions="deny")])
