@@ -9,7 +9,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use opcode_compiler::Compiler;
 use opcode_stdlib::cel::CelHost;
 use opcode_vm::effect::Effect;
-use opcode_vm::event::{Event, RunMeta};
+use opcode_vm::event::Event;
 use opcode_vm::host::{Host, Vars};
 use opcode_vm::{Plan, RunStatus, Vm};
 use serde_json::{Value, json};
@@ -31,7 +31,7 @@ fn run(plan: &Arc<Plan>, host: &dyn Host) -> RunStatus {
     let mut queue: Vec<u64> = Vec::with_capacity(64);
     let start = Event::Started {
         inputs: Value::Null,
-        meta: RunMeta::default(),
+        meta: Box::default(),
         secrets: Vec::new(),
     };
     vm.apply_into(1, &start, host, &mut effects)

@@ -470,6 +470,7 @@ impl Inner {
             session_id: request.session_id.clone(),
             max_loop_iterations: Some(self.config.limits.loop_iterations),
             max_step_instances: Some(self.config.limits.step_instances),
+            max_output_bytes: Some(self.config.limits.run_outputs),
             rerun_of: request.rerun.as_ref().map(|(of, _)| of.clone()),
             carried: request
                 .rerun
@@ -505,7 +506,7 @@ impl Inner {
         let started = Incoming::external(
             Event::Started {
                 inputs: request.inputs,
-                meta,
+                meta: Box::new(meta),
                 secrets: request.secrets,
             },
             Some(reply),

@@ -35,6 +35,8 @@ pub struct Block {
     pub map_items: Option<u64>,
     /// Bytes of one action's output (as JSON).
     pub output_bytes: Option<Size>,
+    /// Bytes of all the action outputs one run takes in (as JSON).
+    pub run_outputs: Option<Size>,
     /// Recoveries a run may end the daemon in before it is quarantined.
     pub recoveries: Option<u32>,
     /// Open Streamable HTTP sessions.
@@ -66,6 +68,8 @@ pub struct Limits {
     pub map_items: u64,
     /// Bytes of one action's output.
     pub output_bytes: u64,
+    /// Bytes of all the action outputs one run takes in.
+    pub run_outputs: u64,
     /// Recoveries before a run is quarantined.
     pub recoveries: u32,
     /// Open Streamable HTTP sessions.
@@ -87,6 +91,7 @@ impl Default for Limits {
             run_tree: 10_000,
             map_items: 10_000,
             output_bytes: 64 << 20,
+            run_outputs: opcode_vm::limits::RUN_OUTPUT_BYTES,
             recoveries: 3,
             sessions: 1000,
             session_idle: Duration::from_mins(30),
@@ -121,6 +126,7 @@ impl Limits {
             run_tree: block.run_tree.unwrap_or(base.run_tree).max(1),
             map_items: block.map_items.unwrap_or(base.map_items),
             output_bytes: block.output_bytes.map_or(base.output_bytes, |s| s.0),
+            run_outputs: block.run_outputs.map_or(base.run_outputs, |s| s.0),
             recoveries: block.recoveries.unwrap_or(base.recoveries).max(1),
             sessions: block.sessions.unwrap_or(base.sessions).max(1),
             session_idle,
@@ -128,34 +134,7 @@ impl Limits {
     }
 }
 
-/// About how many bytes `value` takes as JSON (strings unescaped), without
-/// writing it out; stops counting past `stop`.
-pub fn json_bytes(value: &Value, stop: u64) -> u64 {
-    let mut total = 0u64;
-    let mut stack = vec![value];
-    while let Some(value) = stack.pop() {
-        total = total.saturating_add(match value {
-            Value::String(s) => s.len() as u64 + 2,
-            Value::Array(items) => {
-                stack.extend(items);
-                2 + items.len() as u64
-            }
-            Value::Object(map) => {
-                for (key, item) in map {
-                    total = total.saturating_add(key.len() as u64 + 4);
-                    stack.push(item);
-                }
-                2
-            }
-            Value::Number(_) => 8,
-            Value::Bool(_) | Value::Null => 5,
-        });
-        if total > stop {
-            break;
-        }
-    }
-    total
-}
+pub use opcode_vm::limits::json_bytes;
 
 #[cfg(test)]
 mod tests {

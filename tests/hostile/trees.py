@@ -135,6 +135,27 @@ def killed_while_growing(expect, binary, home, d):
     return d
 
 
+def output_budget(expect, binary):
+    """A run taking in output after output is stopped at its budget of
+    output bytes (limits.run_outputs), however its steps are sized."""
+    with tempfile.TemporaryDirectory() as home:
+        d = daemon(binary, home, {"limits": {"run_outputs": "8MiB"}})
+        try:
+            megabyte = "head -c 1000000 /dev/zero | tr '\\0' x"
+            define(d, "hoard", [{"id": "each", "type": "loop", "config": {"over": "inputs.rows", "body": [
+                {"id": "fill", "action": "shell.exec", "params": {"command": "sh", "args": ["-c", megabyte]}}]}}],
+                   input_schema={"type": "object", "properties": {"rows": {"type": "array"}}})
+            result = call(d, "opcode.run", {"template_name": "hoard", "params": {"rows": list(range(30))}},
+                          timeout=300)
+            text = json.dumps(result)
+            expect.that(result.get("status") == "failed" and "run_outputs" in text,
+                        f"30 outputs of 1 MB under an 8 MiB budget: {text[:600]}")
+            expect.that(rss_mb(d) < 600, f"the daemon's RSS is {rss_mb(d)} MB")
+        finally:
+            d.terminate()
+    expect.section("outputs past a run's budget (limits.run_outputs) fail the run with R0130; the daemon stays small")
+
+
 def serves_while_recovering(expect, binary):
     """Killed -9 with 1,500 runs of a tree active, the daemon answers at once
     after its restart, while it is still resuming them."""
@@ -186,6 +207,7 @@ def main(binary):
                 d.terminate()
         expect.that(os.stat(f"{home}/opcode.db").st_mode & 0o777 == 0o600, "the database is not 0600")
         expect.section("the database was created 0600")
+    output_budget(expect, binary)
     serves_while_recovering(expect, binary)
     expect.done()
 

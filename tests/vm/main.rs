@@ -4,6 +4,7 @@
 //! versioning.
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code may panic
 
+mod budgets;
 mod sim;
 
 use opcode_vm::effect::{Effect, TimerPurpose};

@@ -64,7 +64,7 @@ impl Sim {
         };
         sim.apply(Event::Started {
             inputs,
-            meta,
+            meta: Box::new(meta),
             secrets: Vec::new(),
         })
         .expect("start");

@@ -63,6 +63,10 @@ pub struct RunMeta {
     /// [`crate::limits::STEP_INSTANCES`]); fixed when the run starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_step_instances: Option<u64>,
+    /// Bytes of JSON the run's action outputs may add up to (default
+    /// [`crate::limits::RUN_OUTPUT_BYTES`]); fixed when the run starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_bytes: Option<u64>,
     /// The conversation the run belongs to: delegated agents' steps of
     /// runs in one session get its earlier turns (spec/agents.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -167,8 +171,8 @@ pub enum Event {
     Started {
         /// The run's inputs.
         inputs: Value,
-        /// Facts about the run.
-        meta: RunMeta,
+        /// Facts about the run (boxed: the largest of the events).
+        meta: Box<RunMeta>,
         /// Where, in the inputs, a parent passed secrets: each such string
         /// holds the secret's reference (`${{secrets.NAME}}`), and an
         /// action parameter that reads it is resolved at dispatch.

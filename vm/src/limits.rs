@@ -10,6 +10,8 @@
 //! depth, so a text within it cannot overflow the stack however the parser
 //! builds its tree.
 
+use serde_json::Value;
+
 /// The fewest model steps a delegated agent's budget may give (the last
 /// 20%, at least two, are kept for its report; spec/agents.md).
 pub const AGENT_MIN_STEPS: i64 = 4;
@@ -56,6 +58,40 @@ pub const LOOP_ITERATIONS: u64 = 100_000;
 /// nest, unless the run says ([`crate::event::RunMeta::max_step_instances`]):
 /// a loop at [`LOOP_ITERATIONS`] with a one-step body fits.
 pub const STEP_INSTANCES: u64 = 100_000;
+
+/// Bytes of JSON the action outputs of one run may add up to, unless the
+/// run says ([`crate::event::RunMeta::max_output_bytes`]): what its log and
+/// its state hold of them.
+pub const RUN_OUTPUT_BYTES: u64 = 256 << 20;
+
+/// About how many bytes `value` takes as JSON (strings unescaped), without
+/// writing it out; stops counting past `stop`.
+pub fn json_bytes(value: &Value, stop: u64) -> u64 {
+    let mut total = 0u64;
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        total = total.saturating_add(match value {
+            Value::String(s) => s.len() as u64 + 2,
+            Value::Array(items) => {
+                stack.extend(items);
+                2 + items.len() as u64
+            }
+            Value::Object(map) => {
+                for (key, item) in map {
+                    total = total.saturating_add(key.len() as u64 + 4);
+                    stack.push(item);
+                }
+                2
+            }
+            Value::Number(_) => 8,
+            Value::Bool(_) | Value::Null => 5,
+        });
+        if total > stop {
+            break;
+        }
+    }
+    total
+}
 
 /// R0130 for a run-time bound: `limit` names it, `value` is what was
 /// asked, `max` the bound.

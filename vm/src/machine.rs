@@ -73,6 +73,9 @@ pub struct Vm {
     /// Signals nobody waited for yet.
     mailbox: VecDeque<(String, Value)>,
     next_id: u64,
+    /// Bytes of JSON of the action outputs the run has taken in, bounded
+    /// by [`RunMeta::max_output_bytes`].
+    output_bytes: u64,
     phase: Phase,
     run_timer: Option<TimerId>,
     /// Suspended by the deadline: no step starts until [`Event::Resume`].
@@ -105,6 +108,7 @@ impl Vm {
             waiters: Vec::new(),
             mailbox: VecDeque::new(),
             next_id: 1,
+            output_bytes: 0,
             phase: Phase::Steps,
             run_timer: None,
             halted: false,

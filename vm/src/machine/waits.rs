@@ -32,6 +32,11 @@ impl Vm {
         }
         match result {
             Ok(output) => {
+                if let Err(error) = self.take_in(output) {
+                    self.set_wait(&key, Wait::Nothing);
+                    self.fail_attempt(&key, error, host);
+                    return;
+                }
                 if flight.dispatch.action == "workflow.context" {
                     self.update_context(&flight.dispatch.params);
                 }
@@ -42,6 +47,29 @@ impl Vm {
                 self.fail_attempt(&key, error.clone(), host);
             }
         }
+    }
+
+    /// Counts `output` against the run's budget of output bytes
+    /// ([`RunMeta::max_output_bytes`](crate::event::RunMeta)): R0130
+    /// (`run_outputs`) when taking it in would pass the budget; it is then
+    /// not kept, and the attempt fails.
+    fn take_in(&mut self, output: &Value) -> Result<(), ActionError> {
+        let max = self
+            .meta
+            .max_output_bytes
+            .unwrap_or(crate::limits::RUN_OUTPUT_BYTES);
+        let room = max.saturating_sub(self.output_bytes);
+        let bytes = crate::limits::json_bytes(output, room);
+        if bytes > room {
+            let total = self.output_bytes.saturating_add(bytes);
+            let message = format!(
+                "the run's action outputs would hold over {max} bytes (limits.run_outputs); \
+                 this output is not kept"
+            );
+            return Err(crate::limits::exceeded("run_outputs", total, max, message));
+        }
+        self.output_bytes += bytes;
+        Ok(())
     }
 
     /// `workflow.context` with `action: update` merges `data` into the
