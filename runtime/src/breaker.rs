@@ -3,11 +3,11 @@
 //! by every workflow of the engine: after `threshold` counted failures in a
 //! row calls to the target are refused (R0127) for `cooldown`; then up to
 //! `half_open_probes` calls are let through, and the first outcome decides:
-//! success closes the breaker, failure opens it again. A probe whose outcome does not count (a
-//! validation error, a cancelled call) gives its slot back, so a breaker
-//! never stays half-open. Each change of state is returned as a
-//! [`Transition`], which the executor writes to the log of the workflow
-//! whose call caused it.
+//! success closes the breaker, failure opens it again. A probe whose
+//! outcome does not count (a validation error, a cancelled call) gives its
+//! slot back, so a breaker never stays half-open. Each change of state is
+//! returned as a [`Transition`], which the executor writes to the log of
+//! the workflow whose call caused it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
