@@ -29,6 +29,7 @@ mod quarantine;
 mod round;
 mod run;
 mod services;
+mod slots;
 mod stand_in;
 mod step_rows;
 mod tree;
@@ -47,7 +48,7 @@ use crate::breaker::Breakers;
 use opcode_vm::event::{Event, RunMeta};
 use opcode_vm::{Program, Vm};
 use serde_json::Value;
-use tokio::sync::{Notify, Semaphore, broadcast, mpsc, oneshot};
+use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 
 pub use self::background::Background;
 pub use self::ceiling::CeilingCheck;
@@ -94,7 +95,7 @@ pub(crate) struct Inner {
     secrets: Arc<dyn Secrets>,
     services: Arc<dyn opcode_stdlib::exec::Services>,
     runs: Mutex<HashMap<String, mpsc::UnboundedSender<Msg>>>,
-    permits: Arc<Semaphore>,
+    slots: Arc<slots::Slots>,
     breakers: Arc<Breakers>,
     changes: broadcast::Sender<Change>,
     emitted: broadcast::Sender<Emitted>,
@@ -126,7 +127,7 @@ impl Executor {
             let (emitted, _) = broadcast::channel(1024);
             let (appended, _) = broadcast::channel(1024);
             Inner {
-                permits: Arc::new(Semaphore::new(config.max_actions.max(1))),
+                slots: slots::Slots::new(config.max_actions),
                 breakers: Arc::new(Breakers::new(config.breakers.clone())),
                 store,
                 config,
@@ -329,6 +330,12 @@ impl Executor {
         &self.inner.config.agents
     }
 
+    /// Action calls waiting for a worker slot (given out by their runs'
+    /// priority, then by age).
+    pub fn calls_waiting(&self) -> usize {
+        self.inner.slots.waiting()
+    }
+
     /// Ids of the workflows loaded in this process.
     pub fn loaded(&self) -> Vec<String> {
         let mut ids: Vec<String> = self.inner.runs().keys().cloned().collect();
@@ -471,6 +478,7 @@ impl Inner {
             max_loop_iterations: Some(self.config.limits.loop_iterations),
             max_step_instances: Some(self.config.limits.step_instances),
             max_output_bytes: Some(self.config.limits.run_outputs),
+            priority: request.priority,
             rerun_of: request.rerun.as_ref().map(|(of, _)| of.clone()),
             carried: request
                 .rerun

@@ -47,6 +47,8 @@ pub struct Call {
     pub workspace: Option<PathBuf>,
     /// The session the run belongs to (spec/agents.md, "Sessions").
     pub session: Option<String>,
+    /// The run's priority (0 first, 9 last), which runs it starts inherit.
+    pub priority: Option<u8>,
     /// The action's full name.
     pub action: String,
     /// Parameters, secrets resolved.
@@ -106,6 +108,7 @@ impl Call {
             template: None,
             workspace: None,
             session: None,
+            priority: None,
             action: dispatch.action.clone(),
             params,
             scope: dispatch.scope.clone(),

@@ -63,6 +63,10 @@ pub struct RunMeta {
     /// [`crate::limits::STEP_INSTANCES`]); fixed when the run starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_step_instances: Option<u64>,
+    /// Its priority, 0 (first) to 9 (last); default
+    /// [`crate::limits::PRIORITY`] (spec/flow-control.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
     /// Bytes of JSON the run's action outputs may add up to (default
     /// [`crate::limits::RUN_OUTPUT_BYTES`]); fixed when the run starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -79,6 +83,15 @@ pub struct RunMeta {
     /// instead of running again.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub carried: BTreeMap<String, Value>,
+}
+
+impl RunMeta {
+    /// The run's priority (0 first, 9 last).
+    pub fn priority(&self) -> u8 {
+        self.priority
+            .unwrap_or(crate::limits::PRIORITY)
+            .min(crate::limits::PRIORITY_LAST)
+    }
 }
 
 /// A question an action in flight asks ([`Event::ActionAsked`]).

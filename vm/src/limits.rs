@@ -59,6 +59,12 @@ pub const LOOP_ITERATIONS: u64 = 100_000;
 /// a loop at [`LOOP_ITERATIONS`] with a one-step body fits.
 pub const STEP_INSTANCES: u64 = 100_000;
 
+/// A run's priority unless it says ([`crate::event::RunMeta::priority`]):
+/// the middle of 0 (first) to [`PRIORITY_LAST`].
+pub const PRIORITY: u8 = 5;
+/// The last priority: 9.
+pub const PRIORITY_LAST: u8 = 9;
+
 /// Bytes of JSON the action outputs of one run may add up to, unless the
 /// run says ([`crate::event::RunMeta::max_output_bytes`]): what its log and
 /// its state hold of them.

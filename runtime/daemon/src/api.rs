@@ -131,6 +131,8 @@ pub struct Api {
     templates: Arc<templates::TemplateCache>,
     inline_limit: usize,
     elicit_decisions: bool,
+    /// The highest priority (lowest number) `opcode.run` may ask for.
+    priority_highest: u8,
     tools: tokio::sync::broadcast::Sender<()>,
     stopping: Stopping,
     hook_failures: Arc<crate::serve::throttle::Throttle>,
@@ -159,6 +161,7 @@ impl Api {
             templates: Arc::default(),
             inline_limit: DEFAULT_INLINE_LIMIT,
             elicit_decisions: false,
+            priority_highest: opcode_vm::limits::PRIORITY,
             tools: tokio::sync::broadcast::channel(16).0,
             stopping: Stopping::default(),
             hook_failures: Arc::default(),
@@ -224,6 +227,12 @@ impl Api {
     #[must_use]
     pub fn with_elicit_decisions(mut self, on: bool) -> Api {
         self.elicit_decisions = on;
+        self
+    }
+
+    /// Lets `opcode.run` ask for priorities down to `highest` (0 first).
+    pub fn with_priority_highest(mut self, highest: u8) -> Api {
+        self.priority_highest = highest.min(opcode_vm::limits::PRIORITY_LAST);
         self
     }
 

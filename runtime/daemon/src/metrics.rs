@@ -34,6 +34,7 @@ pub struct Metrics {
     timers_due: IntGauge,
     oldest_runnable: Gauge,
     leases: IntGaugeVec,
+    calls_waiting: IntGauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -124,6 +125,10 @@ impl Metrics {
                 "How long the oldest runnable run or due timer has waited.",
             )
             .unwrap_or_else(|e| unreachable!("{e}")),
+            calls_waiting: int_gauge(
+                "opcode_calls_waiting",
+                "Action calls waiting for a worker slot (given out by run priority, then age).",
+            ),
             leases: gauge(
                 "opcode_leases_held",
                 "Live run leases, by owning process (host:pid:start).",
@@ -145,6 +150,7 @@ impl Metrics {
             Box::new(metrics.timers_due.clone()),
             Box::new(metrics.oldest_runnable.clone()),
             Box::new(metrics.leases.clone()),
+            Box::new(metrics.calls_waiting.clone()),
             Box::new(prometheus::process_collector::ProcessCollector::for_self()),
         ];
         for collector in collectors {
@@ -156,6 +162,11 @@ impl Metrics {
 
     fn finish(&self, status: &str) {
         self.finished.with_label_values(&[status]).inc();
+    }
+
+    /// How many action calls wait for a worker slot now.
+    pub fn calls_waiting(&self, count: usize) {
+        self.calls_waiting.set(count as i64);
     }
 
     /// A request was refused for its token (`wrong_token`, `throttled`).

@@ -167,6 +167,7 @@ async fn session_ended(request: axum::extract::Request, next: axum::middleware::
 
 /// `GET /metrics`.
 async fn metrics(State(api): State<Api>) -> Response {
+    api.metrics().calls_waiting(api.executor().calls_waiting());
     match api
         .metrics()
         .render(api.executor().store().as_ref(), &api.plugins_report())

@@ -141,6 +141,11 @@ pub struct Settings {
     /// an orchestrator's probes; `OPCODE_OPEN_PROBES`; default false).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub open_probes: Option<bool>,
+    /// The highest priority (lowest number, 0 to 9) an `opcode.run` may
+    /// ask for; lower priorities (larger numbers) are always allowed
+    /// (file only; default 5, the default priority: spec/flow-control.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority_highest: Option<u8>,
     /// The delegated agents `agent.*` steps run: `{name: {command,
     /// protocol, …}}` (file only; spec/agents.md).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -204,6 +209,7 @@ impl Settings {
                 .map(|v| matches!(v.as_str(), "true" | "1" | "yes" | "on")),
             open_probes: get("OPCODE_OPEN_PROBES")
                 .map(|v| matches!(v.as_str(), "true" | "1" | "yes" | "on")),
+            priority_highest: None,
             agents: None,
             tenants: None,
             retention: None,
@@ -235,6 +241,7 @@ impl Settings {
             inline_limit: over.inline_limit.or(self.inline_limit),
             elicit_decisions: over.elicit_decisions.or(self.elicit_decisions),
             open_probes: over.open_probes.or(self.open_probes),
+            priority_highest: over.priority_highest.or(self.priority_highest),
             agents: over.agents.or(self.agents),
             tenants: over.tenants.or(self.tenants),
             retention: over.retention.or(self.retention),

@@ -10,8 +10,8 @@ use opcode_stdlib::redact::Revealed;
 use opcode_vm::effect::Dispatch;
 use opcode_vm::error::ActionError;
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::slots::{Slot, Slots};
 use super::stand_in::{Answer, StandIn};
 use super::{Inner, Observer};
 use crate::breaker::{Breakers, Outcome, Transition};
@@ -21,7 +21,7 @@ use crate::workspace::Workspaces;
 /// What a run's action calls need.
 pub struct Caller {
     actions: Arc<Actions>,
-    permits: Arc<Semaphore>,
+    slots: Arc<Slots>,
     secrets: Arc<dyn Secrets>,
     breakers: Arc<Breakers>,
     observer: Option<Arc<dyn Observer>>,
@@ -47,6 +47,8 @@ pub struct Who<'a> {
     pub session: Option<&'a str>,
     /// Every secret the run may reveal.
     pub secrets: &'a [String],
+    /// The run's priority: 0 first, 9 last (spec/flow-control.md).
+    pub priority: u8,
 }
 
 /// An action's result, and the breaker changes the call caused.
@@ -62,7 +64,7 @@ impl Caller {
     pub fn new(inner: &Inner, actions: Arc<Actions>) -> Caller {
         Caller {
             actions,
-            permits: inner.permits.clone(),
+            slots: inner.slots.clone(),
             secrets: inner.secrets.clone(),
             breakers: inner.breakers.clone(),
             observer: inner.observer.get().cloned(),
@@ -99,19 +101,14 @@ impl Caller {
         self.actions.reads_only(&dispatch.action)
     }
 
-    /// A worker slot, if one is free now.
-    pub fn free_slot(&self) -> Option<OwnedSemaphorePermit> {
-        self.permits.clone().try_acquire_owned().ok()
+    /// A worker slot, if one is free now and no call waits for one.
+    pub fn free_slot(&self) -> Option<Slot> {
+        self.slots.try_take()
     }
 
     /// Runs `dispatch`, holding `slot` if given, otherwise a slot it waits
     /// for (none for calls that only wait for other runs).
-    pub async fn call(
-        &self,
-        dispatch: &Dispatch,
-        who: &Who<'_>,
-        slot: Option<OwnedSemaphorePermit>,
-    ) -> Finished {
+    pub async fn call(&self, dispatch: &Dispatch, who: &Who<'_>, slot: Option<Slot>) -> Finished {
         if let Some(stand_in) = &self.stand_in {
             match stand_in.answer(who.run_id, dispatch) {
                 Answer::Call => {}
@@ -143,6 +140,7 @@ impl Caller {
         call.template = who.template.map(str::to_owned);
         call.workspace = who.workspace.map(std::path::Path::to_path_buf);
         call.session = who.session.map(str::to_owned);
+        call.priority = Some(who.priority);
         if let Err(e) = self.ensure_workspace(&call) {
             return Finished::alone(Err(e));
         }
@@ -153,7 +151,7 @@ impl Caller {
             let _slot = match slot {
                 Some(slot) => Some(slot),
                 None if Actions::only_waits(&call.action) => None,
-                None => self.permits.clone().acquire_owned().await.ok(),
+                None => Some(self.slots.take(who.priority).await),
             };
             return Finished::alone(self.timed(&call).await);
         };
@@ -162,7 +160,7 @@ impl Caller {
                 let mut breaker_changes: Vec<Transition> = opened.into_iter().collect();
                 let _slot = match slot {
                     Some(slot) => Some(slot),
-                    None => self.permits.clone().acquire_owned().await.ok(),
+                    None => Some(self.slots.take(who.priority).await),
                 };
                 let result = self.timed(&call).await;
                 breaker_changes.extend(ticket.finish(Outcome::of(&result), now_ms()));

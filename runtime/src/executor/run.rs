@@ -173,6 +173,8 @@ pub struct RunFacts {
     /// Every secret it may reveal: those its program names and those its
     /// parent passed. Their values are masked in all its actions' results.
     pub secrets: Vec<String>,
+    /// Its priority: 0 first, 9 last.
+    pub priority: u8,
 }
 
 impl RunFacts {
@@ -198,6 +200,7 @@ impl RunFacts {
             child: meta.parent_id.is_some(),
             session: meta.session_id.clone(),
             secrets,
+            priority: meta.priority(),
         }
     }
 
@@ -211,6 +214,7 @@ impl RunFacts {
             workspace: self.workspace.as_deref(),
             session: self.session.as_deref(),
             secrets: &self.secrets,
+            priority: self.priority,
         }
     }
 }

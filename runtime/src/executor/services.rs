@@ -276,6 +276,7 @@ async fn start_child(
         workspace: call.workspace.clone(),
         session_id: call.session.clone(),
         secrets: child.secrets.to_vec(),
+        priority: call.priority,
         ..StartRequest::default()
     };
     match inner.start(request).await {

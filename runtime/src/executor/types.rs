@@ -180,6 +180,8 @@ pub struct StartRequest {
     /// The failed run this one re-runs from its failed step, and the
     /// outputs of that run's completed steps, kept (`crate::rerun`).
     pub rerun: Option<(String, BTreeMap<String, Value>)>,
+    /// Its priority, 0 (first) to 9 (last); `None`: its parent's, or 5.
+    pub priority: Option<u8>,
 }
 
 /// A change of a workflow's status, as broadcast to waiters.

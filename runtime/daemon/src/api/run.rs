@@ -20,6 +20,7 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
     let agent_id = args.opt_str("agent_id")?;
     let wait = args.opt_bool("wait")?.unwrap_or(true);
     let session_id = session_of(args)?;
+    let priority = priority_of(api, args)?;
     let asked = Asked::from_args(args, api.inline_limit)?;
     let given = args
         .opt_object("params")?
@@ -43,6 +44,7 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
         request.report_state = wait.then_some(detail);
         request.session_id.clone_from(&session_id);
         request.template_latest = version.is_none();
+        request.priority = priority;
         match api.exec.start(request).await {
             // Another process defined a newer version: read it and go again.
             Err(ExecError::Store(StoreError::Outdated(_))) if tries < 3 => {
@@ -82,6 +84,26 @@ fn session_of(args: &Args) -> Result<Option<String>, ToolError> {
         ));
     }
     Ok(Some(id.to_owned()))
+}
+
+/// The `priority` argument: 0 (first) to 9 (last); one above what the
+/// settings let callers ask (`priority_highest`) is refused, R0122.
+fn priority_of(api: &Api, args: &Args) -> Result<Option<u8>, ToolError> {
+    let Some(asked) = args.opt_count("priority")? else {
+        return Ok(None);
+    };
+    let (highest, last) = (api.priority_highest, opcode_vm::limits::PRIORITY_LAST);
+    if asked > u32::from(last) || asked < u32::from(highest) {
+        return Err(ToolError::new(
+            codes::R0122,
+            format!(
+                "`priority` runs from {highest} (first, the highest the settings' \
+                 `priority_highest` allows) to {last} (last), not {asked}"
+            ),
+        )
+        .with_details(json!({"argument": "priority", "highest": highest, "last": last})));
+    }
+    Ok(u8::try_from(asked).ok())
 }
 
 /// Starts a run of `template` with `given` params (validated, defaults

@@ -157,6 +157,7 @@ fn build() -> Vec<ToolSpec> {
                     "params": {"type": "object", "description": "The workflow's inputs, checked against the template's input_schema."},
                     "agent_id": agent,
                     "session_id": text("A conversation this run belongs to: delegated agents' steps of runs in one session get its earlier turns; the workflow reads it as workflow.session_id."),
+                    "priority": {"type": "integer", "minimum": 0, "maximum": 9, "description": "0 (first) to 9 (last), default 5: when action calls wait for a worker slot, those of runs with a lower number go first, then the oldest. Runs it starts inherit it. The settings' priority_highest bounds how high a caller may ask (default 5)."},
                     "wait": {"type": "boolean", "description": "Wait until the run completes, fails or suspends (default true); false returns its workflow_id at once."}
                 })),
                 "required": ["template_name"]

@@ -370,6 +370,11 @@ impl Surroundings<'_> {
             .with_plugins(plugins)
             .with_inline_limit(self.inline_limit)
             .with_elicit_decisions(self.settings.elicit_decisions.unwrap_or(false))
+            .with_priority_highest(
+                self.settings
+                    .priority_highest
+                    .unwrap_or(opcode_vm::limits::PRIORITY),
+            )
             .with_stopping(self.stopping.clone());
         tokio::spawn(opcode_daemon::scheduler::run(
             exec.clone(),
