@@ -202,6 +202,86 @@ mod tests {
     }
 
     #[test]
+    fn slots_are_never_lost_nor_doubled_however_calls_come_and_go() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        for seed in 1..=20u64 {
+            let mut state = seed;
+            let mut next = move || {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state
+            };
+            runtime().block_on(async {
+                let slots = Slots::new(3);
+                let (holders, most) =
+                    (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+                let mut tasks = Vec::new();
+                for _ in 0..40 {
+                    let (priority, patience, hold) = (next() % 10, next() % 3, next() % 3);
+                    let (slots, holders, most) = (slots.clone(), holders.clone(), most.clone());
+                    tasks.push(tokio::spawn(async move {
+                        let taking = slots.take(priority as u8);
+                        let slot = if patience == 0 {
+                            match tokio::time::timeout(Duration::from_millis(hold), taking).await {
+                                Ok(slot) => slot,
+                                Err(_) => return,
+                            }
+                        } else {
+                            taking.await
+                        };
+                        let now = holders.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(hold)).await;
+                        holders.fetch_sub(1, Ordering::SeqCst);
+                        drop(slot);
+                    }));
+                    if next() % 4 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                for task in tasks {
+                    task.await.unwrap();
+                }
+                assert!(
+                    most.load(Ordering::SeqCst) <= 3,
+                    "seed {seed}: more holders than slots"
+                );
+                assert_eq!(slots.waiting(), 0, "seed {seed}");
+                let all: Vec<Slot> = (0..3).filter_map(|_| slots.try_take()).collect();
+                assert_eq!(all.len(), 3, "seed {seed}: a slot was lost");
+                assert!(
+                    slots.try_take().is_none(),
+                    "seed {seed}: a slot was doubled"
+                );
+            });
+        }
+    }
+
+    #[test]
+    fn a_slot_handed_to_a_call_dropped_before_it_took_it_comes_back() {
+        runtime().block_on(async {
+            let slots = Slots::new(1);
+            let held = slots.try_take().unwrap();
+            let waiter = {
+                let slots = slots.clone();
+                tokio::spawn(async move {
+                    let _slot = slots.take(5).await;
+                    std::future::pending::<()>().await;
+                })
+            };
+            while slots.waiting() < 1 {
+                tokio::task::yield_now().await;
+            }
+            // Handed over, then cancelled before the waiter ever ran again.
+            drop(held);
+            waiter.abort();
+            assert!(waiter.await.unwrap_err().is_cancelled());
+            assert!(slots.try_take().is_some(), "the slot came back");
+        });
+    }
+
+    #[test]
     fn a_call_that_stops_waiting_leaves_its_turn_to_the_next() {
         runtime().block_on(async {
             let slots = Slots::new(1);
