@@ -63,6 +63,8 @@ pub struct Wrapper {
     pub triggers: Option<Json>,
     /// Is the template an MCP tool of its own (spec/mcp.md)?
     pub expose: Option<bool>,
+    /// Its runs' priority: 0 (first) to 9 (last) (spec/flow-control.md).
+    pub priority: Option<Spanned<u64>>,
 }
 
 /// A workflow definition.

@@ -13,7 +13,7 @@ pub(crate) mod value;
 
 use self::fields::Fields;
 use crate::ast::{Block, Document, Spanned, Workflow, Wrapper};
-use crate::diagnostics::codes::{E0010, E0011, E0012};
+use crate::diagnostics::codes::{E0010, E0011, E0012, E0014};
 use crate::diagnostics::{Diagnostic, Diagnostics};
 use crate::source::Span;
 use crate::syntax::node::{Node, NodeKind, pointer_token};
@@ -41,6 +41,7 @@ const WRAPPER_FIELDS: &[&str] = &[
     "output_schema",
     "triggers",
     "expose",
+    "priority",
     "definition",
 ];
 
@@ -119,7 +120,30 @@ impl Lowerer<'_> {
                 .get("triggers")
                 .map(|m| Spanned::new(m.value.to_value(), m.value.span)),
             expose: self.opt_bool(fields, "expose"),
+            priority: self.priority(fields),
         }
+    }
+
+    /// The template's priority: 0 (first) to 9 (last).
+    fn priority(&mut self, fields: &Fields<'_, '_>) -> Option<Spanned<u64>> {
+        let priority = self.opt_count(fields, "priority")?;
+        let last = u64::from(opcode_vm::limits::PRIORITY_LAST);
+        if priority.value > last {
+            self.report(
+                Diagnostic::error(
+                    E0014,
+                    priority.span,
+                    format!(
+                        "`priority` runs from 0 (first) to {last} (last), found {}",
+                        priority.value
+                    ),
+                )
+                .with_help("runs of a lower number get worker slots first; the default is 5")
+                .with_pointer(fields.pointer_of("priority")),
+            );
+            return None;
+        }
+        Some(priority)
     }
 
     fn workflow(&mut self, node: &Node<'_>, pointer: &str) -> Option<Workflow> {

@@ -230,6 +230,11 @@ impl Api {
         self
     }
 
+    /// The highest priority (lowest number) callers and templates may ask.
+    pub fn priority_highest(&self) -> u8 {
+        self.priority_highest
+    }
+
     /// Lets `opcode.run` ask for priorities down to `highest` (0 first).
     pub fn with_priority_highest(mut self, highest: u8) -> Api {
         self.priority_highest = highest.min(opcode_vm::limits::PRIORITY_LAST);

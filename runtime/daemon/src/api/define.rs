@@ -39,7 +39,13 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
     if !description.is_empty() {
         wrapper.insert("description".into(), description.into());
     }
-    for key in ["input_schema", "output_schema", "triggers", "expose"] {
+    for key in [
+        "input_schema",
+        "output_schema",
+        "triggers",
+        "expose",
+        "priority",
+    ] {
         if let Some(value) = args.get(key) {
             wrapper.insert(key.into(), value.clone());
         }
@@ -65,6 +71,7 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
             e.details = e.details.map(for_caller);
             e
         })?;
+    check_priority(api, &wrapper)?;
     if let Some(program) = program {
         api.exec.keep_program(&text, program);
     }
@@ -148,6 +155,26 @@ fn answer(
         out["unchanged"] = json!(true);
     }
     out
+}
+
+/// Refuses a template priority above what the settings let callers ask
+/// (`priority_highest`): a template would otherwise lift every run of it.
+fn check_priority(api: &Api, wrapper: &Value) -> Result<(), ToolError> {
+    let Some(priority) = wrapper.get("priority").and_then(Value::as_u64) else {
+        return Ok(());
+    };
+    let highest = api.priority_highest();
+    if priority < u64::from(highest) {
+        return Err(ToolError::new(
+            codes::R0122,
+            format!(
+                "`priority` {priority} is above the highest the settings allow \
+                 (`priority_highest` is {highest}; 0 is first, 9 last)"
+            ),
+        )
+        .with_details(json!({"argument": "priority", "highest": highest})));
+    }
+    Ok(())
 }
 
 /// The longest template name, in characters.
@@ -304,6 +331,7 @@ fn with_template_fields(args: &Args, value: Value) -> Args {
         "output_schema",
         "triggers",
         "expose",
+        "priority",
     ] {
         if args.get(key).is_none()
             && let Some(field) = value.get(key)

@@ -20,7 +20,7 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
     let agent_id = args.opt_str("agent_id")?;
     let wait = args.opt_bool("wait")?.unwrap_or(true);
     let session_id = session_of(args)?;
-    let priority = priority_of(api, args)?;
+    let priority = args.opt_count("priority")?;
     let asked = Asked::from_args(args, api.inline_limit)?;
     let given = args
         .opt_object("params")?
@@ -44,7 +44,9 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
         request.report_state = wait.then_some(detail);
         request.session_id.clone_from(&session_id);
         request.template_latest = version.is_none();
-        request.priority = priority;
+        if let Some(asked) = priority {
+            request.priority = Some(asked_priority(api, &request, asked)?);
+        }
         match api.exec.start(request).await {
             // Another process defined a newer version: read it and go again.
             Err(ExecError::Store(StoreError::Outdated(_))) if tries < 3 => {
@@ -86,24 +88,25 @@ fn session_of(args: &Args) -> Result<Option<String>, ToolError> {
     Ok(Some(id.to_owned()))
 }
 
-/// The `priority` argument: 0 (first) to 9 (last); one above what the
-/// settings let callers ask (`priority_highest`) is refused, R0122.
-fn priority_of(api: &Api, args: &Args) -> Result<Option<u8>, ToolError> {
-    let Some(asked) = args.opt_count("priority")? else {
-        return Ok(None);
-    };
-    let (highest, last) = (api.priority_highest, opcode_vm::limits::PRIORITY_LAST);
-    if asked > u32::from(last) || asked < u32::from(highest) {
-        return Err(ToolError::new(
+/// The priority a caller asks (`priority`: 0 first to 9 last) for a run
+/// of `request`'s template: any at or after the template's own; one
+/// before it only as far as the settings' `priority_highest` allows; else
+/// R0122.
+fn asked_priority(api: &Api, request: &StartRequest, asked: u32) -> Result<u8, ToolError> {
+    let last = opcode_vm::limits::PRIORITY_LAST;
+    let own = request.priority.unwrap_or(opcode_vm::limits::PRIORITY);
+    let highest = own.min(api.priority_highest());
+    match u8::try_from(asked) {
+        Ok(asked) if asked >= highest && asked <= last => Ok(asked),
+        _ => Err(ToolError::new(
             codes::R0122,
             format!(
-                "`priority` runs from {highest} (first, the highest the settings' \
-                 `priority_highest` allows) to {last} (last), not {asked}"
+                "`priority` runs from {highest} (first: the higher of the template's own {own} \
+                 and the settings' `priority_highest`) to {last} (last), not {asked}"
             ),
         )
-        .with_details(json!({"argument": "priority", "highest": highest, "last": last})));
+        .with_details(json!({"argument": "priority", "highest": highest, "last": last}))),
     }
-    Ok(u8::try_from(asked).ok())
 }
 
 /// Starts a run of `template` with `given` params (validated, defaults
@@ -161,8 +164,21 @@ pub(super) fn template_request(
         agent_id: agent_id.map(str::to_owned),
         template_name: Some(template.name.clone()),
         template_version: Some(template.version),
+        priority: template_priority(template),
         ..StartRequest::default()
     })
+}
+
+/// The priority the template was defined with (`priority` beside its
+/// definition), read without building the rest of it.
+fn template_priority(template: &TemplateRow) -> Option<u8> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        priority: Option<u8>,
+    }
+    serde_json::from_str::<Head>(&template.definition)
+        .ok()
+        .and_then(|head| head.priority)
 }
 
 /// Template `name` at `version` (`None`: the latest), from memory if kept

@@ -132,7 +132,8 @@ fn build() -> Vec<ToolSpec> {
                     "input_schema": {"type": "object", "description": "JSON Schema of the run params; its defaults apply to every run."},
                     "output_schema": {"type": "object", "description": "JSON Schema of the workflow's output."},
                     "triggers": {"type": "object", "description": "{\"cron\": \"0 9 * * 1-5\", \"timezone\": \"UTC\", \"params\": {}, \"missed\": \"run_once\" or \"skip\"} runs the template on a schedule; {\"webhook\": {\"secret\": \"VAULT_SECRET\", \"auth\": \"hmac\" or \"stripe\" or \"token\"}} gives it POST /hooks/NAME, the body as the params."},
-                    "expose": {"type": "boolean", "description": "List the template as a tool of its own, named as it is, its input_schema the tool's; calling it runs the newest version (default false)."}
+                    "expose": {"type": "boolean", "description": "List the template as a tool of its own, named as it is, its input_schema the tool's; calling it runs the newest version (default false)."},
+                    "priority": {"type": "integer", "minimum": 0, "maximum": 9, "description": "Its runs' priority, 0 (first) to 9 (last), default 5; not above the settings' priority_highest (default 5)."}
                 },
                 "required": ["name", "definition"]
             }),
