@@ -424,18 +424,26 @@ mod tests {
     #[test]
     fn targets_without_trouble_keep_no_state() {
         let b = breakers(3, 1);
-        for host in 0..20_000 {
-            let target = format!("https://h{host}.test");
-            let (ticket, _) = b.admit(&target, "x.y", 0).unwrap();
-            let outcome = if host % 2 == 0 {
-                Outcome::Success
-            } else {
-                Outcome::Failure
-            };
+        let call = |target: &str, outcome| {
+            let (ticket, _) = b.admit(target, "x.y", 0).unwrap();
             ticket.finish(outcome, 0);
+        };
+        for host in 0..25_000 {
+            call(&format!("https://failing{host}.test"), Outcome::Failure);
         }
         let kept = b.states.lock().unwrap().len();
-        assert!(kept <= TARGETS_KEPT, "{kept} states kept");
+        assert!(
+            kept <= TARGETS_KEPT,
+            "{kept} states kept for 25,000 failing hosts"
+        );
+        for host in 0..100 {
+            call(&format!("https://fine{host}.test"), Outcome::Success);
+        }
+        assert_eq!(
+            b.states.lock().unwrap().len(),
+            kept,
+            "a success keeps no state"
+        );
         assert_eq!(run(&b, 1, Outcome::Failure), Ok(vec![]));
         assert_eq!(run(&b, 2, Outcome::Failure), Ok(vec![]));
         assert_eq!(run(&b, 3, Outcome::Failure), Ok(vec!["circuit_opened"]));
