@@ -164,21 +164,9 @@ pub(super) fn template_request(
         agent_id: agent_id.map(str::to_owned),
         template_name: Some(template.name.clone()),
         template_version: Some(template.version),
-        priority: template_priority(template),
+        priority: super::templates::Head::of(template).priority,
         ..StartRequest::default()
     })
-}
-
-/// The priority the template was defined with (`priority` beside its
-/// definition), read without building the rest of it.
-fn template_priority(template: &TemplateRow) -> Option<u8> {
-    #[derive(serde::Deserialize)]
-    struct Head {
-        priority: Option<u8>,
-    }
-    serde_json::from_str::<Head>(&template.definition)
-        .ok()
-        .and_then(|head| head.priority)
 }
 
 /// Template `name` at `version` (`None`: the latest), from memory if kept

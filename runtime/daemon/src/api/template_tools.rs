@@ -11,8 +11,7 @@ use super::{Api, ToolError, ToolResult, outputs};
 
 /// Was `row` defined with `expose: true`?
 pub fn exposed(row: &TemplateRow) -> bool {
-    serde_json::from_str::<Value>(&row.definition)
-        .is_ok_and(|wrapper| wrapper.get("expose") == Some(&Value::Bool(true)))
+    super::templates::Head::of(row).expose
 }
 
 /// An exposed template's name must not pass for one of the six tools.

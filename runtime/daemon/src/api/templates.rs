@@ -9,6 +9,24 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use opcode_runtime::store::TemplateRow;
 
+/// The template's own fields kept beside its definition in the stored
+/// wrapper, read without building the rest of it.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct Head {
+    /// Listed as a tool of its own?
+    #[serde(default)]
+    pub expose: bool,
+    /// Its runs' priority.
+    pub priority: Option<u8>,
+}
+
+impl Head {
+    /// The head of `row`'s stored wrapper (the defaults when it has none).
+    pub fn of(row: &TemplateRow) -> Head {
+        serde_json::from_str(&row.definition).unwrap_or_default()
+    }
+}
+
 /// At most this many entries are kept; then the cache starts over.
 const KEPT: usize = 256;
 
