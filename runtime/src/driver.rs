@@ -190,8 +190,8 @@ fn refuse_into<T>(
 ) -> Result<(), ExecError> {
     match result {
         Ok(_) => Ok(()),
-        Err(ExecError::Refused(message)) => {
-            refused.push(message);
+        Err(ExecError::Refused(rejected)) => {
+            refused.push(rejected.message);
             Ok(())
         }
         Err(e) => Err(e),

@@ -451,6 +451,22 @@ impl Inner {
         });
     }
 
+    /// What a new run may take in of action outputs: `limits.run_outputs`,
+    /// and for a child no more than its tree has left of
+    /// `limits.tree_outputs`.
+    fn output_budget(&self, parent: Option<&str>) -> u64 {
+        let limits = &self.config.limits;
+        match parent {
+            Some(parent) => {
+                let taken = self.trees.taken_by(opcode_stdlib::exec::tree_root(parent));
+                limits
+                    .run_outputs
+                    .min(limits.tree_outputs.saturating_sub(taken))
+            }
+            None => limits.run_outputs,
+        }
+    }
+
     async fn start(self: &Arc<Self>, request: StartRequest) -> Result<String, ExecError> {
         let id = request
             .id
@@ -477,7 +493,7 @@ impl Inner {
             session_id: request.session_id.clone(),
             max_loop_iterations: Some(self.config.limits.loop_iterations),
             max_step_instances: Some(self.config.limits.step_instances),
-            max_output_bytes: Some(self.config.limits.run_outputs),
+            max_output_bytes: Some(self.output_budget(request.parent_id.as_deref())),
             priority: request.priority,
             rerun_of: request.rerun.as_ref().map(|(of, _)| of.clone()),
             carried: request

@@ -37,6 +37,8 @@ pub struct Block {
     pub output_bytes: Option<Size>,
     /// Bytes of all the action outputs one run takes in (as JSON).
     pub run_outputs: Option<Size>,
+    /// Bytes of all the action outputs the runs of one tree take in.
+    pub tree_outputs: Option<Size>,
     /// Recoveries a run may end the daemon in before it is quarantined.
     pub recoveries: Option<u32>,
     /// Open Streamable HTTP sessions.
@@ -70,6 +72,8 @@ pub struct Limits {
     pub output_bytes: u64,
     /// Bytes of all the action outputs one run takes in.
     pub run_outputs: u64,
+    /// Bytes of all the action outputs the runs of one tree take in.
+    pub tree_outputs: u64,
     /// Recoveries before a run is quarantined.
     pub recoveries: u32,
     /// Open Streamable HTTP sessions.
@@ -92,6 +96,7 @@ impl Default for Limits {
             map_items: 10_000,
             output_bytes: 64 << 20,
             run_outputs: opcode_vm::limits::RUN_OUTPUT_BYTES,
+            tree_outputs: 4 * opcode_vm::limits::RUN_OUTPUT_BYTES,
             recoveries: 3,
             sessions: 1000,
             session_idle: Duration::from_mins(30),
@@ -127,6 +132,7 @@ impl Limits {
             map_items: block.map_items.unwrap_or(base.map_items),
             output_bytes: block.output_bytes.map_or(base.output_bytes, |s| s.0),
             run_outputs: block.run_outputs.map_or(base.run_outputs, |s| s.0),
+            tree_outputs: block.tree_outputs.map_or(base.tree_outputs, |s| s.0),
             recoveries: block.recoveries.unwrap_or(base.recoveries).max(1),
             sessions: block.sessions.unwrap_or(base.sessions).max(1),
             session_idle,

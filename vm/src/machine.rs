@@ -213,6 +213,7 @@ impl Vm {
             Event::DecisionCancelled { decision } if !self.decisions.contains_key(decision) => {
                 reject(format!("no decision `{decision}` is pending"))
             }
+            Event::Signal { name, payload } => self.check_signal(name, payload),
             Event::Resume if !self.halted => {
                 reject("the run is not suspended by its deadline; nothing to resume".into())
             }
@@ -413,6 +414,12 @@ impl Vm {
     /// The run's status.
     pub fn status(&self) -> RunStatus {
         self.status
+    }
+
+    /// Bytes of JSON of the action outputs the run has taken in (what
+    /// [`RunMeta::max_output_bytes`] bounds); a replay counts the same.
+    pub fn output_bytes(&self) -> u64 {
+        self.output_bytes
     }
 
     /// The run's output, once it completed.

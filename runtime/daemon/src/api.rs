@@ -106,10 +106,10 @@ impl From<ExecError> for ToolError {
     fn from(e: ExecError) -> ToolError {
         let code = match &e {
             ExecError::NotFound(_) => codes::R0121,
-            ExecError::Ended { .. }
-            | ExecError::Refused(_)
-            | ExecError::Held { .. }
-            | ExecError::Quarantined(_) => codes::R0114,
+            ExecError::Refused(rejected) => rejected.code,
+            ExecError::Ended { .. } | ExecError::Held { .. } | ExecError::Quarantined(_) => {
+                codes::R0114
+            }
             ExecError::Store(store) => return ToolError::from(store.clone()),
             ExecError::Program(_) | ExecError::Replay { .. } | ExecError::Stopped(_) => {
                 codes::R0109

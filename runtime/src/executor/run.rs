@@ -294,6 +294,7 @@ impl RunTask {
 
     /// Runs until the workflow ends or is unloaded.
     pub async fn run(mut self, pending: Vec<Effect>) {
+        self.charge_tree();
         if let Err(e) = self.restart(pending).await {
             return self.stop(&e).await;
         }
@@ -467,6 +468,7 @@ impl RunTask {
         }
         self.last_seq += appended;
         self.released = releases;
+        self.charge_tree();
         for (reply, result) in round.replies.drain(..) {
             let _ = reply.send(result);
         }
@@ -482,6 +484,20 @@ impl RunTask {
             self.perform(effect);
         }
         Ok(())
+    }
+
+    /// Counts what the run has taken in against its tree's byte budget
+    /// (`limits.tree_outputs`), cancelling the tree when it passes it: a
+    /// run with a parent, or that may start children, is in a tree.
+    fn charge_tree(&self) {
+        if !self.has_children && self.vm.meta().parent_id.is_none() {
+            return;
+        }
+        let limit = self.inner.config.limits.tree_outputs;
+        let bytes = self.vm.output_bytes();
+        if let Some(total) = self.inner.trees.charge(&self.id, bytes, limit) {
+            super::tree::cancel_over_budget(&self.inner, &self.id, total, limit);
+        }
     }
 
     /// Starts the reads among `effects` before the commit that records
@@ -554,7 +570,7 @@ impl RunTask {
                     if let Some(reply) = incoming.reply {
                         round
                             .replies
-                            .push((reply, Err(ExecError::Refused(rejected.message.clone()))));
+                            .push((reply, Err(ExecError::Refused(rejected.clone()))));
                     }
                 }
             }

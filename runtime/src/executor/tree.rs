@@ -1,6 +1,8 @@
 //! Run trees (spec/limits.md, "Run trees"): the budgets a child's start is
-//! held to (how deep its tree goes, how many runs the tree has made), and
-//! the cancel that reaches every descendant of a run that ends.
+//! held to (how deep its tree goes, how many runs the tree has made, what
+//! its runs have taken in of action outputs), the cancel of a tree that
+//! passes its byte budget, and the cancel that reaches every descendant of
+//! a run that ends.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,10 +21,23 @@ use crate::store::{EventStore, Listing, WorkflowFilter, WorkflowStatus};
 const ROOTS_KEPT: usize = 10_000;
 
 /// How many runs each tree has made, by root, as this process has counted
-/// them since it first read the tree's count from the store.
+/// them since it first read the tree's count from the store; and what the
+/// runs of each tree have taken in, as this process has seen them.
 #[derive(Default)]
 pub(crate) struct Trees {
     made: Mutex<HashMap<String, u64>>,
+    taken: Mutex<HashMap<String, Taken>>,
+}
+
+/// The bytes of action outputs the runs of one tree have taken in.
+#[derive(Default)]
+struct Taken {
+    /// Each run's count, as its VM last said (it only grows).
+    runs: HashMap<String, u64>,
+    /// Their sum.
+    total: u64,
+    /// Has the tree passed its budget (and been cancelled)?
+    over: bool,
 }
 
 impl Trees {
@@ -64,7 +79,53 @@ impl Trees {
             return Err(exceeded("run_tree", *count + 1, limits.run_tree, message));
         }
         *count += 1;
+        drop(made);
+        let taken = self.taken_by(root);
+        if taken >= limits.tree_outputs {
+            let message = format!(
+                "the runs of the tree of `{root}` have taken in {taken} bytes of action outputs, \
+                 the most one tree may (limits.tree_outputs)"
+            );
+            return Err(exceeded(
+                "tree_outputs",
+                taken,
+                limits.tree_outputs,
+                message,
+            ));
+        }
         Ok(())
+    }
+
+    /// What the runs of the tree of `root` have taken in, as counted here.
+    pub(crate) fn taken_by(&self, root: &str) -> u64 {
+        self.lock_taken().get(root).map_or(0, |t| t.total)
+    }
+
+    /// Notes that run `id` has taken in `bytes` in all (its VM's count);
+    /// the tree's new total when it first passes `limit`, which the caller
+    /// answers by cancelling the tree.
+    pub(crate) fn charge(&self, id: &str, bytes: u64, limit: u64) -> Option<u64> {
+        let root = tree_root(id);
+        let mut taken = self.lock_taken();
+        if taken.len() >= ROOTS_KEPT && !taken.contains_key(root) {
+            taken.clear();
+        }
+        let tree = taken.entry(root.to_owned()).or_default();
+        let run = tree.runs.entry(id.to_owned()).or_default();
+        if bytes <= *run {
+            return None;
+        }
+        tree.total += bytes - *run;
+        *run = bytes;
+        if tree.total <= limit || tree.over {
+            return None;
+        }
+        tree.over = true;
+        Some(tree.total)
+    }
+
+    fn lock_taken(&self) -> std::sync::MutexGuard<'_, HashMap<String, Taken>> {
+        self.taken.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
@@ -104,6 +165,23 @@ async fn descendants_stored(store: &dyn EventStore, root: &str) -> Result<u64, A
 
 fn storage(error: &crate::store::StoreError) -> ActionError {
     ActionError::execution(format!("reading the run tree: {error}"))
+}
+
+/// Cancels the tree of run `id`, whose runs have taken in `total` bytes
+/// of action outputs, more than `limit`: its root is cancelled, and every
+/// descendant with it. Runs in the background.
+pub(crate) fn cancel_over_budget(inner: &Arc<Inner>, id: &str, total: u64, limit: u64) {
+    let (inner, root) = (inner.clone(), tree_root(id).to_owned());
+    let reason = format!(
+        "R0130: the runs of this tree have taken in {total} bytes of action outputs, more than \
+         one tree may (limits.tree_outputs: {limit})"
+    );
+    tracing::warn!(workflow = %root, total, limit, "cancelling a run tree past its byte budget");
+    tokio::spawn(async move {
+        if let Err(error) = inner.deliver(&root, Event::Cancel { reason }).await {
+            tracing::debug!(workflow = %root, %error, "tree not cancelled");
+        }
+    });
 }
 
 /// Cancels, at start, the runs whose parent ended while they had not
@@ -180,4 +258,24 @@ pub(crate) fn cancel_children(inner: &Arc<Inner>, id: &str, status: WorkflowStat
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trees_runs_are_added_up_and_it_passes_its_budget_once() {
+        let trees = Trees::default();
+        assert_eq!(trees.charge("root", 40, 100), None);
+        assert_eq!(trees.charge("root.a", 30, 100), None);
+        // A run's count only grows; the same count again adds nothing.
+        assert_eq!(trees.charge("root.a", 30, 100), None);
+        assert_eq!(trees.charge("other", 90, 100), None, "another tree");
+        assert_eq!(trees.taken_by("root"), 70);
+        assert_eq!(trees.charge("root.b", 31, 100), Some(101));
+        assert_eq!(trees.charge("root.b", 50, 100), None, "told once");
+        assert_eq!(trees.taken_by("root"), 120);
+        assert_eq!(trees.taken_by("other"), 90);
+    }
 }

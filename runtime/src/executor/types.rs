@@ -103,9 +103,9 @@ pub enum ExecError {
         /// The owner.
         owner: String,
     },
-    /// The VM refused the event.
-    #[error("{0}")]
-    Refused(String),
+    /// The VM refused the event (its code and why).
+    #[error("{}", .0.message)]
+    Refused(opcode_vm::error::Rejected),
     /// The program cannot be loaded.
     #[error("{0}")]
     Program(String),

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use super::Vm;
 use super::state::{Frame, FrameId, FrameState, Instance, Owner, Phase, StepStatus, Wait};
 use crate::effect::{InstRef, Record};
-use crate::error::StepError;
+use crate::error::{ActionError, StepError};
 use crate::host::Host;
 use crate::instr::{BlockId, StepId};
 use crate::program::BlockRole;
@@ -321,7 +321,8 @@ impl Vm {
         });
     }
 
-    /// The run was cancelled: stop everything; no hook runs.
+    /// The run was cancelled: stop everything; no hook runs. Its error
+    /// (R0106) says why, for whoever reads its status.
     pub(super) fn cancel_run(&mut self, reason: &str) {
         self.cancel_everything("cancelled");
         if let Some(t) = self.run_timer.take() {
@@ -329,6 +330,11 @@ impl Vm {
         }
         self.phase = Phase::Done;
         self.status = super::RunStatus::Cancelled;
+        let error = ActionError::new(crate::codes::R0106, "CANCELLED_ERROR", reason, false);
+        self.error = Some(StepError {
+            step: String::new(),
+            error,
+        });
         self.record(Record::RunCancelled {
             reason: reason.to_owned(),
         });

@@ -32,12 +32,18 @@ impl Vm {
         }
         match result {
             Ok(output) => {
-                if let Err(error) = self.take_in(output) {
+                let updates = (flight.dispatch.action == "workflow.context")
+                    .then(|| flight.dispatch.params.get("data"))
+                    .flatten();
+                let taken = self
+                    .take_in(output)
+                    .and_then(|()| updates.map_or(Ok(()), |data| self.take_in(data)));
+                if let Err(error) = taken {
                     self.set_wait(&key, Wait::Nothing);
                     self.fail_attempt(&key, error, host);
                     return;
                 }
-                if flight.dispatch.action == "workflow.context" {
+                if updates.is_some() {
                     self.update_context(&flight.dispatch.params);
                 }
                 self.complete(&key, output.clone(), host);
@@ -54,10 +60,7 @@ impl Vm {
     /// (`run_outputs`) when taking it in would pass the budget; it is then
     /// not kept, and the attempt fails.
     fn take_in(&mut self, output: &Value) -> Result<(), ActionError> {
-        let max = self
-            .meta
-            .max_output_bytes
-            .unwrap_or(crate::limits::RUN_OUTPUT_BYTES);
+        let max = self.max_output_bytes();
         let room = max.saturating_sub(self.output_bytes);
         let bytes = crate::limits::json_bytes(output, room);
         if bytes > room {
@@ -70,6 +73,32 @@ impl Vm {
         }
         self.output_bytes += bytes;
         Ok(())
+    }
+
+    /// The run's budget of output bytes.
+    fn max_output_bytes(&self) -> u64 {
+        self.meta
+            .max_output_bytes
+            .unwrap_or(crate::limits::RUN_OUTPUT_BYTES)
+    }
+
+    /// Refuses a signal the run's budget of output bytes has no room for
+    /// (R0130, `run_outputs`): a signal's name and payload stay in the
+    /// run's log and, until a step waits for it, in its state.
+    pub(super) fn check_signal(&self, name: &str, payload: &Value) -> Result<(), Rejected> {
+        let max = self.max_output_bytes();
+        let room = max.saturating_sub(self.output_bytes);
+        let bytes = signal_bytes(name, payload, room);
+        if bytes <= room {
+            return Ok(());
+        }
+        Err(Rejected::new(
+            codes::R0130,
+            format!(
+                "the run has no room for this signal: its outputs and signals would hold over \
+                 {max} bytes (limits.run_outputs)"
+            ),
+        ))
     }
 
     /// `workflow.context` with `action: update` merges `data` into the
@@ -114,6 +143,8 @@ impl Vm {
 
     /// A signal arrived: the earliest matching waiter takes it, or it is kept.
     pub(super) fn signal(&mut self, name: &str, payload: &Value, host: &dyn Host) {
+        let room = u64::MAX - self.output_bytes;
+        self.output_bytes += signal_bytes(name, payload, room);
         let found = self
             .waiters
             .iter()
@@ -292,4 +323,10 @@ fn resolution_output(resolution: &Resolution) -> Value {
             .map_or(Value::Null, Value::String),
     );
     Value::Object(out)
+}
+
+/// What a signal counts against its run's budget of output bytes: its
+/// name and its payload's JSON (counted no further than `room` and one).
+fn signal_bytes(name: &str, payload: &Value, room: u64) -> u64 {
+    (name.len() as u64).saturating_add(crate::limits::json_bytes(payload, room))
 }
