@@ -151,40 +151,26 @@ def output_budget(expect, binary):
             expect.that(result.get("status") == "failed" and "run_outputs" in text,
                         f"30 outputs of 1 MB under an 8 MiB budget: {text[:600]}")
             expect.that(rss_mb(d) < 600, f"the daemon's RSS is {rss_mb(d)} MB")
+            signal_flood(expect, d)
         finally:
             d.terminate()
     expect.section("outputs past a run's budget (limits.run_outputs) fail the run with R0130; the daemon stays small")
 
 
-def tree_budget(expect, binary):
-    """Children that each stay within their own budget of output bytes, but
-    together pass their tree's (limits.tree_outputs): the tree is cancelled,
-    saying R0130 and the bound, and no more children start."""
-    with tempfile.TemporaryDirectory() as home:
-        d = daemon(binary, home, {"limits": {"run_outputs": "8MiB", "tree_outputs": "16MiB"}})
-        try:
-            megabyte = {"action": "shell.exec", "params": {"command": "sh", "args": [
-                "-c", "head -c 1000000 /dev/zero | tr '\\0' x"]}}
-            define(d, "three", [{"id": "a", **megabyte}, {"id": "b", **megabyte}, {"id": "c", **megabyte}],
-                   output={"ok": True})
-            define(d, "fleet", [{"id": "each", "action": "workflow.map", "params": {
-                "template_name": "three", "items": list(range(40)), "max_concurrency": 2}}],
-                   output={"done": True})
-            result = call(d, "opcode.run", {"template_name": "fleet"}, timeout=300)
-            root = result.get("workflow_id")
-            status = call(d, "opcode.status", {"workflow_id": root}) if root else result
-            text = json.dumps(status)
-            expect.that(status.get("status") == "cancelled" and "tree_outputs" in text and "R0130" in text,
-                        f"40 children of 3 MB each under a 16 MiB tree budget: {text[:600]}")
-            children = runs(d, template_name="three")
-            expect.that(len(children) < 10, f"{len(children)} children started past the tree's budget")
-            done = within(lambda: all(r["status"] != "active" for r in runs(d, template_name="three")), 30)
-            expect.that(done, "children still active after their tree was cancelled")
-            expect.that(rss_mb(d) < 600, f"the daemon's RSS is {rss_mb(d)} MB")
-        finally:
-            d.terminate()
-    expect.section("children within their own budgets but past their tree's (limits.tree_outputs): "
-                   "the tree is cancelled with R0130, no more children start")
+def signal_flood(expect, d):
+    """A signal's payload stays in the run's log and state: it counts against
+    the run's budget (8 MiB here), and one with no room is refused."""
+    define(d, "listens", [{"id": "hold", "type": "wait", "config": {"signal": "go"}}])
+    root = call(d, "opcode.run", {"template_name": "listens", "wait": False})["workflow_id"]
+    within(lambda: call(d, "opcode.status", {"workflow_id": root}).get("status") == "suspended", 30)
+    big = call(d, "opcode.signal", {"workflow_id": root, "signal_type": "signal",
+                                    "payload": {"name": "go", "data": {"text": "x" * 9_000_000}}})
+    expect.that(big.get("error", {}).get("code") == "R0130" and "run_outputs" in json.dumps(big),
+                f"a 9 MB signal under an 8 MiB budget: {json.dumps(big)[:300]}")
+    small = call(d, "opcode.signal", {"workflow_id": root, "signal_type": "signal",
+                                      "payload": {"name": "go", "data": {"text": "ok"}}})
+    expect.that("error" not in small, f"a small signal after the refusal: {json.dumps(small)[:300]}")
+    expect.section("a signal counts against its run's budget (limits.run_outputs): one with no room is refused, R0130")
 
 
 def serves_while_recovering(expect, binary):
