@@ -127,7 +127,7 @@ impl Executor {
             let (emitted, _) = broadcast::channel(1024);
             let (appended, _) = broadcast::channel(1024);
             Inner {
-                slots: slots::Slots::new(config.max_actions),
+                slots: slots::Slots::new(config.max_actions, config.priority_aging),
                 breakers: Arc::new(Breakers::new(config.breakers.clone())),
                 store,
                 config,

@@ -146,6 +146,10 @@ pub struct Settings {
     /// (file only; default 5, the default priority: spec/flow-control.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub priority_highest: Option<u8>,
+    /// How long a waiting action call takes to rise one priority level
+    /// (`90s`; file only; default 1 minute: spec/flow-control.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority_aging: Option<String>,
     /// The delegated agents `agent.*` steps run: `{name: {command,
     /// protocol, …}}` (file only; spec/agents.md).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -210,6 +214,7 @@ impl Settings {
             open_probes: get("OPCODE_OPEN_PROBES")
                 .map(|v| matches!(v.as_str(), "true" | "1" | "yes" | "on")),
             priority_highest: None,
+            priority_aging: None,
             agents: None,
             tenants: None,
             retention: None,
@@ -242,9 +247,25 @@ impl Settings {
             elicit_decisions: over.elicit_decisions.or(self.elicit_decisions),
             open_probes: over.open_probes.or(self.open_probes),
             priority_highest: over.priority_highest.or(self.priority_highest),
+            priority_aging: over.priority_aging.or(self.priority_aging),
             agents: over.agents.or(self.agents),
             tenants: over.tenants.or(self.tenants),
             retention: over.retention.or(self.retention),
+        }
+    }
+
+    /// The time a waiting action call takes to rise one priority level, if
+    /// set: a duration of at least a second.
+    pub fn priority_aging(&self) -> Result<Option<std::time::Duration>, String> {
+        let Some(text) = self.priority_aging.as_deref() else {
+            return Ok(None);
+        };
+        match humantime::parse_duration(text) {
+            Ok(step) if step >= std::time::Duration::from_secs(1) => Ok(Some(step)),
+            Ok(_) => Err(format!("priority_aging `{text}` is under a second")),
+            Err(e) => Err(format!(
+                "priority_aging `{text}` is not a duration such as 1m: {e}"
+            )),
         }
     }
 
@@ -409,6 +430,31 @@ mod tests {
         assert_eq!(merged.db.as_deref(), Some(Path::new("/f.db")));
         assert_eq!(merged.token.as_deref(), Some("file"));
         assert_eq!(merged.allowed_origins.len(), 2);
+    }
+
+    #[test]
+    fn priority_aging_is_a_duration_of_a_second_or_more() {
+        let with = |text: &str| Settings {
+            priority_aging: Some(text.into()),
+            ..Settings::default()
+        };
+        assert_eq!(
+            with("90s").priority_aging(),
+            Ok(Some(std::time::Duration::from_secs(90)))
+        );
+        assert!(
+            with("10ms")
+                .priority_aging()
+                .unwrap_err()
+                .contains("under a second")
+        );
+        assert!(
+            with("soon")
+                .priority_aging()
+                .unwrap_err()
+                .contains("priority_aging")
+        );
+        assert_eq!(Settings::default().priority_aging(), Ok(None));
     }
 
     #[test]

@@ -1,27 +1,37 @@
 //! The worker slots action calls hold while they run, given out by
 //! priority (spec/flow-control.md, "Priority and fairness"): when a slot
 //! frees, the waiting call of the run with the lowest priority number gets
-//! it, the longest waiting first among equals. A call that gives up waiting
-//! (its step timed out, its run was cancelled) leaves the queue, and a slot
-//! handed to it as it left goes to the next.
+//! it, the longest waiting first among equals. A waiting call rises one
+//! level each `aging` it waits, so one at 9 waits at most nine times
+//! `aging` behind any stream of calls at 0: each is queued at the time it
+//! came plus `aging` per level, and the earliest goes first. A call that
+//! gives up waiting (its step timed out, its run was cancelled) leaves the
+//! queue, and a slot handed to it as it left goes to the next.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 /// Every worker slot of an engine.
 #[derive(Debug)]
 pub struct Slots {
     state: Mutex<State>,
+    /// When the slots were made: queue times are counted from it.
+    origin: Instant,
+    /// How long a waiting call takes to rise one level, in milliseconds.
+    aging_ms: u64,
 }
 
 #[derive(Debug)]
 struct State {
     free: usize,
-    /// Waiting calls: lowest priority number, then earliest ticket first.
-    queue: BinaryHeap<Reverse<(u8, u64)>>,
+    /// Waiting calls: earliest queue time (its arrival, plus `aging` per
+    /// priority level), then earliest ticket first.
+    queue: BinaryHeap<Reverse<(u64, u64)>>,
     /// The channel each waiting ticket is handed its slot on.
     handoff: std::collections::HashMap<u64, oneshot::Sender<()>>,
     next_ticket: u64,
@@ -34,9 +44,12 @@ pub struct Slot {
 }
 
 impl Slots {
-    /// `count` slots (at least one).
-    pub fn new(count: usize) -> Arc<Slots> {
+    /// `count` slots (at least one); a waiting call rises one priority
+    /// level each `aging` (at least a millisecond).
+    pub fn new(count: usize, aging: Duration) -> Arc<Slots> {
         Arc::new(Slots {
+            origin: Instant::now(),
+            aging_ms: u64::try_from(aging.as_millis()).unwrap_or(u64::MAX).max(1),
             state: Mutex::new(State {
                 free: count.max(1),
                 queue: BinaryHeap::new(),
@@ -58,9 +71,11 @@ impl Slots {
         })
     }
 
-    /// A slot, once the calls of lower priority numbers (and those of the
-    /// same that came first) have had theirs.
+    /// A slot, once the calls queued before this one's arrival plus
+    /// `aging` per priority level have had theirs.
     pub async fn take(self: &Arc<Self>, priority: u8) -> Slot {
+        let arrived = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let queued_at = arrived.saturating_add(self.aging_ms.saturating_mul(u64::from(priority)));
         let (ticket, receiver) = {
             let mut state = self.lock();
             if state.free > 0 && state.queue.is_empty() {
@@ -72,7 +87,7 @@ impl Slots {
             let ticket = state.next_ticket;
             state.next_ticket += 1;
             let (sender, receiver) = oneshot::channel();
-            state.queue.push(Reverse((priority, ticket)));
+            state.queue.push(Reverse((queued_at, ticket)));
             state.handoff.insert(ticket, sender);
             (ticket, receiver)
         };
@@ -177,7 +192,7 @@ mod tests {
     #[test]
     fn a_freed_slot_goes_to_the_lowest_priority_number_then_the_oldest() {
         runtime().block_on(async {
-            let slots = Slots::new(1);
+            let slots = Slots::new(1, Duration::from_mins(1));
             let held = slots.try_take().unwrap();
             let order = Arc::new(Mutex::new(Vec::new()));
             let mut tasks = Vec::new();
@@ -202,6 +217,44 @@ mod tests {
     }
 
     #[test]
+    fn a_waiting_call_rises_one_level_each_aging_step() {
+        let paused = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        paused.block_on(async {
+            let slots = Slots::new(1, Duration::from_mins(1));
+            let held = slots.try_take().unwrap();
+            let order = Arc::new(Mutex::new(Vec::new()));
+            let mut tasks = vec![waiter(&slots, 9, "batch", &order)];
+            // A stream of urgent calls, one a minute: those that came within
+            // nine minutes of the batch call go first, the later ones after.
+            for (minute, name) in [(1, "urgent-1"), (8, "urgent-8"), (10, "urgent-10")] {
+                let until = Duration::from_mins(minute).saturating_sub(started(&slots));
+                tokio::time::advance(until).await;
+                tasks.push(waiter(&slots, 0, name, &order));
+                while slots.waiting() < tasks.len() {
+                    tokio::task::yield_now().await;
+                }
+            }
+            drop(held);
+            for task in tasks {
+                task.await.unwrap();
+            }
+            assert_eq!(
+                *order.lock().unwrap(),
+                ["urgent-1", "urgent-8", "batch", "urgent-10"]
+            );
+        });
+    }
+
+    /// How long since `slots` were made.
+    fn started(slots: &Slots) -> Duration {
+        slots.origin.elapsed()
+    }
+
+    #[test]
     fn slots_are_never_lost_nor_doubled_however_calls_come_and_go() {
         use std::sync::atomic::{AtomicUsize, Ordering};
         for seed in 1..=20u64 {
@@ -213,7 +266,7 @@ mod tests {
                 state
             };
             runtime().block_on(async {
-                let slots = Slots::new(3);
+                let slots = Slots::new(3, Duration::from_mins(1));
                 let (holders, most) =
                     (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
                 let mut tasks = Vec::new();
@@ -261,7 +314,7 @@ mod tests {
     #[test]
     fn a_slot_handed_to_a_call_dropped_before_it_took_it_comes_back() {
         runtime().block_on(async {
-            let slots = Slots::new(1);
+            let slots = Slots::new(1, Duration::from_mins(1));
             let held = slots.try_take().unwrap();
             let waiter = {
                 let slots = slots.clone();
@@ -284,7 +337,7 @@ mod tests {
     #[test]
     fn a_call_that_stops_waiting_leaves_its_turn_to_the_next() {
         runtime().block_on(async {
-            let slots = Slots::new(1);
+            let slots = Slots::new(1, Duration::from_mins(1));
             let held = slots.try_take().unwrap();
             let gives_up = {
                 let slots = slots.clone();

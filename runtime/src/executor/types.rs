@@ -34,6 +34,9 @@ pub struct Config {
     pub lease_ttl: Duration,
     /// Actions running at once, across all workflows.
     pub max_actions: usize,
+    /// How long an action call waiting for a worker slot takes to rise
+    /// one priority level (spec/flow-control.md, "Priority and fairness").
+    pub priority_aging: Duration,
     /// What [`Executor::recover`] does.
     pub recovery: Recovery,
     /// Whether the background loop loads workflows it does not run yet
@@ -66,6 +69,7 @@ impl Default for Config {
         Config {
             lease_ttl: Duration::from_secs(10),
             max_actions: 64,
+            priority_aging: Duration::from_mins(1),
             recovery: Recovery::Resume,
             adopt: true,
             take_over: false,

@@ -186,10 +186,12 @@ pub async fn executor_and_vault(
         .map(Arc::new);
     let defaults = Config::default();
     let lease_ttl = settings.lease_ttl().map_err(fail)?;
+    let priority_aging = settings.priority_aging().map_err(fail)?;
     let config = Config {
         adopt,
         take_over,
         lease_ttl: lease_ttl.unwrap_or(defaults.lease_ttl),
+        priority_aging: priority_aging.unwrap_or(defaults.priority_aging),
         base_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         isolation,
         breakers,
