@@ -90,6 +90,19 @@ pub struct Workflow {
     pub output: Option<Template>,
     /// Free-form metadata (`metadata.name` titles diagrams).
     pub metadata: Option<Json>,
+    /// Run admission by concurrency key.
+    pub concurrency: Option<Concurrency>,
+}
+
+/// A workflow's `concurrency` block (spec/flow-control.md, "Admission").
+#[derive(Debug, Clone)]
+pub struct Concurrency {
+    /// The key (none: one key for the template).
+    pub key: Option<Template>,
+    /// Runs of one key holding a slot at once.
+    pub limit: u32,
+    /// What a run does at the limit.
+    pub on_limit: opcode_vm::policy::OnLimit,
 }
 
 impl Workflow {

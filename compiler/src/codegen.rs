@@ -518,7 +518,50 @@ impl Gen<'_, '_> {
             input_defaults,
             input_schema,
             context,
+            concurrency: doc.workflow.concurrency.as_ref().map(concurrency::compile),
         }
+    }
+}
+
+mod concurrency {
+    //! A `concurrency` block as the VM reads it.
+
+    use opcode_vm::admission::{Concurrency, KeyPart, PathStep};
+
+    use crate::ast::{self, Reference, TemplateKind, TextPart};
+    use crate::syntax::template::Segment;
+
+    /// The block, its key as text and paths to read.
+    pub(super) fn compile(block: &ast::Concurrency) -> Concurrency {
+        let key = match block.key.as_ref().map(|k| &k.kind) {
+            Some(TemplateKind::Literal(serde_json::Value::String(text))) => {
+                vec![KeyPart::Text(text.clone())]
+            }
+            Some(TemplateKind::Ref(reference)) => vec![read(reference)],
+            Some(TemplateKind::Text(parts)) => parts
+                .iter()
+                .map(|part| match part {
+                    TextPart::Text(text) => KeyPart::Text(text.clone()),
+                    TextPart::Ref(reference) => read(reference),
+                })
+                .collect(),
+            // No key (one for the template), or not a string (refused when lowered).
+            None | Some(_) => Vec::new(),
+        };
+        Concurrency {
+            key,
+            limit: block.limit,
+            on_limit: block.on_limit,
+        }
+    }
+
+    fn read(reference: &Reference) -> KeyPart {
+        let mut path = vec![PathStep::Key(reference.namespace.value.clone())];
+        path.extend(reference.segments.iter().map(|s| match &s.value {
+            Segment::Key(name) => PathStep::Key(name.clone()),
+            Segment::Index(i) => PathStep::Index(*i),
+        }));
+        KeyPart::Read(path)
     }
 }
 

@@ -320,3 +320,50 @@ fn a_has_test_picks_true_or_false_too() {
     let (fixed, _) = opcode_compiler::diagnostics::apply_fixes(src, &found);
     assert!(fixed.contains(r#""true": ["#), "{fixed}");
 }
+
+#[test]
+fn a_concurrency_block_is_checked_field_by_field() {
+    let with = |block: &str| {
+        codes(&format!(
+            r#"{{"concurrency": {block}, "inputs": {{"env": "prod"}}, "steps": [{}]}}"#,
+            log("a", "x")
+        ))
+    };
+    let none: Vec<&str> = Vec::new();
+    assert_eq!(
+        with(r#"{"key": "deploy-${{inputs.env}}", "limit": 2}"#),
+        none
+    );
+    assert_eq!(
+        with(r#"{"key": "${{workflow.agent_id}}", "limit": 1, "on_limit": "refuse_newest"}"#),
+        none
+    );
+    assert_eq!(with(r#"{"limit": 1, "on_limit": "cancel_running"}"#), none);
+    assert_eq!(with(r#"{"key": "x", "limit": 0}"#), ["E0017"]);
+    assert_eq!(with(r#"{"key": "x"}"#), ["E0017"]);
+    assert_eq!(with(r#"{"limit": 1, "on_limit": "queued"}"#), ["E0014"]);
+    assert_eq!(
+        with(r#"{"key": "${{workflow.run_id}}", "limit": 1}"#),
+        ["E0063"]
+    );
+    assert_eq!(
+        with(r#"{"key": "${{context.env}}-${{secrets.T}}", "limit": 1}"#),
+        ["E0063", "E0063"]
+    );
+    assert_eq!(with(r#"{"key": 7, "limit": 1}"#), ["E0010"]);
+}
+
+#[test]
+fn a_concurrency_block_compiles_the_same_from_opc() {
+    let compiler = Compiler::new().with_actions(opcode_stdlib::catalog());
+    let json = r#"{"concurrency": {"key": "deploy-${{inputs.env}}", "limit": 1}, "steps": [{"id": "a", "action": "workflow.log", "params": {"message": "x"}}]}"#;
+    let opc = "concurrency { key: \"deploy-${{inputs.env}}\", limit: 1 }\nstep a workflow.log { params { message: \"x\" } }\n";
+    let (from_json, d1) = compiler.compile(json, "w.json");
+    let (from_opc, d2) = compiler.compile(opc, "w.opc");
+    let (from_json, from_opc) = (
+        from_json.unwrap_or_else(|| panic!("{d1:?}")),
+        from_opc.unwrap_or_else(|| panic!("{d2:?}")),
+    );
+    assert!(from_json.run.concurrency.is_some());
+    assert_eq!(from_json.run.concurrency, from_opc.run.concurrency);
+}

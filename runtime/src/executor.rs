@@ -16,6 +16,7 @@
 //! sharing a database never drive the same workflow; an event for a
 //! workflow another live process owns is left in its inbox.
 
+mod admission;
 mod asks;
 mod background;
 mod caller;

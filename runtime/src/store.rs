@@ -20,6 +20,8 @@ pub mod postgres;
 mod retention;
 #[cfg(feature = "libsql")]
 mod schema;
+#[cfg(any(feature = "libsql", feature = "postgres"))]
+mod slots;
 mod status;
 
 /// The schema version this build writes (see `spec/events.md`).
@@ -574,9 +576,64 @@ pub enum Claim {
 ///
 /// Every timestamp argument and column is RFC 3339 UTC with milliseconds
 /// (`2026-11-29T10:30:00.000Z`), so text order is time order.
-pub trait EventStore: RunLog + Catalog {}
+pub trait EventStore: RunLog + Catalog + Slots {}
 
-impl<T: RunLog + Catalog> EventStore for T {}
+impl<T: RunLog + Catalog + Slots> EventStore for T {}
+
+/// A run's request for a slot of its concurrency key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    /// The key.
+    pub key: String,
+    /// The run.
+    pub workflow_id: String,
+    /// Runs of the key holding a slot at once.
+    pub limit: u32,
+    /// The run's priority (waiting runs go lowest first, then oldest).
+    pub priority: u8,
+    /// Wait at the limit (`false`: neither hold nor wait).
+    pub wait: bool,
+    /// When it asked (RFC 3339).
+    pub at: String,
+}
+
+/// The answer to an [`Admission`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admitted {
+    /// The run holds a slot.
+    Holds,
+    /// The run waits: `position` runs of the key wait before it.
+    Waits {
+        /// Runs waiting before it.
+        position: u64,
+        /// The runs holding the key's slots, oldest first.
+        holders: Vec<String>,
+    },
+    /// The key is at its limit and the run asked not to wait.
+    Refused {
+        /// The runs holding the key's slots, oldest first.
+        holders: Vec<String>,
+    },
+}
+
+/// The slots of concurrency keys (spec/flow-control.md, "Admission").
+/// A slot is held by a run until it ends: holders are counted joined with
+/// their runs' status, so the slot of a run that ended is free whatever
+/// crashed when. Each call is one step under the key's lock, so processes
+/// sharing a store never let more than `limit` runs of a key hold one.
+pub trait Slots: Send + Sync {
+    /// Takes a slot for the run, or queues it (or neither, when it asked
+    /// not to wait); asked again, answers where the run stands.
+    fn admit(&self, ask: Admission) -> BoxFuture<'_, StoreResult<Admitted>>;
+
+    /// Gives the free slots of `key` to its waiting runs, lowest priority
+    /// number then oldest first, and forgets runs that ended; the runs
+    /// that now hold one.
+    fn promote<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>>;
+
+    /// The keys runs are waiting on.
+    fn waiting_keys(&self) -> BoxFuture<'_, StoreResult<Vec<String>>>;
+}
 
 /// The runs: their logs with the derived rows, leases, timers and inboxes.
 /// Several processes may share one: every write is checked against the

@@ -18,6 +18,7 @@ mod listings;
 #[cfg(feature = "postgres")]
 mod pg;
 mod retention;
+mod slots;
 mod waits;
 
 /// Every store, fresh: memory, libSQL, and PostgreSQL when a test cluster

@@ -120,6 +120,9 @@ code_registry! { RUNTIME, "../../spec/errors/";
     /// The daemon began to stop while a call waited on a run: the run is
     /// kept and carries on at the next start.
     R0134 = "daemon-stopping",
+    /// A run's concurrency key has `limit` runs holding a slot and its
+    /// template refuses the newest (`on_limit: refuse_newest`).
+    R0135 = "concurrency-limit",
 }
 
 /// Finds a run-time code by its id.

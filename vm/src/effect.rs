@@ -186,8 +186,24 @@ pub enum Effect {
         /// The signal name.
         name: String,
     },
+    /// The run waits for a slot of its concurrency key (spec/flow-control.md);
+    /// answer with [`crate::Event::Admitted`] once it holds one, or refused.
+    Admit(Arc<AdmitRequest>),
     /// Something happened worth logging.
     Record(Record),
+}
+
+/// A run's request for a slot of its concurrency key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdmitRequest {
+    /// The key: the template's concurrency key, as the run's inputs made it.
+    pub key: String,
+    /// Runs of the key holding a slot at once.
+    pub limit: u32,
+    /// What the run does at the limit.
+    pub on_limit: crate::policy::OnLimit,
+    /// The run's priority: waiting runs of a key are admitted lowest first.
+    pub priority: u8,
 }
 
 /// A fact about the run.

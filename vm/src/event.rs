@@ -235,6 +235,13 @@ pub enum Event {
     },
     /// A run suspended by its deadline resumes (with a fresh deadline).
     Resume,
+    /// The run waiting for a slot of its concurrency key holds one, or
+    /// is refused one (`on_limit: refuse_newest`) and fails with R0135.
+    Admitted {
+        /// Why it was refused; none when it holds a slot.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refused: Option<String>,
+    },
 }
 
 impl Event {
@@ -251,6 +258,7 @@ impl Event {
             Event::Signal { .. } => "signal_received",
             Event::Cancel { .. } => "cancel_requested",
             Event::Resume => "resume_requested",
+            Event::Admitted { .. } => "run_admitted",
         }
     }
 }

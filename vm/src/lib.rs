@@ -14,6 +14,7 @@
 #![deny(clippy::disallowed_methods)]
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod catalog;
 pub mod codes;
 pub mod effect;

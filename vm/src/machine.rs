@@ -21,6 +21,7 @@
 //! the run). An unhandled failure fails the frame, which fails its owner's
 //! attempt, so a flow step's `retry` and `on_error` cover its contents.
 
+mod admission;
 mod asks;
 mod failure;
 mod flow;
@@ -78,6 +79,11 @@ pub struct Vm {
     output_bytes: u64,
     phase: Phase,
     run_timer: Option<TimerId>,
+    /// The run's request for a slot of its concurrency key, if its
+    /// program has one.
+    admission: Option<Arc<crate::effect::AdmitRequest>>,
+    /// Does it wait for that slot?
+    admitting: bool,
     /// Suspended by the deadline: no step starts until [`Event::Resume`].
     halted: bool,
     output: Option<Value>,
@@ -111,6 +117,8 @@ impl Vm {
             output_bytes: 0,
             phase: Phase::Steps,
             run_timer: None,
+            admission: None,
+            admitting: false,
             halted: false,
             output: None,
             error: None,
@@ -170,10 +178,14 @@ impl Vm {
             Event::Signal { name, payload } => self.signal(name, payload, host),
             Event::Cancel { reason } => self.cancel_run(reason),
             Event::Resume => self.resume(host),
+            Event::Admitted { refused } => self.admitted(refused.as_deref(), host),
         }
         let answered = matches!(
             event,
-            Event::DecisionResolved { .. } | Event::DecisionCancelled { .. } | Event::Signal { .. }
+            Event::DecisionResolved { .. }
+                | Event::DecisionCancelled { .. }
+                | Event::Signal { .. }
+                | Event::Admitted { .. }
         );
         self.settle(before, mark, answered);
         std::mem::swap(&mut self.out, out);
@@ -214,6 +226,9 @@ impl Vm {
                 reject(format!("no decision `{decision}` is pending"))
             }
             Event::Signal { name, payload } => self.check_signal(name, payload),
+            Event::Admitted { .. } if !self.admitting => {
+                reject("the run does not wait for a slot of its concurrency key".into())
+            }
             Event::Resume if !self.halted => {
                 reject("the run is not suspended by its deadline; nothing to resume".into())
             }
@@ -232,6 +247,14 @@ impl Vm {
         self.workflow = self.workflow_namespace();
         self.status = RunStatus::Active;
         self.record(Record::RunStarted);
+        if self.ask_admission() {
+            return;
+        }
+        self.begin(host);
+    }
+
+    /// Starts the steps (and the run's deadline).
+    fn begin(&mut self, host: &dyn Host) {
         if let Some(ms) = self.plan.program.run.timeout_ms {
             self.run_timer = Some(self.start_timer(ms, TimerPurpose::RunTimeout, None));
         }
@@ -390,7 +413,7 @@ impl Vm {
                 .timers
                 .values()
                 .any(|t| matches!(t.purpose, TimerPurpose::Retry | TimerPurpose::Sleep));
-        let waiting = !self.decisions.is_empty() || !self.waiters.is_empty();
+        let waiting = !self.decisions.is_empty() || !self.waiters.is_empty() || self.admitting;
         self.status = if !busy && (waiting || self.halted) {
             RunStatus::Suspended
         } else {
@@ -420,6 +443,11 @@ impl Vm {
     /// [`RunMeta::max_output_bytes`] bounds); a replay counts the same.
     pub fn output_bytes(&self) -> u64 {
         self.output_bytes
+    }
+
+    /// The key of the run's concurrency slot, if its program has one.
+    pub fn concurrency_key(&self) -> Option<&str> {
+        self.admission.as_deref().map(|a| a.key.as_str())
     }
 
     /// The run's output, once it completed.
@@ -550,6 +578,9 @@ impl Vm {
                 inst: inst.clone(),
                 name: name.clone(),
             });
+        }
+        if let Some(request) = self.admission.as_ref().filter(|_| self.admitting) {
+            out.push(Effect::Admit(Arc::clone(request)));
         }
         out
     }

@@ -84,6 +84,19 @@ spelled_enum! {
 }
 
 spelled_enum! {
+    /// What a run does when its concurrency key has `limit` runs holding
+    /// a slot (spec/flow-control.md).
+    OnLimit {
+        /// Wait its turn (the default).
+        Queue = "queue",
+        /// Take the slot of the oldest holder, which is cancelled.
+        CancelRunning = "cancel_running",
+        /// Fail at once (R0135).
+        RefuseNewest = "refuse_newest",
+    }
+}
+
+spelled_enum! {
     /// How a loop decides to run another iteration.
     LoopMode {
         /// Once per item of the `over` list.

@@ -100,6 +100,9 @@ pub struct RunSettings {
     pub input_schema: Option<ConstId>,
     /// The initial `context` namespace.
     pub context: Option<ConstId>,
+    /// Run admission by concurrency key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<crate::admission::Concurrency>,
 }
 
 /// What kind of step.

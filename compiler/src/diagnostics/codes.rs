@@ -108,6 +108,8 @@ code_registry! { ALL, "../../../spec/errors/";
     E0061 = "not-an-option",
     /// `${{…}}` in a field that is never interpolated.
     E0062 = "never-interpolated",
+    /// A concurrency key reads what is not known when a run starts.
+    E0063 = "concurrency-key",
     /// A field the language does not know is ignored.
     W0001 = "unknown-field",
     /// An action parameter the action does not know is ignored.

@@ -7,6 +7,7 @@
 //! fields are warnings (opcode silently dropped them), with a rename fix when
 //! a known field is one typo away.
 
+mod concurrency;
 mod fields;
 pub mod step;
 pub(crate) mod value;
@@ -56,6 +57,7 @@ const DEFINITION_FIELDS: &[&str] = &[
     "on_error",
     "output",
     "metadata",
+    "concurrency",
 ];
 
 impl Lowerer<'_> {
@@ -185,6 +187,9 @@ impl Lowerer<'_> {
                 .get("output")
                 .map(|m| self.template(&m.value, &fields.pointer_of("output"))),
             metadata: self.opt_typed(&fields, "metadata", "object"),
+            concurrency: fields
+                .get("concurrency")
+                .and_then(|m| self.concurrency(&m.value, &fields.pointer_of("concurrency"))),
         })
     }
 

@@ -52,6 +52,8 @@ async fn serve(inner: Arc<Inner>) {
     // When the store was last looked at for work (mail, timers, orphans).
     let mut looked = Instant::now();
     let mut failed: HashMap<String, Instant> = HashMap::new();
+    // When the keys with runs waiting for a slot were last looked at.
+    let mut promoted = Instant::now();
     let mut notices = inner.store.notices();
     // The earliest timer due, so that a run waiting for it is loaded on
     // time rather than at the next poll (the first pass is at once).
@@ -86,6 +88,10 @@ async fn serve(inner: Arc<Inner>) {
         }
         looked = Instant::now();
         reload_stranded(&inner).await;
+        if inner.config.adopt && promoted.elapsed() >= super::admission::PROMOTE_EVERY {
+            promoted = Instant::now();
+            super::admission::promote_waiting(&inner).await;
+        }
         failed.retain(|_, at| at.elapsed() < BACKOFF);
         let mut wanted: BTreeSet<String> = BTreeSet::new();
         let mut mail: HashMap<String, Vec<i64>> = HashMap::new();

@@ -166,6 +166,7 @@ impl Round {
                     });
                 }
                 Effect::Dispatch(_)
+                | Effect::Admit(_)
                 | Effect::CancelDispatch { .. }
                 | Effect::AnswerAction { .. } => self.perform.push(effect),
             }

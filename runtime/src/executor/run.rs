@@ -760,6 +760,9 @@ impl RunTask {
                     handle.abort();
                 }
             }
+            Effect::Admit(request) => {
+                super::admission::ask(&self.inner, &self.id, request);
+            }
             Effect::RequestDecision(_)
             | Effect::CancelDecision { .. }
             | Effect::AwaitSignal { .. }

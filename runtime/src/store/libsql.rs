@@ -20,11 +20,12 @@ use tokio::sync::oneshot;
 use self::checkpoint::{Checkpointer, FinishRequest, WRITER_FINISH_FROM, WalIndex};
 use self::db::Db;
 use super::{
-    AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionFilter, DecisionRow,
-    DecisionStatus, Durability, EventFilter, Expiry, FoundEntry, InboxMessage, Listing, LogEntry,
-    Prune, PrunedFilter, PrunedRow, RunLog, ScheduleAdvance, ScheduleRow, SecretRow, Source,
-    StepDetail, StepRow, StoreError, StoreHealth, StoreResult, TemplateDraft, TemplateFilter,
-    TemplateRow, VaultHeader, WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
+    Admission, Admitted, AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionFilter,
+    DecisionRow, DecisionStatus, Durability, EventFilter, Expiry, FoundEntry, InboxMessage,
+    Listing, LogEntry, Prune, PrunedFilter, PrunedRow, RunLog, ScheduleAdvance, ScheduleRow,
+    SecretRow, Slots, Source, StepDetail, StepRow, StoreError, StoreHealth, StoreResult,
+    TemplateDraft, TemplateFilter, TemplateRow, VaultHeader, WorkflowFilter, WorkflowRow,
+    WorkflowState, WorkflowStatus,
 };
 
 /// At most this many commits share one transaction.
@@ -450,6 +451,21 @@ impl RunLog for LibsqlStore {
     fn release<'a>(&'a self, id: &'a str, owner: &'a str) -> BoxFuture<'a, StoreResult<()>> {
         let (id, owner) = (id.to_owned(), owner.to_owned());
         self.ask(move |db| db.release(&id, &owner))
+    }
+}
+
+impl Slots for LibsqlStore {
+    fn admit(&self, ask: Admission) -> BoxFuture<'_, StoreResult<Admitted>> {
+        self.ask(move |db| db.admit(&ask))
+    }
+
+    fn promote<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>> {
+        let key = key.to_owned();
+        self.ask(move |db| db.promote(&key))
+    }
+
+    fn waiting_keys(&self) -> BoxFuture<'_, StoreResult<Vec<String>>> {
+        self.ask(Db::waiting_keys)
     }
 }
 

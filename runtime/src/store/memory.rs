@@ -4,6 +4,7 @@
 mod catalog;
 mod retention;
 mod run_log;
+mod slots;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
@@ -37,6 +38,8 @@ struct State {
     secrets: BTreeMap<String, SecretRow>,
     /// What is left of pruned runs, by id.
     pruned: BTreeMap<String, PrunedRow>,
+    /// The runs of concurrency keys, by run.
+    slots: BTreeMap<String, slots::SlotRow>,
     /// Why writes are refused, while they are (a full disk, for tests).
     refusing: Option<String>,
     /// Copies of the whole store after each commit, while they are kept.

@@ -13,6 +13,7 @@ mod listen;
 mod retention;
 mod rows;
 mod schema;
+mod slots;
 
 use std::fmt::Write as _;
 use std::time::Duration;

@@ -14,10 +14,25 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (7, "large values once", V7),
     (8, "pruned runs", V8),
     (9, "runs by template", V9),
+    (10, "concurrency slots", V10),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 9;
+pub const LATEST: i64 = 10;
+
+/// The runs of concurrency keys, holding a slot or waiting for one
+/// (spec/flow-control.md, "Admission").
+const V10: &str = "
+CREATE TABLE run_slots (
+    key TEXT NOT NULL,
+    workflow_id TEXT PRIMARY KEY,
+    lim INTEGER NOT NULL,
+    priority INTEGER NOT NULL,
+    held INTEGER NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX run_slots_by_key ON run_slots (key, held, priority, created_at);
+";
 
 /// A template's runs, newest first (`opcode.query`, the panel,
 /// retention); decisions of a status, oldest first (`opcode.query`).

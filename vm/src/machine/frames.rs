@@ -328,6 +328,7 @@ impl Vm {
         if let Some(t) = self.run_timer.take() {
             self.cancel_timer(t);
         }
+        self.admitting = false;
         self.phase = Phase::Done;
         self.status = super::RunStatus::Cancelled;
         let error = ActionError::new(crate::codes::R0106, "CANCELLED_ERROR", reason, false);

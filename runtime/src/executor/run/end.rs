@@ -48,6 +48,14 @@ impl RunTask {
         if self.has_children && self.vm.status().is_terminal() {
             crate::executor::tree::cancel_children(&self.inner, &self.id, self.vm.status().into());
         }
+        if let Some(key) = self
+            .vm
+            .concurrency_key()
+            .filter(|_| self.vm.status().is_terminal())
+        {
+            // Its slot is free: the next waiting run of its key takes it.
+            crate::executor::admission::promote_later(&self.inner, key);
+        }
         if self.vm.status().is_terminal()
             && !self.who.child
             && let (Some(workspaces), Some(ws)) =

@@ -16,6 +16,7 @@ mod leases;
 mod migrate;
 mod retention;
 mod schedules;
+mod slots;
 mod vault;
 
 use self::columns::{get, log_entry, push_page, workflow_row};

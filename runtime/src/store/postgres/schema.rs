@@ -11,10 +11,26 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (3, "pruned runs", V3),
     (4, "runs by template", V4),
     (5, "refusals raised in the transaction", V5),
+    (6, "concurrency slots", V6),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 5;
+pub const LATEST: i64 = 6;
+
+/// The runs of concurrency keys, holding a slot or waiting for one
+/// (spec/flow-control.md, "Admission"); admission takes an advisory
+/// transaction lock on the key.
+const V6: &str = "
+CREATE TABLE run_slots (
+    key TEXT NOT NULL,
+    workflow_id TEXT PRIMARY KEY,
+    lim BIGINT NOT NULL,
+    priority BIGINT NOT NULL,
+    held BIGINT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX run_slots_by_key ON run_slots (key, held, priority, created_at);
+";
 
 /// A commit's checks raise their refusal, so that a commit's statements
 /// can all be sent at once (`commit.rs`): the refusal (`fenced`,

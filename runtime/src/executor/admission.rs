@@ -1,0 +1,107 @@
+//! Admission by concurrency key (spec/flow-control.md, "Admission"): a run
+//! that waits for a slot asks the store for one; when a holder ends, or
+//! every few seconds for keys with waiting runs (a process may have died
+//! between a run's end and the promotion), the store gives the free slots
+//! to the waiting runs, which are told wherever they are loaded.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{ExecError, Inner};
+use crate::store::{Admission, Admitted};
+use crate::time::{now_ms, rfc3339};
+use opcode_vm::effect::AdmitRequest;
+use opcode_vm::event::Event;
+use opcode_vm::policy::OnLimit;
+
+/// How long to wait before asking the store again after it failed.
+const RETRY: Duration = Duration::from_secs(2);
+
+/// How often the keys with waiting runs are looked at.
+pub(crate) const PROMOTE_EVERY: Duration = Duration::from_secs(2);
+
+/// Asks the store for a slot for run `id` and tells the run once it holds
+/// one or is refused (loading it again if it rested meanwhile); a run that
+/// must wait is told later, by [`promote`]. With `cancel_running`, the
+/// oldest holder is cancelled.
+pub(crate) fn ask(inner: &Arc<Inner>, id: &str, request: Arc<AdmitRequest>) {
+    let (inner, id) = (inner.clone(), id.to_owned());
+    tokio::spawn(async move {
+        let admission = Admission {
+            key: request.key.clone(),
+            workflow_id: id.clone(),
+            limit: request.limit,
+            priority: request.priority,
+            wait: request.on_limit != OnLimit::RefuseNewest,
+            at: rfc3339(now_ms()),
+        };
+        let answer = loop {
+            match inner.store.admit(admission.clone()).await {
+                Ok(answer) => break answer,
+                Err(error) => {
+                    tracing::warn!(workflow = %id, %error, "asking for a concurrency slot failed; retrying");
+                    tokio::time::sleep(RETRY).await;
+                }
+            }
+        };
+        let refused = match answer {
+            Admitted::Holds => None,
+            Admitted::Refused { holders } => Some(format!("held by {}", holders.join(", "))),
+            Admitted::Waits { position, holders } => {
+                tracing::debug!(workflow = %id, key = %request.key, position, "waiting for a concurrency slot");
+                if request.on_limit == OnLimit::CancelRunning
+                    && let Some(oldest) = holders.first()
+                {
+                    let reason = format!(
+                        "run `{id}` of concurrency key `{}` takes its slot (on_limit: cancel_running)",
+                        request.key
+                    );
+                    if let Err(error) = inner.deliver(oldest, Event::Cancel { reason }).await {
+                        tracing::debug!(workflow = %oldest, %error, "holder not cancelled");
+                    }
+                }
+                return;
+            }
+        };
+        tell(&inner, &id, refused).await;
+    });
+}
+
+/// Gives the free slots of `key` to its waiting runs, and tells them.
+pub(crate) async fn promote(inner: &Arc<Inner>, key: &str) {
+    let admitted = match inner.store.promote(key).await {
+        Ok(admitted) => admitted,
+        Err(error) => {
+            tracing::warn!(%key, %error, "giving concurrency slots failed; retrying later");
+            return;
+        }
+    };
+    for id in admitted {
+        tell(inner, &id, None).await;
+    }
+}
+
+/// Tells run `id` it holds a slot, or was refused one. A run told twice
+/// (asked again after a restart) refuses the second.
+async fn tell(inner: &Arc<Inner>, id: &str, refused: Option<String>) {
+    match inner.deliver(id, Event::Admitted { refused }).await {
+        Ok(_) | Err(ExecError::Refused(_) | ExecError::Ended { .. }) => {}
+        Err(error) => tracing::warn!(workflow = %id, %error, "a run's admission was not told"),
+    }
+}
+
+/// [`promote`] in the background (a run that ended frees its slot).
+pub(crate) fn promote_later(inner: &Arc<Inner>, key: &str) {
+    let (inner, key) = (inner.clone(), key.to_owned());
+    tokio::spawn(async move { promote(&inner, &key).await });
+}
+
+/// [`promote`] for every key runs wait on.
+pub(crate) async fn promote_waiting(inner: &Arc<Inner>) {
+    let Ok(keys) = inner.store.waiting_keys().await else {
+        return;
+    };
+    for key in keys {
+        promote(inner, &key).await;
+    }
+}

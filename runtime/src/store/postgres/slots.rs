@@ -1,0 +1,124 @@
+//! Slots of concurrency keys on PostgreSQL (spec/flow-control.md,
+//! "Admission"): each call is one transaction that first takes an advisory
+//! transaction lock on the key, so daemons sharing the database admit one
+//! run of a key at a time and never more than its limit.
+
+use tokio_postgres::Transaction;
+
+use super::{PostgresStore, backend};
+use crate::store::slots::{
+    AHEAD, HOLD, HOLDERS, INSERT, LIMIT, MINE, NEXT, SWEEP, WAITING_KEYS, numbered,
+};
+use crate::store::{Admission, Admitted, BoxFuture, Slots, StoreResult};
+
+/// Locks key `$1` until the transaction ends.
+const LOCK_KEY: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 51))";
+
+impl Slots for PostgresStore {
+    fn admit(&self, ask: Admission) -> BoxFuture<'_, StoreResult<Admitted>> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(backend)?;
+            tx.execute(LOCK_KEY, &[&ask.key]).await.map_err(backend)?;
+            let holders = holders(&tx, &ask.key).await?;
+            let mine = tx
+                .query_opt(numbered(MINE).as_str(), &[&ask.workflow_id])
+                .await
+                .map_err(backend)?
+                .map(|row| {
+                    (
+                        row.get::<_, i64>(0),
+                        row.get::<_, i64>(1),
+                        row.get::<_, String>(2),
+                    )
+                });
+            let full = holders.len() >= ask.limit as usize;
+            let (priority, at) = match mine {
+                Some((1, _, _)) => return Ok(Admitted::Holds),
+                Some((_, priority, at)) => (priority, at),
+                None if full && !ask.wait => return Ok(Admitted::Refused { holders }),
+                None => {
+                    let (limit, priority) = (i64::from(ask.limit), i64::from(ask.priority));
+                    let held = i64::from(!full);
+                    tx.execute(
+                        numbered(INSERT).as_str(),
+                        &[
+                            &ask.key,
+                            &ask.workflow_id,
+                            &limit,
+                            &priority,
+                            &held,
+                            &ask.at,
+                        ],
+                    )
+                    .await
+                    .map_err(backend)?;
+                    if !full {
+                        tx.commit().await.map_err(backend)?;
+                        return Ok(Admitted::Holds);
+                    }
+                    (priority, ask.at.clone())
+                }
+            };
+            let position: i64 = tx
+                .query_one(
+                    numbered(AHEAD).as_str(),
+                    &[&ask.key, &priority, &at, &ask.workflow_id],
+                )
+                .await
+                .map_err(backend)?
+                .get(0);
+            tx.commit().await.map_err(backend)?;
+            Ok(Admitted::Waits {
+                position: position as u64,
+                holders,
+            })
+        })
+    }
+
+    fn promote<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(backend)?;
+            tx.execute(LOCK_KEY, &[&key]).await.map_err(backend)?;
+            tx.execute(numbered(SWEEP).as_str(), &[&key])
+                .await
+                .map_err(backend)?;
+            let limit: i64 = tx
+                .query_opt(numbered(LIMIT).as_str(), &[&key])
+                .await
+                .map_err(backend)?
+                .map_or(0, |row| row.get(0));
+            let free = (limit - holders(&tx, key).await?.len() as i64).max(0);
+            let mut next = Vec::new();
+            if free > 0 {
+                for row in tx
+                    .query(numbered(NEXT).as_str(), &[&key, &free])
+                    .await
+                    .map_err(backend)?
+                {
+                    let id: String = row.get(0);
+                    tx.execute(numbered(HOLD).as_str(), &[&id])
+                        .await
+                        .map_err(backend)?;
+                    next.push(id);
+                }
+            }
+            tx.commit().await.map_err(backend)?;
+            Ok(next)
+        })
+    }
+
+    fn waiting_keys(&self) -> BoxFuture<'_, StoreResult<Vec<String>>> {
+        Box::pin(self.query(WAITING_KEYS, &[], |row| Ok(row.get(0))))
+    }
+}
+
+/// The runs of `key` holding a slot, oldest first.
+async fn holders(tx: &Transaction<'_>, key: &str) -> StoreResult<Vec<String>> {
+    let rows = tx
+        .query(numbered(HOLDERS).as_str(), &[&key])
+        .await
+        .map_err(backend)?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}

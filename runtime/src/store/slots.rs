@@ -1,0 +1,52 @@
+//! The SQL of [`Slots`](super::Slots), written once for libSQL and
+//! PostgreSQL (`?N` parameters; PostgreSQL's take `$N`: [`numbered`]).
+//! A row of `run_slots` is a run of a concurrency key: holding a slot
+//! (`held = 1`) or waiting for one. Only rows of runs that have not ended
+//! count, so a slot comes free when its run ends, whatever crashed when.
+
+/// The runs of key `?1` holding a slot, oldest first.
+pub const HOLDERS: &str = "SELECT s.workflow_id FROM run_slots s \
+     JOIN workflows w ON w.id = s.workflow_id \
+     WHERE s.key = ?1 AND s.held = 1 AND w.status NOT IN ('completed', 'failed', 'cancelled') \
+     ORDER BY s.created_at, s.workflow_id";
+
+/// Run `?1`'s row: whether it holds a slot, its priority, since when.
+pub const MINE: &str = "SELECT held, priority, created_at FROM run_slots WHERE workflow_id = ?1";
+
+/// How many runs of key `?1` wait before one of priority `?2` that asked at
+/// `?3` (run `?4`).
+pub const AHEAD: &str = "SELECT COUNT(*) FROM run_slots s JOIN workflows w ON w.id = s.workflow_id \
+     WHERE s.key = ?1 AND s.held = 0 AND w.status NOT IN ('completed', 'failed', 'cancelled') \
+     AND (s.priority < ?2 OR (s.priority = ?2 AND (s.created_at < ?3 \
+     OR (s.created_at = ?3 AND s.workflow_id < ?4))))";
+
+/// A run's row: key, run, limit, priority, held, when.
+pub const INSERT: &str = "INSERT INTO run_slots (key, workflow_id, lim, priority, held, created_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+
+/// The limit key `?1` was last asked with.
+pub const LIMIT: &str = "SELECT lim FROM run_slots WHERE key = ?1 \
+     ORDER BY created_at DESC, workflow_id DESC LIMIT 1";
+
+/// The first `?2` runs of key `?1` waiting: lowest priority number, then oldest.
+pub const NEXT: &str = "SELECT s.workflow_id FROM run_slots s JOIN workflows w ON w.id = s.workflow_id \
+     WHERE s.key = ?1 AND s.held = 0 AND w.status NOT IN ('completed', 'failed', 'cancelled') \
+     ORDER BY s.priority, s.created_at, s.workflow_id LIMIT ?2";
+
+/// Run `?1` holds a slot.
+pub const HOLD: &str = "UPDATE run_slots SET held = 1 WHERE workflow_id = ?1";
+
+/// Forgets the rows of key `?1` whose runs ended or are gone.
+pub const SWEEP: &str = "DELETE FROM run_slots WHERE key = ?1 AND NOT EXISTS (SELECT 1 FROM workflows w \
+     WHERE w.id = run_slots.workflow_id AND w.status NOT IN ('completed', 'failed', 'cancelled'))";
+
+/// The keys runs wait on.
+pub const WAITING_KEYS: &str = "SELECT DISTINCT s.key FROM run_slots s \
+     JOIN workflows w ON w.id = s.workflow_id \
+     WHERE s.held = 0 AND w.status NOT IN ('completed', 'failed', 'cancelled')";
+
+/// `sql` with PostgreSQL's parameters (`$N` for `?N`).
+#[cfg(feature = "postgres")]
+pub fn numbered(sql: &str) -> String {
+    sql.replace('?', "$")
+}

@@ -1,0 +1,147 @@
+//! Run admission by concurrency key through the executor (spec/flow-control.md,
+//! "Admission"): runs of one key beyond its limit wait their turn, and
+//! start once a holder ends; other keys run meanwhile; `refuse_newest`
+//! fails the newest with R0135; `cancel_running` cancels the oldest holder.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{config, executor, request, runtime};
+use opcode_runtime::store::WorkflowStatus;
+use opcode_runtime::store::memory::MemoryStore;
+use opcode_runtime::{Executor, Until};
+use opcode_vm::event::Event;
+use serde_json::{Value, json};
+
+/// A template holding its slot until signalled `go`.
+fn holding(on_limit: &str) -> Value {
+    json!({
+        "concurrency": {"key": "${{inputs.env}}", "limit": 1, "on_limit": on_limit},
+        "steps": [{"id": "hold", "type": "wait", "config": {"signal": "go"}}]
+    })
+}
+
+/// Has run `id` started its steps (its `hold` step has a row)?
+async fn started(exec: &Executor, id: &str) -> bool {
+    !exec.store().steps(id).await.unwrap().is_empty()
+}
+
+/// Waits (10 s at most) until `check` holds.
+async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    for _ in 0..500 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("never: {what}");
+}
+
+async fn go(exec: &Executor, id: &str) {
+    let signal = Event::Signal {
+        name: "go".into(),
+        payload: json!({}),
+    };
+    exec.deliver(id, signal).await.unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(10), exec.wait(id, Until::Ended));
+    assert_eq!(ended.await.unwrap().unwrap(), WorkflowStatus::Completed);
+}
+
+#[test]
+fn runs_past_a_keys_limit_wait_their_turn_and_other_keys_run() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let template = holding("queue");
+        let mut prod = Vec::new();
+        for _ in 0..3 {
+            prod.push(
+                exec.start(request(&template, &json!({"env": "prod"})))
+                    .await
+                    .unwrap(),
+            );
+        }
+        let staging = exec
+            .start(request(&template, &json!({"env": "staging"})))
+            .await
+            .unwrap();
+        until("the first of prod and staging start", async || {
+            started(&exec, &prod[0]).await && started(&exec, &staging).await
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!started(&exec, &prod[1]).await && !started(&exec, &prod[2]).await);
+        go(&exec, &prod[0]).await;
+        until("the second prod run starts", async || {
+            started(&exec, &prod[1]).await
+        })
+        .await;
+        assert!(!started(&exec, &prod[2]).await, "one at a time");
+        go(&exec, &prod[1]).await;
+        until("the third prod run starts", async || {
+            started(&exec, &prod[2]).await
+        })
+        .await;
+        go(&exec, &prod[2]).await;
+        go(&exec, &staging).await;
+    });
+}
+
+#[test]
+fn refuse_newest_fails_the_run_past_the_limit_with_r0135() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let template = holding("refuse_newest");
+        let first = exec
+            .start(request(&template, &json!({"env": "prod"})))
+            .await
+            .unwrap();
+        until("the first starts", async || started(&exec, &first).await).await;
+        let second = exec
+            .start(request(&template, &json!({"env": "prod"})))
+            .await
+            .unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(10), exec.wait(&second, Until::Ended));
+        assert_eq!(ended.await.unwrap().unwrap(), WorkflowStatus::Failed);
+        let row = exec.store().workflow(&second).await.unwrap().unwrap();
+        let error: Value = serde_json::from_str(row.error.as_deref().unwrap()).unwrap();
+        assert_eq!(error["code"], "R0135", "{error}");
+        assert_eq!(error["details"]["limit"], 1, "{error}");
+        assert!(
+            !started(&exec, &second).await,
+            "no step of the refused run ran"
+        );
+        go(&exec, &first).await;
+    });
+}
+
+#[test]
+fn cancel_running_cancels_the_oldest_holder_and_takes_its_slot() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let template = holding("cancel_running");
+        let first = exec
+            .start(request(&template, &json!({"env": "prod"})))
+            .await
+            .unwrap();
+        until("the first starts", async || started(&exec, &first).await).await;
+        let second = exec
+            .start(request(&template, &json!({"env": "prod"})))
+            .await
+            .unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(10), exec.wait(&first, Until::Ended));
+        assert_eq!(ended.await.unwrap().unwrap(), WorkflowStatus::Cancelled);
+        let row = exec.store().workflow(&first).await.unwrap().unwrap();
+        assert!(row.error.unwrap_or_default().contains("cancel_running"));
+        until("the second starts", async || started(&exec, &second).await).await;
+        go(&exec, &second).await;
+    });
+}

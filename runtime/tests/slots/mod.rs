@@ -1,0 +1,168 @@
+//! The slots of concurrency keys (spec/flow-control.md, "Admission"),
+//! checked against every store: a limit is never passed, however many ask
+//! at once (on PostgreSQL, from three connections as three daemons would);
+//! a slot comes free when its run ends; waiting runs are admitted lowest
+//! priority number first, then oldest.
+
+use std::sync::Arc;
+
+use opcode_runtime::store::{
+    Admission, Admitted, Commit, EventStore, WorkflowStatus, WorkflowUpdate,
+};
+
+use crate::{at, block_on, create, stores};
+
+fn ask(key: &str, id: &str, limit: u32, priority: u8, n: u32) -> Admission {
+    Admission {
+        key: key.into(),
+        workflow_id: id.into(),
+        limit,
+        priority,
+        wait: true,
+        at: at(n),
+    }
+}
+
+async fn end(store: &Arc<dyn EventStore>, id: &str) {
+    let commit = Commit {
+        workflow_id: id.into(),
+        update: Some(WorkflowUpdate {
+            status: WorkflowStatus::Completed,
+            updated_at: at(59),
+            completed_at: Some(at(59)),
+            ..WorkflowUpdate::default()
+        }),
+        ..Commit::default()
+    };
+    store.commit(commit).await.unwrap();
+}
+
+#[test]
+fn a_limit_is_never_passed_and_a_freed_slot_goes_to_the_next_in_turn() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            for id in ["a", "b", "c", "d", "other"] {
+                store.commit(create(id)).await.unwrap();
+            }
+            assert_eq!(
+                store.admit(ask("k", "a", 1, 5, 1)).await.unwrap(),
+                Admitted::Holds,
+                "{name}"
+            );
+            let b = store.admit(ask("k", "b", 1, 5, 2)).await.unwrap();
+            assert_eq!(
+                b,
+                Admitted::Waits {
+                    position: 0,
+                    holders: vec!["a".into()]
+                },
+                "{name}"
+            );
+            // Later, but more urgent: it goes before b.
+            let c = store.admit(ask("k", "c", 1, 1, 3)).await.unwrap();
+            assert_eq!(
+                c,
+                Admitted::Waits {
+                    position: 0,
+                    holders: vec!["a".into()]
+                },
+                "{name}"
+            );
+            let b = store.admit(ask("k", "b", 1, 5, 2)).await.unwrap();
+            assert!(
+                matches!(b, Admitted::Waits { position: 1, .. }),
+                "{name}: asked again: {b:?}"
+            );
+            // Another key has slots of its own.
+            assert_eq!(
+                store.admit(ask("j", "other", 1, 5, 4)).await.unwrap(),
+                Admitted::Holds,
+                "{name}"
+            );
+            let refused = store
+                .admit(Admission {
+                    wait: false,
+                    ..ask("k", "d", 1, 5, 5)
+                })
+                .await
+                .unwrap();
+            assert_eq!(
+                refused,
+                Admitted::Refused {
+                    holders: vec!["a".into()]
+                },
+                "{name}"
+            );
+            assert_eq!(store.waiting_keys().await.unwrap(), ["k"], "{name}");
+            assert!(
+                store.promote("k").await.unwrap().is_empty(),
+                "{name}: a still holds it"
+            );
+            end(&store, "a").await;
+            assert_eq!(store.promote("k").await.unwrap(), ["c"], "{name}");
+            assert!(
+                store.promote("k").await.unwrap().is_empty(),
+                "{name}: given once"
+            );
+            assert_eq!(
+                store.admit(ask("k", "c", 1, 1, 3)).await.unwrap(),
+                Admitted::Holds,
+                "{name}"
+            );
+            end(&store, "c").await;
+            assert_eq!(store.promote("k").await.unwrap(), ["b"], "{name}");
+            assert!(store.waiting_keys().await.unwrap().is_empty(), "{name}");
+        });
+    }
+}
+
+/// A store's name, the stores of the processes sharing it, its temp dir.
+type Sharers = (
+    &'static str,
+    Vec<Arc<dyn EventStore>>,
+    Option<tempfile::TempDir>,
+);
+
+/// Each store as the processes that would share it: memory and libSQL
+/// alone, PostgreSQL as three stores on one database (three daemons).
+fn sharers() -> Vec<Sharers> {
+    #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
+    let mut sets: Vec<_> = stores()
+        .into_iter()
+        .filter(|(name, _, _)| *name != "postgres")
+        .map(|(name, store, dir)| (name, vec![store], dir))
+        .collect();
+    #[cfg(feature = "postgres")]
+    if let Some(url) = crate::pg::fresh_database() {
+        let three = block_on(async {
+            let mut three: Vec<Arc<dyn EventStore>> = Vec::new();
+            for _ in 0..3 {
+                let store = opcode_runtime::store::postgres::PostgresStore::connect(&url);
+                three.push(Arc::new(store.await.unwrap()));
+            }
+            three
+        });
+        sets.push(("postgres", three, None));
+    }
+    sets
+}
+
+#[test]
+fn many_asking_at_once_get_no_more_slots_than_the_limit() {
+    for (name, askers, _dir) in sharers() {
+        block_on(async {
+            let ids: Vec<String> = (0..30).map(|i| format!("r{i:02}")).collect();
+            for id in &ids {
+                askers[0].commit(create(id)).await.unwrap();
+            }
+            let asking = ids.iter().enumerate().map(|(i, id)| {
+                let asker = askers[i % askers.len()].clone();
+                let admission = ask("deploy:prod", id, 2, 5, i as u32);
+                async move { asker.admit(admission).await.unwrap() }
+            });
+            let answers = futures::future::join_all(asking).await;
+            let holding = answers.iter().filter(|a| **a == Admitted::Holds).count();
+            assert_eq!(holding, 2, "{name}: {answers:?}");
+        });
+    }
+}
