@@ -633,6 +633,20 @@ pub trait Slots: Send + Sync {
 
     /// The keys runs are waiting on.
     fn waiting_keys(&self) -> BoxFuture<'_, StoreResult<Vec<String>>>;
+
+    /// Where run `id` stands with its concurrency key, if it has one.
+    fn standing<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<Standing>>>;
+}
+
+/// Where a run stands with its concurrency key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Standing {
+    /// The key.
+    pub key: String,
+    /// Runs of the key holding a slot at once.
+    pub limit: u32,
+    /// Holding a slot or waiting ([`Admitted::Refused`] never).
+    pub admitted: Admitted,
 }
 
 /// The runs: their logs with the derived rows, leases, timers and inboxes.

@@ -408,7 +408,73 @@ async def plugins(binary, node_prefix):
         print("ok - a killed plugin is restarted and the next call succeeds")
 
 
+async def concurrency_keys(binary):
+    """A template's concurrency key through MCP: a second run of one key
+    waits (its status says where it stands), another key runs meanwhile,
+    the waiting run starts when the holder ends; refuse_newest fails R0135."""
+    with tempfile.TemporaryDirectory() as home:
+        daemon = Daemon(binary, home, free_port())
+        daemon.start()
+        try:
+            async with Client(f"{daemon.url}/mcp") as client:
+                async def define(name, on_limit):
+                    data(await client.call_tool("opcode.define", {"name": name, "definition": {
+                        "concurrency": {"key": "deploy-${{inputs.env}}", "limit": 1, "on_limit": on_limit},
+                        "steps": [{"id": "hold", "type": "wait", "config": {"signal": "go"}}]}}))
+
+                async def start(name, env):
+                    return data(await client.call_tool("opcode.run", {
+                        "template_name": name, "params": {"env": env}, "wait": False}))["workflow_id"]
+
+                async def status(run):
+                    return data(await client.call_tool("opcode.status", {"workflow_id": run, "include": ["steps"]}))
+
+                async def go(run):
+                    data(await client.call_tool("opcode.signal", {
+                        "workflow_id": run, "signal_type": "signal", "payload": {"name": "go"}}))
+
+                async def holding(run):
+                    return bool((await status(run)).get("steps"))
+
+                async def until(probe, seconds=15):
+                    deadline = time.time() + seconds
+                    while time.time() < deadline:
+                        if await probe():
+                            return True
+                        await asyncio.sleep(0.1)
+                    return False
+
+                await define("deploy", "queue")
+                first, second = await start("deploy", "prod"), await start("deploy", "prod")
+                staging = await start("deploy", "staging")
+                check(await until(lambda: holding(first)), "the first prod run never started")
+                check(await until(lambda: holding(staging)), "another key waited for prod's slot")
+                waiting = await status(second)
+                queue = waiting.get("queue") or {}
+                check(queue.get("holders") == [first] and queue.get("position") == 0 and queue.get("limit") == 1
+                      and queue.get("key") == "deploy:deploy-prod" and not waiting.get("steps"),
+                      f"the second prod run's status: {waiting}")
+                await go(first)
+                check(await until(lambda: holding(second)), "the second prod run never took the freed slot")
+                check("queue" not in await status(second), "a run holding its slot still shows a queue")
+                await go(second)
+                await go(staging)
+                print("ok - runs of one concurrency key take turns (status says where one waits); other keys run")
+                await define("exclusive", "refuse_newest")
+                held = await start("exclusive", "prod")
+                check(await until(lambda: holding(held)), "the exclusive run never started")
+                refused = data(await client.call_tool("opcode.run", {"template_name": "exclusive",
+                                                                     "params": {"env": "prod"}}))
+                check(refused["status"] == "failed" and refused["error"]["code"] == "R0135",
+                      f"the second exclusive run: {refused}")
+                await go(held)
+                print("ok - refuse_newest: the run past the limit fails with R0135")
+        finally:
+            daemon.terminate()
+
+
 async def main(binary, node_prefix):
+    await concurrency_keys(binary)
     await plugins(binary, node_prefix)
     await breakers(binary)
     await breakers_guard_targets(binary)

@@ -413,7 +413,9 @@ impl Vm {
                 .timers
                 .values()
                 .any(|t| matches!(t.purpose, TimerPurpose::Retry | TimerPurpose::Sleep));
-        let waiting = !self.decisions.is_empty() || !self.waiters.is_empty() || self.admitting;
+        // A run waiting for a slot of its concurrency key stays active: it
+        // asks nobody anything, and a caller waiting on it waits on.
+        let waiting = !self.decisions.is_empty() || !self.waiters.is_empty();
         self.status = if !busy && (waiting || self.halted) {
             RunStatus::Suspended
         } else {

@@ -23,7 +23,7 @@ use super::{
     Admission, Admitted, AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionFilter,
     DecisionRow, DecisionStatus, Durability, EventFilter, Expiry, FoundEntry, InboxMessage,
     Listing, LogEntry, Prune, PrunedFilter, PrunedRow, RunLog, ScheduleAdvance, ScheduleRow,
-    SecretRow, Slots, Source, StepDetail, StepRow, StoreError, StoreHealth, StoreResult,
+    SecretRow, Slots, Source, Standing, StepDetail, StepRow, StoreError, StoreHealth, StoreResult,
     TemplateDraft, TemplateFilter, TemplateRow, VaultHeader, WorkflowFilter, WorkflowRow,
     WorkflowState, WorkflowStatus,
 };
@@ -466,6 +466,11 @@ impl Slots for LibsqlStore {
 
     fn waiting_keys(&self) -> BoxFuture<'_, StoreResult<Vec<String>>> {
         self.ask(Db::waiting_keys)
+    }
+
+    fn standing<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<Standing>>> {
+        let id = id.to_owned();
+        self.ask(move |db| db.standing(&id))
     }
 }
 

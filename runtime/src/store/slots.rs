@@ -10,8 +10,10 @@ pub const HOLDERS: &str = "SELECT s.workflow_id FROM run_slots s \
      WHERE s.key = ?1 AND s.held = 1 AND w.status NOT IN ('completed', 'failed', 'cancelled') \
      ORDER BY s.created_at, s.workflow_id";
 
-/// Run `?1`'s row: whether it holds a slot, its priority, since when.
-pub const MINE: &str = "SELECT held, priority, created_at FROM run_slots WHERE workflow_id = ?1";
+/// Run `?1`'s row: whether it holds a slot, its priority, since when, its
+/// key and limit.
+pub const MINE: &str =
+    "SELECT held, priority, created_at, key, lim FROM run_slots WHERE workflow_id = ?1";
 
 /// How many runs of key `?1` wait before one of priority `?2` that asked at
 /// `?3` (run `?4`).

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use opcode_runtime::store::{EntryKind, EventFilter, FoundEntry, WorkflowState};
+use opcode_runtime::store::{
+    Admitted, EntryKind, EventFilter, FoundEntry, WorkflowState, WorkflowStatus,
+};
 use opcode_runtime::summary::{self, View};
 use opcode_vm::codes;
 use serde_json::{Map, Value, json};
@@ -77,10 +79,35 @@ pub async fn render(
         },
     };
     let mut out = summary::ordered_summary(api.store().as_ref(), &state, &asked.view).await?;
+    if let Some(queue) = queue(api, &state).await? {
+        out["queue"] = queue;
+    }
     if asked.events {
         out["events"] = Value::Array(events(api, id, asked).await?);
     }
     Ok(out)
+}
+
+/// Where a run that waits for a slot of its concurrency key stands: `{key,
+/// limit, position, holders}` (a run waiting so is active and has started
+/// no step).
+async fn queue(api: &Api, state: &WorkflowState) -> Result<Option<Value>, ToolError> {
+    let row = &state.workflow;
+    if row.status != WorkflowStatus::Active || !state.steps.is_empty() {
+        return Ok(None);
+    }
+    let Some(standing) = api.store().standing(&row.id).await? else {
+        return Ok(None);
+    };
+    let Admitted::Waits { position, holders } = standing.admitted else {
+        return Ok(None);
+    };
+    Ok(Some(json!({
+        "key": standing.key,
+        "limit": standing.limit,
+        "position": position,
+        "holders": holders,
+    })))
 }
 
 /// The run's log as the view shows it: no input entry, no repeated

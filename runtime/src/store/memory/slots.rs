@@ -2,7 +2,7 @@
 //! "Admission"): the store's mutex is every key's lock.
 
 use super::{MemoryStore, State};
-use crate::store::{Admission, Admitted, BoxFuture, Slots, StoreResult};
+use crate::store::{Admission, Admitted, BoxFuture, Slots, Standing, StoreResult};
 
 /// A run of a concurrency key.
 #[derive(Debug, Clone)]
@@ -43,44 +43,56 @@ impl State {
     }
 }
 
-impl Slots for MemoryStore {
-    fn admit(&self, ask: Admission) -> BoxFuture<'_, StoreResult<Admitted>> {
-        let mut state = self.lock();
-        let holders: Vec<String> = state
-            .of_key(&ask.key, true)
-            .into_iter()
-            .map(|(id, _)| id.clone())
-            .collect();
-        let full = holders.len() >= ask.limit as usize;
-        let held = match state.slots.get(&ask.workflow_id) {
-            Some(row) => row.held,
-            None if full && !ask.wait => {
-                return Box::pin(std::future::ready(Ok(Admitted::Refused { holders })));
-            }
-            None => {
-                let row = SlotRow {
-                    key: ask.key.clone(),
-                    limit: ask.limit,
-                    priority: ask.priority,
-                    held: !full,
-                    at: ask.at.clone(),
-                };
-                state.slots.insert(ask.workflow_id.clone(), row);
-                !full
-            }
-        };
-        let answer = if held {
+impl State {
+    /// Where run `id` stands with its key.
+    fn standing(&self, id: &str) -> Option<Standing> {
+        let row = self.slots.get(id)?;
+        let admitted = if row.held {
             Admitted::Holds
         } else {
-            let mine = state.slots[&ask.workflow_id].turn(&ask.workflow_id);
-            let waiting = state.of_key(&ask.key, false);
+            let mine = row.turn(id);
+            let waiting = self.of_key(&row.key, false);
             let position = waiting.iter().filter(|(id, r)| r.turn(id) < mine).count();
             Admitted::Waits {
                 position: position as u64,
-                holders,
+                holders: self.holders(&row.key),
             }
         };
-        Box::pin(std::future::ready(Ok(answer)))
+        Some(Standing {
+            key: row.key.clone(),
+            limit: row.limit,
+            admitted,
+        })
+    }
+
+    fn holders(&self, key: &str) -> Vec<String> {
+        self.of_key(key, true)
+            .into_iter()
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+}
+
+impl Slots for MemoryStore {
+    fn admit(&self, ask: Admission) -> BoxFuture<'_, StoreResult<Admitted>> {
+        let mut state = self.lock();
+        if state.standing(&ask.workflow_id).is_none() {
+            let holders = state.holders(&ask.key);
+            let full = holders.len() >= ask.limit as usize;
+            if full && !ask.wait {
+                return Box::pin(std::future::ready(Ok(Admitted::Refused { holders })));
+            }
+            let row = SlotRow {
+                key: ask.key.clone(),
+                limit: ask.limit,
+                priority: ask.priority,
+                held: !full,
+                at: ask.at.clone(),
+            };
+            state.slots.insert(ask.workflow_id.clone(), row);
+        }
+        let standing = state.standing(&ask.workflow_id);
+        Box::pin(std::future::ready(Ok(standing.map_or(Admitted::Holds, |s| s.admitted))))
     }
 
     fn promote<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>> {
@@ -100,7 +112,7 @@ impl Slots for MemoryStore {
             .filter(|row| row.key == key)
             .max_by(|a, b| a.at.cmp(&b.at))
             .map_or(0, |row| row.limit as usize);
-        let free = limit.saturating_sub(state.of_key(key, true).len());
+        let free = limit.saturating_sub(state.holders(key).len());
         let next: Vec<String> = state
             .of_key(key, false)
             .into_iter()
@@ -126,5 +138,9 @@ impl Slots for MemoryStore {
         keys.sort();
         keys.dedup();
         Box::pin(std::future::ready(Ok(keys)))
+    }
+
+    fn standing<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<Standing>>> {
+        Box::pin(std::future::ready(Ok(self.lock().standing(id))))
     }
 }

@@ -9,7 +9,7 @@ use super::{PostgresStore, backend};
 use crate::store::slots::{
     AHEAD, HOLD, HOLDERS, INSERT, LIMIT, MINE, NEXT, SWEEP, WAITING_KEYS, numbered,
 };
-use crate::store::{Admission, Admitted, BoxFuture, Slots, StoreResult};
+use crate::store::{Admission, Admitted, BoxFuture, Slots, Standing, StoreResult};
 
 /// Locks key `$1` until the transaction ends.
 const LOCK_KEY: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 51))";
@@ -20,59 +20,24 @@ impl Slots for PostgresStore {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(backend)?;
             tx.execute(LOCK_KEY, &[&ask.key]).await.map_err(backend)?;
-            let holders = holders(&tx, &ask.key).await?;
-            let mine = tx
-                .query_opt(numbered(MINE).as_str(), &[&ask.workflow_id])
-                .await
-                .map_err(backend)?
-                .map(|row| {
-                    (
-                        row.get::<_, i64>(0),
-                        row.get::<_, i64>(1),
-                        row.get::<_, String>(2),
-                    )
-                });
-            let full = holders.len() >= ask.limit as usize;
-            let (priority, at) = match mine {
-                Some((1, _, _)) => return Ok(Admitted::Holds),
-                Some((_, priority, at)) => (priority, at),
-                None if full && !ask.wait => return Ok(Admitted::Refused { holders }),
-                None => {
-                    let (limit, priority) = (i64::from(ask.limit), i64::from(ask.priority));
-                    let held = i64::from(!full);
-                    tx.execute(
-                        numbered(INSERT).as_str(),
-                        &[
-                            &ask.key,
-                            &ask.workflow_id,
-                            &limit,
-                            &priority,
-                            &held,
-                            &ask.at,
-                        ],
-                    )
-                    .await
-                    .map_err(backend)?;
-                    if !full {
-                        tx.commit().await.map_err(backend)?;
-                        return Ok(Admitted::Holds);
-                    }
-                    (priority, ask.at.clone())
+            if standing(&tx, &ask.workflow_id).await?.is_none() {
+                let holders = holders(&tx, &ask.key).await?;
+                let full = holders.len() >= ask.limit as usize;
+                if full && !ask.wait {
+                    return Ok(Admitted::Refused { holders });
                 }
-            };
-            let position: i64 = tx
-                .query_one(
-                    numbered(AHEAD).as_str(),
-                    &[&ask.key, &priority, &at, &ask.workflow_id],
+                let (limit, priority) = (i64::from(ask.limit), i64::from(ask.priority));
+                let held = i64::from(!full);
+                tx.execute(
+                    numbered(INSERT).as_str(),
+                    &[&ask.key, &ask.workflow_id, &limit, &priority, &held, &ask.at],
                 )
                 .await
-                .map_err(backend)?
-                .get(0);
+                .map_err(backend)?;
+            }
+            let standing = standing(&tx, &ask.workflow_id).await?;
             tx.commit().await.map_err(backend)?;
-            Ok(Admitted::Waits {
-                position: position as u64,
-                holders,
-            })
+            Ok(standing.map_or(Admitted::Holds, |s| s.admitted))
         })
     }
 
@@ -112,6 +77,45 @@ impl Slots for PostgresStore {
     fn waiting_keys(&self) -> BoxFuture<'_, StoreResult<Vec<String>>> {
         Box::pin(self.query(WAITING_KEYS, &[], |row| Ok(row.get(0))))
     }
+
+    fn standing<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<Standing>>> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(backend)?;
+            standing(&tx, id).await
+        })
+    }
+}
+
+/// Where run `id` stands with its key.
+async fn standing(tx: &Transaction<'_>, id: &str) -> StoreResult<Option<Standing>> {
+    let Some(row) = tx
+        .query_opt(numbered(MINE).as_str(), &[&id])
+        .await
+        .map_err(backend)?
+    else {
+        return Ok(None);
+    };
+    let (held, priority, at, key, limit): (i64, i64, String, String, i64) =
+        (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+    let admitted = if held == 1 {
+        Admitted::Holds
+    } else {
+        let position: i64 = tx
+            .query_one(numbered(AHEAD).as_str(), &[&key, &priority, &at, &id])
+            .await
+            .map_err(backend)?
+            .get(0);
+        Admitted::Waits {
+            position: position as u64,
+            holders: holders(tx, &key).await?,
+        }
+    };
+    Ok(Some(Standing {
+        key,
+        limit: u32::try_from(limit).unwrap_or(u32::MAX),
+        admitted,
+    }))
 }
 
 /// The runs of `key` holding a slot, oldest first.

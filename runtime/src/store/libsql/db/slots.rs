@@ -8,7 +8,7 @@ use libsql::Value;
 
 use super::{Db, get, run};
 use crate::store::slots::{AHEAD, HOLD, HOLDERS, INSERT, LIMIT, MINE, NEXT, SWEEP, WAITING_KEYS};
-use crate::store::{Admission, Admitted, StoreResult};
+use crate::store::{Admission, Admitted, Standing, StoreResult};
 
 impl Db {
     /// [`Slots::admit`](crate::store::Slots::admit).
@@ -17,47 +17,60 @@ impl Db {
     }
 
     async fn admit_open(&self, ask: &Admission) -> StoreResult<Admitted> {
-        let id = ask.workflow_id.as_str();
-        let holders = self
-            .query_all(HOLDERS, vec![ask.key.as_str().into()], |row| {
-                get::<String>(row, 0)
-            })
-            .await?;
+        if let Some(standing) = self.standing_open(&ask.workflow_id).await? {
+            return Ok(standing.admitted);
+        }
+        let holders = self.holders(&ask.key).await?;
+        let full = holders.len() >= ask.limit as usize;
+        if full && !ask.wait {
+            return Ok(Admitted::Refused { holders });
+        }
+        self.insert_slot(ask, !full).await?;
+        let standing = self.standing_open(&ask.workflow_id).await?;
+        Ok(standing.map_or(Admitted::Holds, |s| s.admitted))
+    }
+
+    /// [`Slots::standing`](crate::store::Slots::standing).
+    pub fn standing(&self, id: &str) -> StoreResult<Option<Standing>> {
+        self.block(self.standing_open(id))
+    }
+
+    async fn standing_open(&self, id: &str) -> StoreResult<Option<Standing>> {
         let mine = self
             .query_one(MINE, vec![id.into()], |row| {
                 Ok((
                     get::<i64>(row, 0)?,
                     get::<i64>(row, 1)?,
                     get::<String>(row, 2)?,
+                    get::<String>(row, 3)?,
+                    get::<i64>(row, 4)?,
                 ))
             })
             .await?;
-        let (priority, at) = match mine {
-            Some((1, _, _)) => return Ok(Admitted::Holds),
-            Some((_, priority, at)) => (priority, at),
-            None if holders.len() < ask.limit as usize || !ask.wait => {
-                if holders.len() >= ask.limit as usize {
-                    return Ok(Admitted::Refused { holders });
-                }
-                self.insert_slot(ask, true).await?;
-                return Ok(Admitted::Holds);
-            }
-            None => {
-                self.insert_slot(ask, false).await?;
-                (i64::from(ask.priority), ask.at.clone())
-            }
+        let Some((held, priority, at, key, limit)) = mine else {
+            return Ok(None);
         };
-        let params = vec![
-            ask.key.as_str().into(),
-            priority.into(),
-            at.into(),
-            id.into(),
-        ];
-        let position = self
-            .query_one(AHEAD, params, |row| get::<i64>(row, 0))
-            .await?
-            .unwrap_or(0) as u64;
-        Ok(Admitted::Waits { position, holders })
+        let admitted = if held == 1 {
+            Admitted::Holds
+        } else {
+            let params = vec![key.as_str().into(), priority.into(), at.into(), id.into()];
+            let position = self
+                .query_one(AHEAD, params, |row| get::<i64>(row, 0))
+                .await?
+                .unwrap_or(0) as u64;
+            let holders = self.holders(&key).await?;
+            Admitted::Waits { position, holders }
+        };
+        Ok(Some(Standing {
+            key,
+            limit: u32::try_from(limit).unwrap_or(u32::MAX),
+            admitted,
+        }))
+    }
+
+    async fn holders(&self, key: &str) -> StoreResult<Vec<String>> {
+        self.query_all(HOLDERS, vec![key.into()], |row| get::<String>(row, 0))
+            .await
     }
 
     async fn insert_slot(&self, ask: &Admission, held: bool) -> StoreResult<()> {
@@ -80,10 +93,7 @@ impl Db {
                 .query_one(LIMIT, vec![key.into()], |row| get::<i64>(row, 0))
                 .await?
                 .unwrap_or(0);
-            let holding = self
-                .query_all(HOLDERS, vec![key.into()], |row| get::<String>(row, 0))
-                .await?
-                .len() as i64;
+            let holding = self.holders(key).await?.len() as i64;
             let free = (limit - holding).max(0);
             if free == 0 {
                 return Ok(Vec::new());
