@@ -312,6 +312,49 @@ def cron_once(ex, scale, d):
     ex.section("a cron schedule on several daemons fires each tick once")
 
 
+def one_at_a_time(ex, scale, live):
+    """A concurrency key of limit 1 shared by three daemons: runs started on
+    all of them never overlap, and a kill -9 of the daemon whose run holds
+    the slot loses neither the run nor the slot (spec/flow-control.md)."""
+    turns = f"{scale.root}/turns"
+    script = f'echo "start $1 $(date +%s.%N)" >> {turns}; sleep 0.4; echo "end $1 $(date +%s.%N)" >> {turns}'
+    call(live[0], "opcode.define", {"name": "exclusive", "definition": {
+        "concurrency": {"key": "the-one", "limit": 1},
+        "inputs": {"tag": {"type": "string"}},
+        "steps": [{"id": "work", "action": "shell.exec",
+                   "params": {"command": "sh", "args": ["-c", script, "sh", "${{inputs.tag}}"]}}]}})
+    ids = [call(live[n % len(live)], "opcode.run", {"template_name": "exclusive", "params": {"tag": f"x{n}"},
+                                                     "wait": False})["workflow_id"] for n in range(9)]
+
+    def holder():
+        rows = psql(scale.url, "SELECT w.lease_owner FROM run_slots s JOIN workflows w ON w.id = s.workflow_id "
+                    "WHERE s.held = 1 AND w.status = 'active' AND s.key = 'exclusive:the-one'")
+        return rows[0][0] if rows and rows[0][0] else None
+    owner = within(holder, 20)
+    victim = next((d for d in live if owner and scale.owner_of(d) in owner), None)
+    ex.that(victim is not None, f"one at a time: a daemon holds the slot ({owner})")
+    if victim is not None:
+        victim.process.kill()
+        victim.process.wait()
+    placeholders = ",".join(f"'{i}'" for i in ids)
+
+    def done():
+        rows = psql(scale.url, f"SELECT status FROM workflows WHERE id IN ({placeholders})")
+        return len(rows) == len(ids) and all(r[0] == "completed" for r in rows)
+    ex.that(within(done, 90) is not None, "one at a time: every run of the key completed on the daemons left")
+    spans = {}
+    for line in open(turns).read().splitlines():
+        what, tag, at = line.split()
+        spans.setdefault(tag, {})[what] = float(at)
+    # A run's last attempt (one killed midway ran again elsewhere).
+    finished = sorted((s["start"], s["end"], tag) for tag, s in spans.items() if "end" in s)
+    overlaps = [(a[2], b[2]) for a, b in zip(finished, finished[1:]) if b[0] < a[1]]
+    ex.that(len(finished) == len(ids) and not overlaps,
+            f"one at a time: {len(finished)} runs finished, overlapping: {overlaps}")
+    ex.section("a concurrency key of limit 1 on three daemons: no two runs overlap; "
+               "kill -9 of the slot's holder loses neither run nor slot")
+
+
 def main():
     binary = os.path.abspath(sys.argv[1])
     ex = Expectations()
@@ -329,6 +372,7 @@ def main():
         freeze_one(ex, scale, b)
         restart_database(ex, scale)
         signal_elsewhere(ex, scale, c, d, b)
+        one_at_a_time(ex, scale, [b, c, d])
     finally:
         scale.stop()
     ex.done()

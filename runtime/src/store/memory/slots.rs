@@ -92,7 +92,9 @@ impl Slots for MemoryStore {
             state.slots.insert(ask.workflow_id.clone(), row);
         }
         let standing = state.standing(&ask.workflow_id);
-        Box::pin(std::future::ready(Ok(standing.map_or(Admitted::Holds, |s| s.admitted))))
+        Box::pin(std::future::ready(Ok(
+            standing.map_or(Admitted::Holds, |s| s.admitted)
+        )))
     }
 
     fn promote<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>> {

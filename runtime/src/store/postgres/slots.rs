@@ -30,7 +30,14 @@ impl Slots for PostgresStore {
                 let held = i64::from(!full);
                 tx.execute(
                     numbered(INSERT).as_str(),
-                    &[&ask.key, &ask.workflow_id, &limit, &priority, &held, &ask.at],
+                    &[
+                        &ask.key,
+                        &ask.workflow_id,
+                        &limit,
+                        &priority,
+                        &held,
+                        &ask.at,
+                    ],
                 )
                 .await
                 .map_err(backend)?;
