@@ -40,14 +40,26 @@ async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
     panic!("never: {what}");
 }
 
+/// Starts a run of `template` for environment `env`.
+async fn start(exec: &Executor, template: &Value, env: &str) -> String {
+    exec.start(request(template, &json!({"env": env})))
+        .await
+        .unwrap()
+}
+
+/// How run `id` ended (10 s at most).
+async fn ended(exec: &Executor, id: &str) -> WorkflowStatus {
+    let ended = tokio::time::timeout(Duration::from_secs(10), exec.wait(id, Until::Ended));
+    ended.await.expect("the run ends").unwrap()
+}
+
 async fn go(exec: &Executor, id: &str) {
     let signal = Event::Signal {
         name: "go".into(),
         payload: json!({}),
     };
     exec.deliver(id, signal).await.unwrap();
-    let ended = tokio::time::timeout(Duration::from_secs(10), exec.wait(id, Until::Ended));
-    assert_eq!(ended.await.unwrap().unwrap(), WorkflowStatus::Completed);
+    assert_eq!(ended(exec, id).await, WorkflowStatus::Completed);
 }
 
 #[test]
@@ -59,16 +71,9 @@ fn runs_past_a_keys_limit_wait_their_turn_and_other_keys_run() {
         let template = holding("queue");
         let mut prod = Vec::new();
         for _ in 0..3 {
-            prod.push(
-                exec.start(request(&template, &json!({"env": "prod"})))
-                    .await
-                    .unwrap(),
-            );
+            prod.push(start(&exec, &template, "prod").await);
         }
-        let staging = exec
-            .start(request(&template, &json!({"env": "staging"})))
-            .await
-            .unwrap();
+        let staging = start(&exec, &template, "staging").await;
         until("the first of prod and staging start", async || {
             started(&exec, &prod[0]).await && started(&exec, &staging).await
         })
@@ -98,17 +103,10 @@ fn refuse_newest_fails_the_run_past_the_limit_with_r0135() {
     runtime().block_on(async {
         let exec = executor(&store, config(dir.path()));
         let template = holding("refuse_newest");
-        let first = exec
-            .start(request(&template, &json!({"env": "prod"})))
-            .await
-            .unwrap();
+        let first = start(&exec, &template, "prod").await;
         until("the first starts", async || started(&exec, &first).await).await;
-        let second = exec
-            .start(request(&template, &json!({"env": "prod"})))
-            .await
-            .unwrap();
-        let ended = tokio::time::timeout(Duration::from_secs(10), exec.wait(&second, Until::Ended));
-        assert_eq!(ended.await.unwrap().unwrap(), WorkflowStatus::Failed);
+        let second = start(&exec, &template, "prod").await;
+        assert_eq!(ended(&exec, &second).await, WorkflowStatus::Failed);
         let row = exec.store().workflow(&second).await.unwrap().unwrap();
         let error: Value = serde_json::from_str(row.error.as_deref().unwrap()).unwrap();
         assert_eq!(error["code"], "R0135", "{error}");
@@ -128,17 +126,10 @@ fn cancel_running_cancels_the_oldest_holder_and_takes_its_slot() {
     runtime().block_on(async {
         let exec = executor(&store, config(dir.path()));
         let template = holding("cancel_running");
-        let first = exec
-            .start(request(&template, &json!({"env": "prod"})))
-            .await
-            .unwrap();
+        let first = start(&exec, &template, "prod").await;
         until("the first starts", async || started(&exec, &first).await).await;
-        let second = exec
-            .start(request(&template, &json!({"env": "prod"})))
-            .await
-            .unwrap();
-        let ended = tokio::time::timeout(Duration::from_secs(10), exec.wait(&first, Until::Ended));
-        assert_eq!(ended.await.unwrap().unwrap(), WorkflowStatus::Cancelled);
+        let second = start(&exec, &template, "prod").await;
+        assert_eq!(ended(&exec, &first).await, WorkflowStatus::Cancelled);
         let row = exec.store().workflow(&first).await.unwrap().unwrap();
         assert!(row.error.unwrap_or_default().contains("cancel_running"));
         until("the second starts", async || started(&exec, &second).await).await;

@@ -3,6 +3,7 @@
 
 use super::Lowerer;
 use crate::ast::{Concurrency, Reference, Template, TemplateKind};
+use crate::check::references::WORKFLOW_FIELDS;
 use crate::diagnostics::Diagnostic;
 use crate::diagnostics::codes::{E0010, E0017, E0063};
 use crate::syntax::node::Node;
@@ -11,16 +12,9 @@ use opcode_vm::policy::OnLimit;
 
 const FIELDS: &[&str] = &["key", "limit", "on_limit"];
 
-/// The members of the `workflow` namespace a key may read: those fixed
-/// before a run starts.
-const WORKFLOW_KNOWN: &[&str] = &[
-    "name",
-    "template_name",
-    "template_version",
-    "agent_id",
-    "parent_id",
-    "session_id",
-];
+/// The members of the `workflow` namespace a key may not read: those a
+/// run has only once it exists (its id, its workspace) or later.
+const WORKFLOW_LATER: &[&str] = &["run_id", "id", "workspace", "started_at", "error"];
 
 impl Lowerer<'_> {
     /// Lowers `concurrency`: `{key?, limit, on_limit?}`.
@@ -115,7 +109,9 @@ fn known_at_start(reference: &Reference) -> bool {
         "inputs" => true,
         "workflow" => matches!(
             reference.segments.first().map(|s| &s.value),
-            Some(Segment::Key(name)) if WORKFLOW_KNOWN.contains(&name.as_str())
+            Some(Segment::Key(name))
+                if WORKFLOW_FIELDS.contains(&name.as_str())
+                    && !WORKFLOW_LATER.contains(&name.as_str())
         ),
         _ => false,
     }

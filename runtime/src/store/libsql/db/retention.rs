@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use libsql::{Row, Value};
 
-use super::{Db, backend, get, push_page, run};
+use super::{Db, backend, get, push_page};
 use crate::blobs;
 use crate::store::{Expiry, Prune, PrunedFilter, PrunedRow, StoreResult};
 
@@ -69,19 +69,7 @@ impl Db {
     /// Deletes the ended runs of `runs` in one transaction, leaving their
     /// tombstones, then the large values only they referred to.
     pub fn prune(&self, runs: &[Prune], at: &str) -> StoreResult<Vec<String>> {
-        self.block(async {
-            run(&self.writes.begin, Vec::new()).await?;
-            match self.prune_open(runs, at).await {
-                Ok(deleted) => {
-                    self.end().await?;
-                    Ok(deleted)
-                }
-                Err(e) => {
-                    let _ = run(&self.writes.rollback, Vec::new()).await;
-                    Err(e)
-                }
-            }
-        })
+        self.block(self.in_transaction(self.prune_open(runs, at)))
     }
 
     async fn prune_open(&self, runs: &[Prune], at: &str) -> StoreResult<Vec<String>> {

@@ -2,11 +2,9 @@
 //! "Admission"): each call is one `BEGIN IMMEDIATE` transaction, so the
 //! database's single writer is the key's lock.
 
-use std::future::Future;
-
 use libsql::Value;
 
-use super::{Db, get, run};
+use super::{Db, get};
 use crate::store::slots::{AHEAD, HOLD, HOLDERS, INSERT, LIMIT, MINE, NEXT, SWEEP, WAITING_KEYS};
 use crate::store::{Admission, Admitted, Standing, StoreResult};
 
@@ -113,25 +111,6 @@ impl Db {
     /// [`Slots::waiting_keys`](crate::store::Slots::waiting_keys).
     pub fn waiting_keys(&self) -> StoreResult<Vec<String>> {
         self.block(self.query_all(WAITING_KEYS, Vec::new(), |row| get::<String>(row, 0)))
-    }
-
-    /// Runs `work` in a transaction of its own: committed if it succeeds,
-    /// rolled back if not.
-    async fn in_transaction<T>(
-        &self,
-        work: impl Future<Output = StoreResult<T>>,
-    ) -> StoreResult<T> {
-        run(&self.writes.begin, Vec::new()).await?;
-        match work.await {
-            Ok(value) => {
-                self.end().await?;
-                Ok(value)
-            }
-            Err(e) => {
-                let _ = run(&self.writes.rollback, Vec::new()).await;
-                Err(e)
-            }
-        }
     }
 
     /// Runs one statement in the open transaction; the rows it changed.

@@ -2,6 +2,8 @@
 //! alone when it must be, written again with a savepoint per commit when a
 //! failure may have left part of one.
 
+use std::future::Future;
+
 use libsql::Value;
 
 use super::columns::{create_params, decision_params, get, step_params, update_params};
@@ -146,6 +148,25 @@ impl Db {
                 actual: last_seq,
             }),
             _ => Ok(()),
+        }
+    }
+
+    /// Runs `work` in a transaction of its own: committed if it succeeds,
+    /// rolled back if not.
+    pub(super) async fn in_transaction<T>(
+        &self,
+        work: impl Future<Output = StoreResult<T>>,
+    ) -> StoreResult<T> {
+        run(&self.writes.begin, Vec::new()).await?;
+        match work.await {
+            Ok(value) => {
+                self.end().await?;
+                Ok(value)
+            }
+            Err(e) => {
+                let _ = run(&self.writes.rollback, Vec::new()).await;
+                Err(e)
+            }
         }
     }
 
