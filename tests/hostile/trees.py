@@ -173,6 +173,37 @@ def signal_flood(expect, d):
     expect.section("a signal counts against its run's budget (limits.run_outputs): one with no room is refused, R0130")
 
 
+def tree_budget(expect, binary):
+    """Children that each stay within their own budget of output bytes, but
+    together pass their tree's (limits.tree_outputs): the tree is cancelled,
+    saying R0130 and the bound, and no more children start."""
+    with tempfile.TemporaryDirectory() as home:
+        d = daemon(binary, home, {"limits": {"run_outputs": "8MiB", "tree_outputs": "16MiB"}})
+        try:
+            megabyte = {"action": "shell.exec", "params": {"command": "sh", "args": [
+                "-c", "head -c 1000000 /dev/zero | tr '\\0' x"]}}
+            define(d, "three", [{"id": "a", **megabyte}, {"id": "b", **megabyte}, {"id": "c", **megabyte}],
+                   output={"ok": True})
+            define(d, "fleet", [{"id": "each", "action": "workflow.map", "params": {
+                "template_name": "three", "items": list(range(40)), "max_concurrency": 2}}],
+                   output={"done": True})
+            result = call(d, "opcode.run", {"template_name": "fleet"}, timeout=300)
+            root = result.get("workflow_id")
+            status = call(d, "opcode.status", {"workflow_id": root}) if root else result
+            text = json.dumps(status)
+            expect.that(status.get("status") == "cancelled" and "tree_outputs" in text and "R0130" in text,
+                        f"40 children of 3 MB each under a 16 MiB tree budget: {text[:600]}")
+            children = runs(d, template_name="three")
+            expect.that(len(children) < 10, f"{len(children)} children started past the tree's budget")
+            done = within(lambda: all(r["status"] != "active" for r in runs(d, template_name="three")), 30)
+            expect.that(done, "children still active after their tree was cancelled")
+            expect.that(rss_mb(d) < 600, f"the daemon's RSS is {rss_mb(d)} MB")
+        finally:
+            d.terminate()
+    expect.section("children within their own budgets but past their tree's (limits.tree_outputs): "
+                   "the tree is cancelled with R0130, no more children start")
+
+
 def serves_while_recovering(expect, binary):
     """Killed -9 with 1,500 runs of a tree active, the daemon answers at once
     after its restart, while it is still resuming them."""
