@@ -631,8 +631,8 @@ pub trait Slots: Send + Sync {
     /// that now hold one.
     fn promote<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>>;
 
-    /// The keys runs are waiting on.
-    fn waiting_keys(&self) -> BoxFuture<'_, StoreResult<Vec<String>>>;
+    /// The keys runs are waiting on, each with how many wait, by key.
+    fn waiting(&self) -> BoxFuture<'_, StoreResult<Vec<(String, u64)>>>;
 
     /// Where run `id` stands with its concurrency key, if it has one.
     fn standing<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<Standing>>>;

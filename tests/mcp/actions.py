@@ -18,6 +18,7 @@ import sys
 import threading
 import tempfile
 import time
+import urllib.request
 
 from mcp import Client
 
@@ -454,6 +455,10 @@ async def concurrency_keys(binary):
                 check(queue.get("holders") == [first] and queue.get("position") == 0 and queue.get("limit") == 1
                       and queue.get("key") == "deploy:deploy-prod" and not waiting.get("steps"),
                       f"the second prod run's status: {waiting}")
+                scraped = urllib.request.urlopen(f"{daemon.url}/metrics", timeout=10).read().decode()
+                check('opcode_queue_depth{key="deploy:deploy-prod"} 1' in scraped,
+                      "/metrics has no queue depth for the waiting key: "
+                      + str([line for line in scraped.splitlines() if "queue" in line]))
                 await go(first)
                 check(await until(lambda: holding(second)), "the second prod run never took the freed slot")
                 check("queue" not in await status(second), "a run holding its slot still shows a queue")

@@ -35,6 +35,7 @@ pub struct Metrics {
     oldest_runnable: Gauge,
     leases: IntGaugeVec,
     calls_waiting: IntGauge,
+    queue_depth: IntGaugeVec,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -129,6 +130,11 @@ impl Metrics {
                 "opcode_calls_waiting",
                 "Action calls waiting for a worker slot (given out by run priority, then age).",
             ),
+            queue_depth: gauge(
+                "opcode_queue_depth",
+                "Runs waiting for a slot of their concurrency key, by key.",
+                &["key"],
+            ),
             leases: gauge(
                 "opcode_leases_held",
                 "Live run leases, by owning process (host:pid:start).",
@@ -151,6 +157,7 @@ impl Metrics {
             Box::new(metrics.oldest_runnable.clone()),
             Box::new(metrics.leases.clone()),
             Box::new(metrics.calls_waiting.clone()),
+            Box::new(metrics.queue_depth.clone()),
             Box::new(prometheus::process_collector::ProcessCollector::for_self()),
         ];
         for collector in collectors {
@@ -207,6 +214,12 @@ impl Metrics {
         self.leases.reset();
         for (owner, count) in &backlog.leases {
             self.leases.with_label_values(&[owner]).set(*count as i64);
+        }
+        self.queue_depth.reset();
+        for (key, waiting) in store.waiting().await? {
+            self.queue_depth
+                .with_label_values(&[&key])
+                .set(waiting as i64);
         }
         self.plugin_up.reset();
         for plugin in plugins {

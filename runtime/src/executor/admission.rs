@@ -98,10 +98,10 @@ pub(crate) fn promote_later(inner: &Arc<Inner>, key: &str) {
 
 /// [`promote`] for every key runs wait on.
 pub(crate) async fn promote_waiting(inner: &Arc<Inner>) {
-    let Ok(keys) = inner.store.waiting_keys().await else {
+    let Ok(keys) = inner.store.waiting().await else {
         return;
     };
-    for key in keys {
+    for (key, _) in keys {
         promote(inner, &key).await;
     }
 }

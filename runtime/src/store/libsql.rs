@@ -464,8 +464,8 @@ impl Slots for LibsqlStore {
         self.ask(move |db| db.promote(&key))
     }
 
-    fn waiting_keys(&self) -> BoxFuture<'_, StoreResult<Vec<String>>> {
-        self.ask(Db::waiting_keys)
+    fn waiting(&self) -> BoxFuture<'_, StoreResult<Vec<(String, u64)>>> {
+        self.ask(Db::waiting)
     }
 
     fn standing<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<Standing>>> {

@@ -42,10 +42,11 @@ pub const HOLD: &str = "UPDATE run_slots SET held = 1 WHERE workflow_id = ?1";
 pub const SWEEP: &str = "DELETE FROM run_slots WHERE key = ?1 AND NOT EXISTS (SELECT 1 FROM workflows w \
      WHERE w.id = run_slots.workflow_id AND w.status NOT IN ('completed', 'failed', 'cancelled'))";
 
-/// The keys runs wait on.
-pub const WAITING_KEYS: &str = "SELECT DISTINCT s.key FROM run_slots s \
+/// The keys runs wait on, and how many wait on each.
+pub const WAITING: &str = "SELECT s.key, COUNT(*) FROM run_slots s \
      JOIN workflows w ON w.id = s.workflow_id \
-     WHERE s.held = 0 AND w.status NOT IN ('completed', 'failed', 'cancelled')";
+     WHERE s.held = 0 AND w.status NOT IN ('completed', 'failed', 'cancelled') \
+     GROUP BY s.key ORDER BY s.key";
 
 /// `sql` with PostgreSQL's parameters (`$N` for `?N`).
 #[cfg(feature = "postgres")]

@@ -93,7 +93,7 @@ fn a_limit_is_never_passed_and_a_freed_slot_goes_to_the_next_in_turn() {
                 },
                 "{name}"
             );
-            assert_eq!(store.waiting_keys().await.unwrap(), ["k"], "{name}");
+            assert_eq!(store.waiting().await.unwrap(), [("k".into(), 2)], "{name}");
             assert!(
                 store.promote("k").await.unwrap().is_empty(),
                 "{name}: a still holds it"
@@ -111,7 +111,7 @@ fn a_limit_is_never_passed_and_a_freed_slot_goes_to_the_next_in_turn() {
             );
             end(&store, "c").await;
             assert_eq!(store.promote("k").await.unwrap(), ["b"], "{name}");
-            assert!(store.waiting_keys().await.unwrap().is_empty(), "{name}");
+            assert!(store.waiting().await.unwrap().is_empty(), "{name}");
         });
     }
 }

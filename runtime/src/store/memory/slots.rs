@@ -129,17 +129,17 @@ impl Slots for MemoryStore {
         Box::pin(std::future::ready(Ok(next)))
     }
 
-    fn waiting_keys(&self) -> BoxFuture<'_, StoreResult<Vec<String>>> {
+    fn waiting(&self) -> BoxFuture<'_, StoreResult<Vec<(String, u64)>>> {
         let state = self.lock();
-        let mut keys: Vec<String> = state
+        let mut keys: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+        for (_, row) in state
             .slots
             .iter()
             .filter(|(id, row)| !row.held && state.live(id))
-            .map(|(_, row)| row.key.clone())
-            .collect();
-        keys.sort();
-        keys.dedup();
-        Box::pin(std::future::ready(Ok(keys)))
+        {
+            *keys.entry(row.key.clone()).or_default() += 1;
+        }
+        Box::pin(std::future::ready(Ok(keys.into_iter().collect())))
     }
 
     fn standing<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<Standing>>> {

@@ -7,7 +7,7 @@ use tokio_postgres::Transaction;
 
 use super::{PostgresStore, backend};
 use crate::store::slots::{
-    AHEAD, HOLD, HOLDERS, INSERT, LIMIT, MINE, NEXT, SWEEP, WAITING_KEYS, numbered,
+    AHEAD, HOLD, HOLDERS, INSERT, LIMIT, MINE, NEXT, SWEEP, WAITING, numbered,
 };
 use crate::store::{Admission, Admitted, BoxFuture, Slots, Standing, StoreResult};
 
@@ -81,8 +81,10 @@ impl Slots for PostgresStore {
         })
     }
 
-    fn waiting_keys(&self) -> BoxFuture<'_, StoreResult<Vec<String>>> {
-        Box::pin(self.query(WAITING_KEYS, &[], |row| Ok(row.get(0))))
+    fn waiting(&self) -> BoxFuture<'_, StoreResult<Vec<(String, u64)>>> {
+        Box::pin(self.query(WAITING, &[], |row| {
+            Ok((row.get(0), row.get::<_, i64>(1) as u64))
+        }))
     }
 
     fn standing<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<Standing>>> {

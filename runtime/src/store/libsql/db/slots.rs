@@ -5,7 +5,7 @@
 use libsql::Value;
 
 use super::{Db, get};
-use crate::store::slots::{AHEAD, HOLD, HOLDERS, INSERT, LIMIT, MINE, NEXT, SWEEP, WAITING_KEYS};
+use crate::store::slots::{AHEAD, HOLD, HOLDERS, INSERT, LIMIT, MINE, NEXT, SWEEP, WAITING};
 use crate::store::{Admission, Admitted, Standing, StoreResult};
 
 impl Db {
@@ -108,9 +108,11 @@ impl Db {
         }))
     }
 
-    /// [`Slots::waiting_keys`](crate::store::Slots::waiting_keys).
-    pub fn waiting_keys(&self) -> StoreResult<Vec<String>> {
-        self.block(self.query_all(WAITING_KEYS, Vec::new(), |row| get::<String>(row, 0)))
+    /// [`Slots::waiting`](crate::store::Slots::waiting).
+    pub fn waiting(&self) -> StoreResult<Vec<(String, u64)>> {
+        self.block(self.query_all(WAITING, Vec::new(), |row| {
+            Ok((get::<String>(row, 0)?, get::<i64>(row, 1)? as u64))
+        }))
     }
 
     /// Runs one statement in the open transaction; the rows it changed.
