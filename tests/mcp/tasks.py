@@ -125,7 +125,37 @@ def stateless(daemon):
     check(ran.get("resultType", "complete") == "complete" and ran["structuredContent"]["status"] == "suspended",
           f"a client without the extension got {ran}")
     print("ok - tasks: an exposed template's tool runs as a task; without the extension it answers at once")
+    queued(client)
     return client
+
+
+def queued(client):
+    """A run waiting for a slot of its concurrency key is a working task that
+    says so; it goes on once the holder ends."""
+    client.call("tools/call", {"name": "opcode.define", "arguments": {"name": "one_by_one", "definition": {
+        "concurrency": {"limit": 1},
+        "steps": [{"id": "hold", "type": "wait", "config": {"signal": "go"}}]}}})
+    first = run_task(client, arguments={"template_name": "one_by_one"})
+    second = run_task(client, arguments={"template_name": "one_by_one"})
+    deadline = time.time() + 15
+    while True:
+        task, _ = client.call("tasks/get", {"taskId": second})
+        if "queued" in task.get("statusMessage", ""):
+            break
+        check(time.time() < deadline, f"the waiting run's task never said it is queued: {task}")
+        time.sleep(0.05)
+    check(task["status"] == "working" and first in task["statusMessage"], f"a queued task: {task}")
+    go = {"workflow_id": first, "signal_type": "signal", "payload": {"name": "go"}}
+    client.call("tools/call", {"name": "opcode.signal", "arguments": go})
+    task_until(client, first, "completed")
+    # Its step waits for `go` once it holds the slot; until then the signal is refused.
+    deadline = time.time() + 15
+    while client.call("tools/call", {"name": "opcode.signal",
+                                     "arguments": {**go, "workflow_id": second}})[0].get("isError"):
+        check(time.time() < deadline, "the second run never took the slot")
+        time.sleep(0.05)
+    task_until(client, second, "completed")
+    print("ok - tasks: a run waiting for its concurrency slot is a working task saying so, then goes on")
 
 
 def after_kill(daemon, client):

@@ -4,7 +4,9 @@
 //! daemon that created it. A pending decision is an `input_required` form
 //! elicitation; `tasks/update` answers it as `opcode.signal` would.
 
-use opcode_runtime::store::{DecisionRow, DecisionStatus, WorkflowRow, WorkflowStatus};
+use opcode_runtime::store::{
+    Admitted, DecisionRow, DecisionStatus, Standing, WorkflowRow, WorkflowStatus,
+};
 use rmcp::ErrorData;
 use rmcp::model::{
     CreateTaskResult, DetailedTask, InputRequest, InputRequests, InputResponses, JsonObject, Task,
@@ -58,12 +60,42 @@ pub async fn detailed(api: &Api, id: &str, terse: bool) -> Result<DetailedTask, 
         task =
             task.with_status_message("suspended: waiting for a signal or a resume (opcode.signal)");
     }
+    if row.status == WorkflowStatus::Active
+        && matches!(payload, TaskPayload::Working)
+        && let Some(waiting) = queued(api, id).await?
+    {
+        task = task.with_status_message(waiting);
+    }
     if row.status == WorkflowStatus::Quarantined {
         task = task.with_status_message(
             "quarantined: its recovery kept ending the process; resume or cancel it (opcode.signal)",
         );
     }
     Ok(DetailedTask::new(task, payload))
+}
+
+/// What a run waiting for a slot of its concurrency key waits for, said for
+/// a person; none for a run that holds its slot or has no key.
+async fn queued(api: &Api, id: &str) -> Result<Option<String>, ErrorData> {
+    let standing = api
+        .executor()
+        .store()
+        .standing(id)
+        .await
+        .map_err(|e| super::internal(e.into()))?;
+    let Some(Standing {
+        key,
+        limit,
+        admitted: Admitted::Waits { position, holders },
+    }) = standing
+    else {
+        return Ok(None);
+    };
+    Ok(Some(format!(
+        "queued: waiting for a slot of concurrency key `{key}` (limit {limit}, held by {}; \
+         {position} waiting before it)",
+        holders.join(", ")
+    )))
 }
 
 /// Applies `tasks/update`'s answers: each key a pending decision's id, each
