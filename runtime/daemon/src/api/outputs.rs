@@ -22,6 +22,7 @@ pub fn run_view() -> Value {
             "error": sized("Why it failed: {code, kind, message, step, details}"),
             "pending_decisions": {"type": "array", "items": pending_decision(), "description": "Decisions it waits for (a child run's carry its workflow_id): answer with opcode.signal (decision)."},
             "waiting_runs": {"type": "array", "items": {"type": "string"}, "description": "Suspended child runs that hold this run (their decisions are in pending_decisions; a signal goes to the child's id)."},
+            "queue": {"type": "object", "description": "The run waits for a slot of its concurrency key (no step started yet): the key, its limit, how many runs wait before it (position) and the runs holding its slots.", "properties": {"key": {"type": "string"}, "limit": {"type": "integer"}, "position": {"type": "integer"}, "holders": {"type": "array", "items": {"type": "string"}}}},
             "started_at": {"type": "string", "format": "date-time"},
             "completed_at": {"type": "string", "format": "date-time"},
             "inputs": sized("The run's inputs (include inputs)"),
