@@ -136,3 +136,25 @@ fn cancel_running_cancels_the_oldest_holder_and_takes_its_slot() {
         go(&exec, &second).await;
     });
 }
+
+#[test]
+fn a_child_of_a_holder_of_its_key_runs_in_its_ancestors_slot() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    // Limit 1, and a run of it starts another run of it: without running in
+    // its parent's slot, the child would wait for the parent, which waits
+    // for the child.
+    let nest = json!({
+        "concurrency": {"limit": 1},
+        "steps": [{"id": "again", "action": "workflow.run", "condition": "inputs.depth == 0",
+                   "params": {"template_name": "nest", "params": {"depth": 1}}}]
+    });
+    std::fs::write(dir.path().join("nest.json"), nest.to_string()).unwrap();
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        let mut root = request(&nest, &json!({"depth": 0}));
+        root.template_name = Some("nest".into());
+        let id = exec.start(root).await.unwrap();
+        assert_eq!(ended(&exec, &id).await, WorkflowStatus::Completed);
+    });
+}

@@ -23,10 +23,16 @@ pub(crate) const PROMOTE_EVERY: Duration = Duration::from_secs(2);
 /// Asks the store for a slot for run `id` and tells the run once it holds
 /// one or is refused (loading it again if it rested meanwhile); a run that
 /// must wait is told later, by [`promote`]. With `cancel_running`, the
-/// oldest holder is cancelled.
+/// oldest holder is cancelled. A run one of whose ancestors holds a slot of
+/// the same key runs in that slot: it would otherwise wait for a run that
+/// waits for it.
 pub(crate) fn ask(inner: &Arc<Inner>, id: &str, request: Arc<AdmitRequest>) {
     let (inner, id) = (inner.clone(), id.to_owned());
     tokio::spawn(async move {
+        if ancestor_holds(&inner, &id, &request.key).await {
+            tell(&inner, &id, None).await;
+            return;
+        }
         let admission = Admission {
             key: request.key.clone(),
             workflow_id: id.clone(),
@@ -65,6 +71,28 @@ pub(crate) fn ask(inner: &Arc<Inner>, id: &str, request: Arc<AdmitRequest>) {
         };
         tell(&inner, &id, refused).await;
     });
+}
+
+/// Does an ancestor of run `id` hold a slot of `key`? (At most
+/// `limits.run_depth` ancestors are read; a read that fails says no.)
+async fn ancestor_holds(inner: &Arc<Inner>, id: &str, key: &str) -> bool {
+    let mut at = id.to_owned();
+    for _ in 0..inner.config.limits.run_depth {
+        let Ok(Some(row)) = inner.store.workflow(&at).await else {
+            return false;
+        };
+        let Some(parent) = row.parent_id else {
+            return false;
+        };
+        if let Ok(Some(standing)) = inner.store.standing(&parent).await
+            && standing.key == key
+            && standing.admitted == Admitted::Holds
+        {
+            return true;
+        }
+        at = parent;
+    }
+    false
 }
 
 /// Gives the free slots of `key` to its waiting runs, and tells them.
