@@ -17,6 +17,9 @@ use opcode_vm::policy::OnLimit;
 /// How long to wait before asking the store again after it failed.
 const RETRY: Duration = Duration::from_secs(2);
 
+/// How often a run waiting for a slot asks again by itself.
+const RECHECK: Duration = Duration::from_secs(30);
+
 /// How often the keys with waiting runs are looked at.
 pub(crate) const PROMOTE_EVERY: Duration = Duration::from_secs(2);
 
@@ -41,36 +44,56 @@ pub(crate) fn ask(inner: &Arc<Inner>, id: &str, request: Arc<AdmitRequest>) {
             wait: request.on_limit != OnLimit::RefuseNewest,
             at: rfc3339(now_ms()),
         };
-        let answer = loop {
-            match inner.store.admit(admission.clone()).await {
-                Ok(answer) => break answer,
-                Err(error) => {
-                    tracing::warn!(workflow = %id, %error, "asking for a concurrency slot failed; retrying");
-                    tokio::time::sleep(RETRY).await;
-                }
-            }
-        };
-        let refused = match answer {
-            Admitted::Holds => None,
-            Admitted::Refused { holders } => Some(format!("held by {}", holders.join(", "))),
-            Admitted::Waits { position, holders } => {
-                tracing::debug!(workflow = %id, key = %request.key, position, "waiting for a concurrency slot");
-                if request.on_limit == OnLimit::CancelRunning
-                    && let Some(oldest) = holders.first()
-                {
-                    let reason = format!(
-                        "run `{id}` of concurrency key `{}` takes its slot (on_limit: cancel_running)",
-                        request.key
-                    );
-                    if let Err(error) = inner.deliver(oldest, Event::Cancel { reason }).await {
-                        tracing::debug!(workflow = %oldest, %error, "holder not cancelled");
+        let mut first = true;
+        loop {
+            let refused = match admit(&inner, &admission).await {
+                Admitted::Holds => None,
+                Admitted::Refused { holders } => Some(format!("held by {}", holders.join(", "))),
+                Admitted::Waits { position, holders } => {
+                    if first {
+                        tracing::debug!(workflow = %id, key = %request.key, position, "waiting for a concurrency slot");
+                        if request.on_limit == OnLimit::CancelRunning
+                            && let Some(oldest) = holders.first()
+                        {
+                            cancel_holder(&inner, oldest, &id, &request.key).await;
+                        }
                     }
+                    first = false;
+                    // A backstop for a promotion that was lost: ask again
+                    // while the run is loaded here (told meanwhile, it
+                    // refuses the second answer).
+                    tokio::time::sleep(RECHECK).await;
+                    if !inner.runs().contains_key(&id) {
+                        return;
+                    }
+                    continue;
                 }
-                return;
-            }
-        };
-        tell(&inner, &id, refused).await;
+            };
+            return tell(&inner, &id, refused).await;
+        }
     });
+}
+
+/// The store's answer to `admission`, asked again until the store answers.
+async fn admit(inner: &Arc<Inner>, admission: &Admission) -> Admitted {
+    loop {
+        match inner.store.admit(admission.clone()).await {
+            Ok(answer) => return answer,
+            Err(error) => {
+                tracing::warn!(workflow = %admission.workflow_id, %error, "asking for a concurrency slot failed; retrying");
+                tokio::time::sleep(RETRY).await;
+            }
+        }
+    }
+}
+
+/// Cancels `holder`, whose slot run `id` takes (`on_limit: cancel_running`).
+async fn cancel_holder(inner: &Arc<Inner>, holder: &str, id: &str, key: &str) {
+    let reason =
+        format!("run `{id}` of concurrency key `{key}` takes its slot (on_limit: cancel_running)");
+    if let Err(error) = inner.deliver(holder, Event::Cancel { reason }).await {
+        tracing::debug!(workflow = %holder, %error, "holder not cancelled");
+    }
 }
 
 /// Does an ancestor of run `id` hold a slot of `key`? (At most
@@ -109,12 +132,20 @@ pub(crate) async fn promote(inner: &Arc<Inner>, key: &str) {
     }
 }
 
-/// Tells run `id` it holds a slot, or was refused one. A run told twice
-/// (asked again after a restart) refuses the second.
+/// Tells run `id` it holds a slot, or was refused one (three tries). A run
+/// told twice (asked again after a restart) refuses the second.
 async fn tell(inner: &Arc<Inner>, id: &str, refused: Option<String>) {
-    match inner.deliver(id, Event::Admitted { refused }).await {
-        Ok(_) | Err(ExecError::Refused(_) | ExecError::Ended { .. }) => {}
-        Err(error) => tracing::warn!(workflow = %id, %error, "a run's admission was not told"),
+    for _ in 0..3 {
+        let event = Event::Admitted {
+            refused: refused.clone(),
+        };
+        match inner.deliver(id, event).await {
+            Ok(_) | Err(ExecError::Refused(_) | ExecError::Ended { .. }) => return,
+            Err(error) => {
+                tracing::warn!(workflow = %id, %error, "a run's admission was not told; retrying");
+                tokio::time::sleep(RETRY).await;
+            }
+        }
     }
 }
 
