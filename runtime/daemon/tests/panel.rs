@@ -394,6 +394,62 @@ async fn a_held_parents_page_shows_the_decision_of_the_run_below() {
     assert!(page.contains("Held by"), "{page}");
 }
 
+/// A run waiting for a slot of its concurrency key says so on its page,
+/// naming the key and linking the run that holds it.
+#[tokio::test]
+async fn a_run_waiting_for_its_concurrency_slot_says_so() {
+    let api = memory_api();
+    let definition = serde_json::json!({"concurrency": {"limit": 1},
+        "steps": [{"id": "hold", "type": "wait", "config": {"signal": "go"}}]});
+    api.call(
+        "opcode.define",
+        serde_json::json!({"name": "solo", "definition": definition}),
+    )
+    .await
+    .unwrap();
+    let start = || {
+        api.call(
+            "opcode.run",
+            serde_json::json!({"template_name": "solo", "wait": false}),
+        )
+    };
+    let first = start().await.unwrap()["workflow_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let second = start().await.unwrap()["workflow_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut queued = false;
+    for _ in 0..200 {
+        let view = api
+            .call("opcode.status", serde_json::json!({"workflow_id": second}))
+            .await
+            .unwrap();
+        if view.get("queue").is_some() {
+            queued = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(queued, "the second run never waited for the slot");
+    let base = serve_api(api, None, true).await;
+    let http = client();
+    let (cookie, _) = session(&http, &base).await;
+    let page = get_in(&http, &base, &cookie, &format!("/workflows/{second}"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("Waiting for a slot of concurrency key"),
+        "{page}"
+    );
+    assert!(page.contains("solo:"), "{page}");
+    assert!(page.contains(&format!("/workflows/{first}")), "{page}");
+}
+
 /// `/decisions` shows a page of decisions at a time, with a link to the next.
 #[tokio::test]
 async fn decisions_come_a_page_at_a_time() {

@@ -14,7 +14,9 @@ use super::layout::{self, csrf, empty, encode, json_text, short_id, status, work
 use super::{Fields, Panel, Posted, back, call, failure};
 use super::{gantt, steps};
 use crate::api::ToolError;
-use opcode_runtime::store::{DecisionStatus, PrunedFilter, WorkflowFilter, WorkflowStatus};
+use opcode_runtime::store::{
+    Admitted, DecisionStatus, PrunedFilter, Standing, WorkflowFilter, WorkflowStatus,
+};
 
 /// Events a workflow's page lists (its last ones; `/events` pages them all).
 const RECENT: u64 = 50;
@@ -220,14 +222,20 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
             .source(&row.source_hash)
             .await?
             .and_then(|source| opcode_vm::Program::from_bytes(&source.program).ok());
+        // A run waiting for a slot of its concurrency key has no step yet.
+        let queued = match (row.status, steps.is_empty()) {
+            (WorkflowStatus::Active, true) => store.standing(&id).await?,
+            _ => None,
+        };
         Ok::<_, opcode_runtime::store::StoreError>((
-            steps, entries, decisions, children, waiting, awaited, program,
+            steps, entries, decisions, children, waiting, awaited, program, queued,
         ))
     };
-    let (steps, entries, decisions, children, waiting, awaited, program) = match loaded.await {
-        Ok(data) => data,
-        Err(e) => return failure(&e),
-    };
+    let (steps, entries, decisions, children, waiting, awaited, program, queued) =
+        match loaded.await {
+            Ok(data) => data,
+            Err(e) => return failure(&e),
+        };
     let diagram = panel
         .api
         .call(
@@ -283,6 +291,13 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
             }
             div.actions {
                 @if running { (action("cancel", "Cancel", "danger")) }
+                @if let Some(Standing { key, limit, admitted: Admitted::Waits { position, holders } }) = &queued {
+                    span.waiting {
+                        "Waiting for a slot of concurrency key " code { (key) } " (limit " (limit) ", "
+                        (position) " waiting before it), held by "
+                        @for holder in holders { (workflow_link(holder)) " " }
+                    }
+                }
                 @if let Some(first) = awaited.first() {
                     span.waiting {
                         @if let Some((_, prompt)) = &first.decision {
