@@ -158,8 +158,21 @@ pub struct Step {
     pub on_error: Option<Box<OnError>>,
     /// Process isolation settings (checked by the runtime).
     pub isolation: Option<Box<Json>>,
+    /// How many of its calls may start in a window.
+    pub rate_limit: Option<Box<RateLimit>>,
     /// Free text.
     pub description: Option<Spanned<String>>,
+}
+
+/// A step's `rate_limit` block (spec/flow-control.md, "Rate limits").
+#[derive(Debug, Clone)]
+pub struct RateLimit {
+    /// The key (none: the step's own; `host`: the call's target).
+    pub key: Option<Template>,
+    /// Calls a window.
+    pub limit: u32,
+    /// The window.
+    pub per: Millis,
 }
 
 impl Step {

@@ -235,6 +235,7 @@ impl Gen<'_, '_> {
                 .isolation
                 .as_ref()
                 .map(|i| self.values.constant(i.value.clone())),
+            rate_limit: step.rate_limit.as_deref().map(concurrency::rate_limit),
         }
     }
 
@@ -524,16 +525,34 @@ impl Gen<'_, '_> {
 }
 
 mod concurrency {
-    //! A `concurrency` block as the VM reads it.
+    //! Flow-control blocks (`concurrency`, `rate_limit`) as the VM reads them.
 
-    use opcode_vm::admission::{Concurrency, KeyPart, PathStep};
+    use opcode_vm::admission::{Concurrency, KeyPart, PathStep, RateLimit};
 
     use crate::ast::{self, Reference, TemplateKind, TextPart};
     use crate::syntax::template::Segment;
 
     /// The block, its key as text and paths to read.
     pub(super) fn compile(block: &ast::Concurrency) -> Concurrency {
-        let key = match block.key.as_ref().map(|k| &k.kind) {
+        Concurrency {
+            key: key(block.key.as_ref()),
+            limit: block.limit,
+            on_limit: block.on_limit,
+        }
+    }
+
+    /// A step's `rate_limit`.
+    pub(super) fn rate_limit(block: &ast::RateLimit) -> RateLimit {
+        RateLimit {
+            key: key(block.key.as_ref()),
+            limit: block.limit,
+            per_ms: block.per,
+        }
+    }
+
+    /// A key as text and paths to read.
+    fn key(key: Option<&ast::Template>) -> Vec<KeyPart> {
+        match key.map(|k| &k.kind) {
             Some(TemplateKind::Literal(serde_json::Value::String(text))) => {
                 vec![KeyPart::Text(text.clone())]
             }
@@ -547,11 +566,6 @@ mod concurrency {
                 .collect(),
             // No key (one for the template), or not a string (refused when lowered).
             None | Some(_) => Vec::new(),
-        };
-        Concurrency {
-            key,
-            limit: block.limit,
-            on_limit: block.on_limit,
         }
     }
 

@@ -367,3 +367,28 @@ fn a_concurrency_block_compiles_the_same_from_opc() {
     assert!(from_json.run.concurrency.is_some());
     assert_eq!(from_json.run.concurrency, from_opc.run.concurrency);
 }
+
+#[test]
+fn a_rate_limit_is_checked_field_by_field() {
+    let with = |block: &str| {
+        codes(&format!(
+            r#"{{"inputs": {{"tenant": "acme"}}, "steps": [{{"id": "a", "action": "workflow.log",
+              "rate_limit": {block}, "params": {{"message": "x"}}}}]}}"#
+        ))
+    };
+    let none: Vec<&str> = Vec::new();
+    assert_eq!(with(r#"{"limit": 10, "per": "1m"}"#), none);
+    assert_eq!(with(r#"{"key": "host", "limit": 10, "per": "1s"}"#), none);
+    assert_eq!(
+        with(r#"{"key": "api-${{inputs.tenant}}", "limit": 1, "per": "1h"}"#),
+        none
+    );
+    assert_eq!(with(r#"{"limit": 10, "per": "500ms"}"#), ["E0017"]);
+    assert_eq!(with(r#"{"limit": 10}"#), ["E0017"]);
+    assert_eq!(with(r#"{"limit": 0, "per": "1m"}"#), ["E0017"]);
+    assert_eq!(
+        with(r#"{"key": "${{steps.x.output}}", "limit": 1, "per": "1m"}"#),
+        ["E0063"]
+    );
+    assert_eq!(with(r#"{"limit": 1, "per": "1m", "burst": 2}"#), ["W0001"]);
+}

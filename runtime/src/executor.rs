@@ -33,6 +33,7 @@ mod services;
 mod slots;
 mod stand_in;
 mod step_rows;
+mod throttle;
 mod tree;
 mod types;
 mod writes;

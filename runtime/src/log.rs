@@ -213,6 +213,7 @@ mod tests {
             timeout_ms: None,
             scope: None,
             isolation: None,
+            rate: None,
         };
         let site = opcode_vm::effect::SecretSite {
             path: vec![

@@ -636,6 +636,31 @@ pub trait Slots: Send + Sync {
 
     /// Where run `id` stands with its concurrency key, if it has one.
     fn standing<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<Standing>>>;
+
+    /// Counts a call in its rate limit's window (the window of `per_ms` that
+    /// `now_ms` falls in) if fewer than `limit` calls were counted there:
+    /// `None`; else the window's end, when the call may try again.
+    fn take_call(&self, call: RateCall) -> BoxFuture<'_, StoreResult<Option<u64>>>;
+}
+
+/// A call asking for room in its rate limit's window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateCall {
+    /// The key.
+    pub key: String,
+    /// Calls a window.
+    pub limit: u32,
+    /// The window, milliseconds (windows start at multiples of it).
+    pub per_ms: u64,
+    /// Now, milliseconds since the epoch.
+    pub now_ms: u64,
+}
+
+impl RateCall {
+    /// The start of the window `now_ms` falls in.
+    pub fn window(&self) -> u64 {
+        self.now_ms - self.now_ms % self.per_ms.max(1)
+    }
 }
 
 /// Where a run stands with its concurrency key.

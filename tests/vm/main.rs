@@ -5,6 +5,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code may panic
 
 mod budgets;
+mod rates;
 mod sim;
 
 use opcode_vm::effect::{Effect, TimerPurpose};

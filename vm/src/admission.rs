@@ -1,6 +1,7 @@
-//! Run admission by concurrency key (spec/flow-control.md, "Admission"):
-//! a template's `concurrency` block as compiled, and the key a run gets
-//! from its inputs and its `workflow` namespace when it starts.
+//! Flow control as compiled (spec/flow-control.md): a template's
+//! `concurrency` block ("Admission") and a step's `rate_limit` ("Rate
+//! limits"), with the keys a run makes from its inputs and its `workflow`
+//! namespace.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -39,30 +40,55 @@ pub enum PathStep {
     Index(u64),
 }
 
+/// At most `limit` calls of one key's steps start in each window of `per_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateLimit {
+    /// The key's pieces, joined; none: the step's own key. The single text
+    /// `host` stands for the call's target (spec/breakers.md, "Targets").
+    pub key: Vec<KeyPart>,
+    /// Calls a window.
+    pub limit: u32,
+    /// The window, milliseconds.
+    pub per_ms: u64,
+}
+
+impl RateLimit {
+    /// Does the key stand for the call's target?
+    pub fn by_host(&self) -> bool {
+        matches!(self.key.as_slice(), [KeyPart::Text(text)] if text == "host")
+    }
+}
+
 impl Concurrency {
     /// The key of a run whose namespaces are `roots` (`{"inputs": …,
     /// "workflow": …}`): the pieces joined, a value read as its text (a
     /// string as it is, anything else as compact JSON, nothing as `null`).
     pub fn key_of(&self, roots: &Value) -> String {
-        let mut key = String::new();
-        for part in &self.key {
-            match part {
-                KeyPart::Text(text) => key.push_str(text),
-                KeyPart::Read(path) => {
-                    let value = path.iter().try_fold(roots, |at, step| match step {
-                        PathStep::Key(name) => at.get(name),
-                        PathStep::Index(i) => usize::try_from(*i).ok().and_then(|i| at.get(i)),
-                    });
-                    match value {
-                        Some(Value::String(text)) => key.push_str(text),
-                        Some(other) => key.push_str(&other.to_string()),
-                        None => key.push_str("null"),
-                    }
+        key_text(&self.key, roots)
+    }
+}
+
+/// `parts` joined, each value read from `roots` as its text (a string as it
+/// is, anything else as compact JSON, nothing as `null`).
+pub fn key_text(parts: &[KeyPart], roots: &Value) -> String {
+    let mut key = String::new();
+    for part in parts {
+        match part {
+            KeyPart::Text(text) => key.push_str(text),
+            KeyPart::Read(path) => {
+                let value = path.iter().try_fold(roots, |at, step| match step {
+                    PathStep::Key(name) => at.get(name),
+                    PathStep::Index(i) => usize::try_from(*i).ok().and_then(|i| at.get(i)),
+                });
+                match value {
+                    Some(Value::String(text)) => key.push_str(text),
+                    Some(other) => key.push_str(&other.to_string()),
+                    None => key.push_str("null"),
                 }
             }
         }
-        key
     }
+    key
 }
 
 #[cfg(test)]

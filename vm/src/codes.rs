@@ -123,6 +123,9 @@ code_registry! { RUNTIME, "../../spec/errors/";
     /// A run's concurrency key has `limit` runs holding a slot and its
     /// template refuses the newest (`on_limit: refuse_newest`).
     R0135 = "concurrency-limit",
+    /// A call was not made: its rate limit's window is full (the step waits
+    /// for the next window; it fails with this code only where it cannot).
+    R0136 = "throttled",
 }
 
 /// Finds a run-time code by its id.

@@ -79,6 +79,21 @@ pub struct Dispatch {
     pub scope: Option<Value>,
     /// The step's isolation settings.
     pub isolation: Option<Value>,
+    /// The window its call must fit in, if the step has a rate limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Rate>,
+}
+
+/// A call's rate limit, its key made (spec/flow-control.md, "Rate limits").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rate {
+    /// The key; none: the call's target (`key: "host"`), which only the
+    /// runtime knows.
+    pub key: Option<String>,
+    /// Calls a window.
+    pub limit: u32,
+    /// The window, milliseconds.
+    pub per_ms: u64,
 }
 
 /// A decision to ask for.

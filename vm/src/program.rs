@@ -172,6 +172,9 @@ pub struct StepInfo {
     pub fallback_only: bool,
     /// The step's `isolation` settings, passed to the runtime.
     pub isolation: Option<ConstId>,
+    /// How many of its calls may start in a window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<crate::admission::RateLimit>,
 }
 
 /// What a block is for.

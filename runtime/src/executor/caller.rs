@@ -21,6 +21,7 @@ use crate::workspace::Workspaces;
 /// What a run's action calls need.
 pub struct Caller {
     actions: Arc<Actions>,
+    store: Arc<dyn crate::store::EventStore>,
     slots: Arc<Slots>,
     secrets: Arc<dyn Secrets>,
     breakers: Arc<Breakers>,
@@ -64,6 +65,7 @@ impl Caller {
     pub fn new(inner: &Inner, actions: Arc<Actions>) -> Caller {
         Caller {
             actions,
+            store: inner.store.clone(),
             slots: inner.slots.clone(),
             secrets: inner.secrets.clone(),
             breakers: inner.breakers.clone(),
@@ -83,6 +85,10 @@ impl Caller {
 
     /// May `dispatch` run in the round that asked for it?
     pub fn immediate(&self, dispatch: &Dispatch, run_id: &str) -> bool {
+        // A rate-limited call asks the store first: never in the round.
+        if dispatch.rate.is_some() {
+            return false;
+        }
         if self
             .stand_in
             .as_ref()
@@ -143,6 +149,12 @@ impl Caller {
         call.priority = Some(who.priority);
         if let Err(e) = self.ensure_workspace(&call) {
             return Finished::alone(Err(e));
+        }
+        if let Some(rate) = &dispatch.rate
+            && let Err(throttled) =
+                super::throttle::admit(self.store.as_ref(), &self.actions, rate, &call).await
+        {
+            return Finished::alone(Err(throttled));
         }
         // Only a call to something outside this machine has a breaker
         // (spec/breakers.md, "Targets"): a command's or a child run's own

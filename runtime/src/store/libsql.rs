@@ -22,10 +22,10 @@ use self::db::Db;
 use super::{
     Admission, Admitted, AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionFilter,
     DecisionRow, DecisionStatus, Durability, EventFilter, Expiry, FoundEntry, InboxMessage,
-    Listing, LogEntry, Prune, PrunedFilter, PrunedRow, RunLog, ScheduleAdvance, ScheduleRow,
-    SecretRow, Slots, Source, Standing, StepDetail, StepRow, StoreError, StoreHealth, StoreResult,
-    TemplateDraft, TemplateFilter, TemplateRow, VaultHeader, WorkflowFilter, WorkflowRow,
-    WorkflowState, WorkflowStatus,
+    Listing, LogEntry, Prune, PrunedFilter, PrunedRow, RateCall, RunLog, ScheduleAdvance,
+    ScheduleRow, SecretRow, Slots, Source, Standing, StepDetail, StepRow, StoreError, StoreHealth,
+    StoreResult, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader, WorkflowFilter,
+    WorkflowRow, WorkflowState, WorkflowStatus,
 };
 
 /// At most this many commits share one transaction.
@@ -471,6 +471,10 @@ impl Slots for LibsqlStore {
     fn standing<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<Standing>>> {
         let id = id.to_owned();
         self.ask(move |db| db.standing(&id))
+    }
+
+    fn take_call(&self, call: RateCall) -> BoxFuture<'_, StoreResult<Option<u64>>> {
+        self.ask(move |db| db.take_call(&call))
     }
 }
 

@@ -40,6 +40,8 @@ struct State {
     pruned: BTreeMap<String, PrunedRow>,
     /// The runs of concurrency keys, by run.
     slots: BTreeMap<String, slots::SlotRow>,
+    /// The calls counted in each rate limit window, by key and start.
+    windows: BTreeMap<(String, u64), u64>,
     /// Why writes are refused, while they are (a full disk, for tests).
     refusing: Option<String>,
     /// Copies of the whole store after each commit, while they are kept.

@@ -15,10 +15,22 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (8, "pruned runs", V8),
     (9, "runs by template", V9),
     (10, "concurrency slots", V10),
+    (11, "rate windows", V11),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 10;
+pub const LATEST: i64 = 11;
+
+/// The calls counted in each window of each rate limit key
+/// (spec/flow-control.md, "Rate limits").
+const V11: &str = "
+CREATE TABLE rate_windows (
+    key TEXT NOT NULL,
+    start_ms INTEGER NOT NULL,
+    calls INTEGER NOT NULL,
+    PRIMARY KEY (key, start_ms)
+) WITHOUT ROWID;
+";
 
 /// The runs of concurrency keys, holding a slot or waiting for one
 /// (spec/flow-control.md, "Admission").

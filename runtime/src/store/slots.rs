@@ -48,6 +48,16 @@ pub const WAITING: &str = "SELECT s.key, COUNT(*) FROM run_slots s \
      WHERE s.held = 0 AND w.status NOT IN ('completed', 'failed', 'cancelled') \
      GROUP BY s.key ORDER BY s.key";
 
+/// The calls counted in window `?2` of rate key `?1`.
+pub const CALLS: &str = "SELECT calls FROM rate_windows WHERE key = ?1 AND start_ms = ?2";
+
+/// One more call in window `?2` of rate key `?1`.
+pub const CALL: &str = "INSERT INTO rate_windows (key, start_ms, calls) VALUES (?1, ?2, 1) \
+     ON CONFLICT (key, start_ms) DO UPDATE SET calls = rate_windows.calls + 1";
+
+/// Forgets the windows of rate key `?1` before `?2`.
+pub const PAST_WINDOWS: &str = "DELETE FROM rate_windows WHERE key = ?1 AND start_ms < ?2";
+
 /// `sql` with PostgreSQL's parameters (`$N` for `?N`).
 #[cfg(feature = "postgres")]
 pub fn numbered(sql: &str) -> String {

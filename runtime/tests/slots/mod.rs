@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use opcode_runtime::store::{
-    Admission, Admitted, Commit, EventStore, WorkflowStatus, WorkflowUpdate,
+    Admission, Admitted, Commit, EventStore, RateCall, WorkflowStatus, WorkflowUpdate,
 };
 
 use crate::{at, block_on, create, stores};
@@ -163,6 +163,61 @@ fn many_asking_at_once_get_no_more_slots_than_the_limit() {
             let answers = futures::future::join_all(asking).await;
             let holding = answers.iter().filter(|a| **a == Admitted::Holds).count();
             assert_eq!(holding, 2, "{name}: {answers:?}");
+        });
+    }
+}
+
+fn call(key: &str, limit: u32, now_ms: u64) -> RateCall {
+    RateCall {
+        key: key.into(),
+        limit,
+        per_ms: 1000,
+        now_ms,
+    }
+}
+
+#[test]
+fn a_rate_window_counts_its_calls_and_names_its_end_when_full() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            assert_eq!(
+                store.take_call(call("api", 2, 10_100)).await.unwrap(),
+                None,
+                "{name}"
+            );
+            assert_eq!(
+                store.take_call(call("api", 2, 10_500)).await.unwrap(),
+                None,
+                "{name}"
+            );
+            let full = store.take_call(call("api", 2, 10_900)).await.unwrap();
+            assert_eq!(full, Some(11_000), "{name}: the window ends at 11 s");
+            assert_eq!(
+                store.take_call(call("other", 2, 10_900)).await.unwrap(),
+                None,
+                "{name}: another key"
+            );
+            assert_eq!(
+                store.take_call(call("api", 2, 11_000)).await.unwrap(),
+                None,
+                "{name}: the next window"
+            );
+        });
+    }
+}
+
+#[test]
+fn many_calling_at_once_get_no_more_than_the_limit_in_a_window() {
+    for (name, askers, _dir) in sharers() {
+        block_on(async {
+            // One window, well inside it, whatever the clock says.
+            let asking = (0..24).map(|i| {
+                let asker = askers[i % askers.len()].clone();
+                async move { asker.take_call(call("burst", 5, 50_000_400)).await.unwrap() }
+            });
+            let answers = futures::future::join_all(asking).await;
+            let made = answers.iter().filter(|a| a.is_none()).count();
+            assert_eq!(made, 5, "{name}: {answers:?}");
         });
     }
 }

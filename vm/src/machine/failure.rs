@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::Vm;
 use super::state::{FrameId, FrameState, StepStatus, Wait};
+use crate::codes;
 use crate::effect::{Effect, InstRef, Record, TimerPurpose};
 use crate::error::{ActionError, StepError};
 use crate::host::Host;
@@ -31,6 +32,9 @@ impl Vm {
         let attempt = inst.attempt;
         if let Some(d) = inst.deadline {
             self.cancel_timer(d);
+        }
+        if error.code == codes::R0136.id {
+            return self.throttled(key, attempt, error);
         }
         let info = &self.plan.program.steps[key.step as usize];
         let on_error = info.on_error;
@@ -63,6 +67,33 @@ impl Vm {
             return;
         }
         self.handle_error(key, error, host);
+    }
+
+    /// The call was not made: its rate limit's window was full. The same
+    /// attempt starts again when the window the runtime named ends
+    /// (`details.until_ms`), by a durable timer; it counts as no retry.
+    fn throttled(&mut self, key: &InstRef, attempt: u32, error: ActionError) {
+        let until = error
+            .details
+            .as_ref()
+            .and_then(|d| d.get("until_ms"))
+            .and_then(Value::as_u64)
+            .unwrap_or(self.now);
+        let delay = until.saturating_sub(self.now).max(1);
+        self.record(Record::StepRetrying {
+            inst: key.clone(),
+            attempt,
+            delay_ms: delay,
+            error: Box::new(error),
+        });
+        let timer = self.start_timer(delay, TimerPurpose::Retry, Some(key.clone()));
+        if let Some(inst) = self.inst_mut(key) {
+            // The next start is this attempt again.
+            inst.attempt = attempt.saturating_sub(1);
+            inst.deadline = None;
+            inst.status = StepStatus::Retrying;
+            inst.wait = Wait::Retry(timer);
+        }
     }
 
     /// The retry backoff passed.

@@ -163,6 +163,10 @@ impl Vm {
             .isolation
             .map(|c| self.plan.program.consts[c as usize].clone());
         let timeout_ms = info.timeout_ms;
+        let rate = info
+            .rate_limit
+            .as_ref()
+            .map(|limit| self.rate_of(limit, &info.id));
         let attempt = self.inst(key).map_or(1, |i| i.attempt);
         let effect = self.fresh_id();
         let dispatch = Arc::new(Dispatch {
@@ -175,6 +179,7 @@ impl Vm {
             timeout_ms,
             scope,
             isolation,
+            rate,
         });
         self.inflight.insert(
             effect,

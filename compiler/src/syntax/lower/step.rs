@@ -25,6 +25,7 @@ const STEP_FIELDS: &[&str] = &[
     "on_error",
     "config",
     "isolation",
+    "rate_limit",
     "description",
 ];
 
@@ -101,6 +102,10 @@ impl Lowerer<'_> {
                 .get("on_error")
                 .and_then(|m| self.on_error(&m.value, &fields.pointer_of("on_error"))),
             isolation: self.opt_typed(&fields, "isolation", "object").map(Box::new),
+            rate_limit: fields
+                .get("rate_limit")
+                .and_then(|m| self.rate_limit(&m.value, &fields.pointer_of("rate_limit")))
+                .map(Box::new),
             description: self.opt_string(&fields, "description"),
         })
     }

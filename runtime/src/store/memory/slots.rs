@@ -2,7 +2,7 @@
 //! "Admission"): the store's mutex is every key's lock.
 
 use super::{MemoryStore, State};
-use crate::store::{Admission, Admitted, BoxFuture, Slots, Standing, StoreResult};
+use crate::store::{Admission, Admitted, BoxFuture, RateCall, Slots, Standing, StoreResult};
 
 /// A run of a concurrency key.
 #[derive(Debug, Clone)]
@@ -144,5 +144,21 @@ impl Slots for MemoryStore {
 
     fn standing<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<Standing>>> {
         Box::pin(std::future::ready(Ok(self.lock().standing(id))))
+    }
+
+    fn take_call(&self, call: RateCall) -> BoxFuture<'_, StoreResult<Option<u64>>> {
+        let mut state = self.lock();
+        let window = call.window();
+        state
+            .windows
+            .retain(|(key, start), _| *key != call.key || *start >= window);
+        let calls = state.windows.entry((call.key.clone(), window)).or_default();
+        let answer = if *calls >= u64::from(call.limit) {
+            Some(window + call.per_ms)
+        } else {
+            *calls += 1;
+            None
+        };
+        Box::pin(std::future::ready(Ok(answer)))
     }
 }

@@ -12,10 +12,23 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (4, "runs by template", V4),
     (5, "refusals raised in the transaction", V5),
     (6, "concurrency slots", V6),
+    (7, "rate windows", V7),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 6;
+pub const LATEST: i64 = 7;
+
+/// The calls counted in each window of each rate limit key
+/// (spec/flow-control.md, "Rate limits"); counted under an advisory
+/// transaction lock on the key.
+const V7: &str = "
+CREATE TABLE rate_windows (
+    key TEXT NOT NULL,
+    start_ms BIGINT NOT NULL,
+    calls BIGINT NOT NULL,
+    PRIMARY KEY (key, start_ms)
+);
+";
 
 /// The runs of concurrency keys, holding a slot or waiting for one
 /// (spec/flow-control.md, "Admission"); admission takes an advisory

@@ -7,9 +7,10 @@ use tokio_postgres::Transaction;
 
 use super::{PostgresStore, backend};
 use crate::store::slots::{
-    AHEAD, HOLD, HOLDERS, INSERT, LIMIT, MINE, NEXT, SWEEP, WAITING, numbered,
+    AHEAD, CALL, CALLS, HOLD, HOLDERS, INSERT, LIMIT, MINE, NEXT, PAST_WINDOWS, SWEEP, WAITING,
+    numbered,
 };
-use crate::store::{Admission, Admitted, BoxFuture, Slots, Standing, StoreResult};
+use crate::store::{Admission, Admitted, BoxFuture, RateCall, Slots, Standing, StoreResult};
 
 /// Locks key `$1` until the transaction ends.
 const LOCK_KEY: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 51))";
@@ -85,6 +86,31 @@ impl Slots for PostgresStore {
         Box::pin(self.query(WAITING, &[], |row| {
             Ok((row.get(0), row.get::<_, i64>(1) as u64))
         }))
+    }
+
+    fn take_call(&self, call: RateCall) -> BoxFuture<'_, StoreResult<Option<u64>>> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(backend)?;
+            tx.execute(LOCK_KEY, &[&call.key]).await.map_err(backend)?;
+            let window = call.window() as i64;
+            tx.execute(numbered(PAST_WINDOWS).as_str(), &[&call.key, &window])
+                .await
+                .map_err(backend)?;
+            let calls: i64 = tx
+                .query_opt(numbered(CALLS).as_str(), &[&call.key, &window])
+                .await
+                .map_err(backend)?
+                .map_or(0, |row| row.get(0));
+            if calls >= i64::from(call.limit) {
+                return Ok(Some(call.window() + call.per_ms));
+            }
+            tx.execute(numbered(CALL).as_str(), &[&call.key, &window])
+                .await
+                .map_err(backend)?;
+            tx.commit().await.map_err(backend)?;
+            Ok(None)
+        })
     }
 
     fn standing<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<Standing>>> {

@@ -5,8 +5,10 @@
 use libsql::Value;
 
 use super::{Db, get};
-use crate::store::slots::{AHEAD, HOLD, HOLDERS, INSERT, LIMIT, MINE, NEXT, SWEEP, WAITING};
-use crate::store::{Admission, Admitted, Standing, StoreResult};
+use crate::store::slots::{
+    AHEAD, CALL, CALLS, HOLD, HOLDERS, INSERT, LIMIT, MINE, NEXT, PAST_WINDOWS, SWEEP, WAITING,
+};
+use crate::store::{Admission, Admitted, RateCall, Standing, StoreResult};
 
 impl Db {
     /// [`Slots::admit`](crate::store::Slots::admit).
@@ -112,6 +114,26 @@ impl Db {
     pub fn waiting(&self) -> StoreResult<Vec<(String, u64)>> {
         self.block(self.query_all(WAITING, Vec::new(), |row| {
             Ok((get::<String>(row, 0)?, get::<i64>(row, 1)? as u64))
+        }))
+    }
+
+    /// [`Slots::take_call`](crate::store::Slots::take_call).
+    pub fn take_call(&self, call: &RateCall) -> StoreResult<Option<u64>> {
+        self.block(self.in_transaction(async {
+            let (key, window) = (call.key.as_str(), call.window() as i64);
+            self.change(PAST_WINDOWS, vec![key.into(), window.into()])
+                .await?;
+            let calls = self
+                .query_one(CALLS, vec![key.into(), window.into()], |row| {
+                    get::<i64>(row, 0)
+                })
+                .await?
+                .unwrap_or(0);
+            if calls >= i64::from(call.limit) {
+                return Ok(Some(call.window() + call.per_ms));
+            }
+            self.change(CALL, vec![key.into(), window.into()]).await?;
+            Ok(None)
         }))
     }
 
