@@ -43,7 +43,8 @@ fn calls_past_a_rate_limit_wait_for_the_next_window_and_complete() {
                 throttled += 1;
             }
         }
-        // Five calls, two a second: at least three waited for a window.
-        assert!(throttled >= 3, "{throttled} runs were throttled");
+        // Five calls started within a second span two windows at most,
+        // two calls each: at least one waited for a window.
+        assert!(throttled >= 1, "{throttled} runs were throttled");
     });
 }
