@@ -19,7 +19,7 @@ fn calls_past_a_rate_limit_wait_for_the_next_window_and_complete() {
     let store = Arc::new(MemoryStore::new());
     let dir = tempfile::tempdir().unwrap();
     let template = json!({"steps": [{"id": "note", "action": "workflow.log",
-        "rate_limit": {"key": "notes", "limit": 2, "per": "1s"},
+        "rate_limit": {"key": "notes", "limit": 2, "per": "3s"},
         "params": {"message": "hello"}}]});
     runtime().block_on(async {
         let exec = executor(&store, config(dir.path()));
@@ -29,7 +29,7 @@ fn calls_past_a_rate_limit_wait_for_the_next_window_and_complete() {
         }
         let mut throttled = 0;
         for id in &runs {
-            let ended = tokio::time::timeout(Duration::from_secs(15), exec.wait(id, Until::Ended));
+            let ended = tokio::time::timeout(Duration::from_secs(30), exec.wait(id, Until::Ended));
             assert_eq!(
                 ended.await.unwrap().unwrap(),
                 WorkflowStatus::Completed,
@@ -43,7 +43,7 @@ fn calls_past_a_rate_limit_wait_for_the_next_window_and_complete() {
                 throttled += 1;
             }
         }
-        // Five calls started within a second span two windows at most,
+        // Five calls started within three seconds span two windows at most,
         // two calls each: at least one waited for a window.
         assert!(throttled >= 1, "{throttled} runs were throttled");
     });
