@@ -257,30 +257,12 @@ impl Settings {
     /// The time a waiting action call takes to rise one priority level, if
     /// set: a duration of at least a second.
     pub fn priority_aging(&self) -> Result<Option<std::time::Duration>, String> {
-        let Some(text) = self.priority_aging.as_deref() else {
-            return Ok(None);
-        };
-        match humantime::parse_duration(text) {
-            Ok(step) if step >= std::time::Duration::from_secs(1) => Ok(Some(step)),
-            Ok(_) => Err(format!("priority_aging `{text}` is under a second")),
-            Err(e) => Err(format!(
-                "priority_aging `{text}` is not a duration such as 1m: {e}"
-            )),
-        }
+        second_or_more("priority_aging", self.priority_aging.as_deref(), "1m")
     }
 
     /// The lease time to live (`None`: the engine's default).
     pub fn lease_ttl(&self) -> Result<Option<std::time::Duration>, String> {
-        let Some(text) = self.lease_ttl.as_deref() else {
-            return Ok(None);
-        };
-        match humantime::parse_duration(text) {
-            Ok(ttl) if ttl >= std::time::Duration::from_secs(1) => Ok(Some(ttl)),
-            Ok(_) => Err(format!("lease_ttl `{text}` is under a second")),
-            Err(e) => Err(format!(
-                "lease_ttl `{text}` is not a duration such as 10s: {e}"
-            )),
-        }
+        second_or_more("lease_ttl", self.lease_ttl.as_deref(), "10s")
     }
 
     /// The inline limit of results, in bytes (`None`: the default): a
@@ -404,6 +386,25 @@ impl Settings {
             .map_or_else(|| text.to_owned(), |port| format!("127.0.0.1:{port}"));
         text.parse()
             .map_err(|_| format!("`{text}` is not a listen address such as 127.0.0.1:4100"))
+    }
+}
+
+/// Setting `name`'s duration, `text` if set: at least a second (`example`
+/// shows one in the error).
+fn second_or_more(
+    name: &str,
+    text: Option<&str>,
+    example: &str,
+) -> Result<Option<std::time::Duration>, String> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    match humantime::parse_duration(text) {
+        Ok(took) if took >= std::time::Duration::from_secs(1) => Ok(Some(took)),
+        Ok(_) => Err(format!("{name} `{text}` is under a second")),
+        Err(e) => Err(format!(
+            "{name} `{text}` is not a duration such as {example}: {e}"
+        )),
     }
 }
 
