@@ -485,6 +485,10 @@ async def concurrency_keys(binary):
                                                   and "R0136" in json.dumps(e.get("payload")) for e in v["events"])]
                 # Three calls within five seconds span two windows at most, one call each: one waited.
                 check(len(waited) >= 1, f"no call waited for its window (R0136): {views}")
+                scraped = urllib.request.urlopen(f"{daemon.url}/metrics", timeout=10).read().decode()
+                check('opcode_rate_limited_total{key="noter:notes"}' in scraped,
+                      "/metrics does not count the throttled calls: "
+                      + str([line for line in scraped.splitlines() if "rate_limited" in line]))
                 print("ok - rate_limit: the call past the window's limit waits for the next window and completes")
         finally:
             daemon.terminate()

@@ -36,6 +36,7 @@ pub struct Metrics {
     leases: IntGaugeVec,
     calls_waiting: IntGauge,
     queue_depth: IntGaugeVec,
+    rate_limited: IntCounterVec,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -130,6 +131,11 @@ impl Metrics {
                 "opcode_calls_waiting",
                 "Action calls waiting for a worker slot (given out by run priority, then age).",
             ),
+            rate_limited: counter(
+                "opcode_rate_limited_total",
+                "Calls not made because their rate limit's window was full (each waits for the next), by key.",
+                &["key"],
+            ),
             queue_depth: gauge(
                 "opcode_queue_depth",
                 "Runs waiting for a slot of their concurrency key, by key.",
@@ -158,6 +164,7 @@ impl Metrics {
             Box::new(metrics.leases.clone()),
             Box::new(metrics.calls_waiting.clone()),
             Box::new(metrics.queue_depth.clone()),
+            Box::new(metrics.rate_limited.clone()),
             Box::new(prometheus::process_collector::ProcessCollector::for_self()),
         ];
         for collector in collectors {
@@ -249,6 +256,10 @@ impl Observer for Metrics {
             .observe(seconds);
     }
 
+    fn throttled(&self, key: &str) {
+        self.rate_limited.with_label_values(&[key]).inc();
+    }
+
     fn appended(&self, entries: &[(EntryKind, &str)]) {
         for &(kind, event_type) in entries {
             self.events.with_label_values(&[kind.as_str()]).inc();
@@ -283,6 +294,7 @@ mod tests {
             (EntryKind::Record, "workflow_completed"),
         ]);
         metrics.fired(true);
+        metrics.throttled("host:https://api.github.com");
         let plugins = [serde_json::json!({"name": "files", "status": "down"})];
         let store = MemoryStore::default();
         // A run nobody holds, waiting for a daemon.
@@ -307,6 +319,7 @@ mod tests {
             "opcode_workflows_finished_total{status=\"completed\"} 1",
             "opcode_decisions_settled_total{how=\"resolved\"} 1",
             "opcode_scheduler_fires_total{outcome=\"started\"} 1",
+            "opcode_rate_limited_total{key=\"host:https://api.github.com\"} 1",
             "opcode_workflows{status=\"active\"} 0",
             "opcode_runnable_runs 1",
             "opcode_timers_due 0",

@@ -154,6 +154,10 @@ impl Caller {
             && let Err(throttled) =
                 super::throttle::admit(self.store.as_ref(), &self.actions, rate, &call).await
         {
+            let key = throttled.details.as_ref().and_then(|d| d["key"].as_str());
+            if let (Some(observer), Some(key)) = (&self.observer, key) {
+                observer.throttled(key);
+            }
             return Finished::alone(Err(throttled));
         }
         // Only a call to something outside this machine has a breaker

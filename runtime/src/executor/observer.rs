@@ -16,6 +16,11 @@ pub trait Observer: Send + Sync {
     fn logged(&self, line: &LogLine<'_>) {
         let _ = line;
     }
+    /// A call was not made: the window of its rate limit `key` was full
+    /// (it waits for the next one).
+    fn throttled(&self, key: &str) {
+        let _ = key;
+    }
 }
 
 /// One `workflow.log` call.
