@@ -13,6 +13,8 @@ use serde_json::{Value, json};
 
 #[path = "api/answers.rs"]
 mod answers;
+#[path = "api/idempotency.rs"]
+mod idempotency;
 #[path = "api/priority.rs"]
 mod priority;
 #[path = "api/test_cases.rs"]

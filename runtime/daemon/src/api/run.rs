@@ -6,6 +6,7 @@ use std::sync::Arc;
 use opcode_stdlib::inputs::prepare;
 use opcode_vm::codes;
 use serde_json::{Value, json};
+use sha2::Digest as _;
 
 use super::args::Args;
 use super::view::{Asked, render};
@@ -21,6 +22,7 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
     let wait = args.opt_bool("wait")?.unwrap_or(true);
     let session_id = session_of(args)?;
     let priority = args.opt_count("priority")?;
+    let idempotent = idempotent_id(args, name)?;
     let asked = Asked::from_args(args, api.inline_limit)?;
     let given = args
         .opt_object("params")?
@@ -30,10 +32,18 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
     let changes = api.exec.changes();
     let children = api.exec.changes();
     let mut tries = 0;
+    let earlier = match &idempotent {
+        Some(id) => api.store().workflow(id).await?.map(|row| row.id),
+        None => None,
+    };
     let id = loop {
+        if let Some(id) = &earlier {
+            break (id.clone(), true);
+        }
         let template = kept_template(api, name, version).await?;
         // The run's creation notes its agent as seen.
-        let mut request = template_request(&api.exec, &template, &given, agent_id, None)?;
+        let mut request =
+            template_request(&api.exec, &template, &given, agent_id, idempotent.clone())?;
         // The run's state is read with the commit that settles it: its
         // steps whole only when the answer shows them.
         let detail = if asked.view.shows_steps() {
@@ -47,29 +57,64 @@ pub async fn run(api: &Api, args: &Args) -> ToolResult {
         if let Some(asked) = priority {
             request.priority = Some(asked_priority(api, &request, asked)?);
         }
-        match api.exec.start(request).await {
+        match (api.exec.start(request).await, &idempotent) {
             // Another process defined a newer version: read it and go again.
-            Err(ExecError::Store(StoreError::Outdated(_))) if tries < 3 => {
+            (Err(ExecError::Store(StoreError::Outdated(_))), _) if tries < 3 => {
                 api.templates.forget_latest(name);
                 tries += 1;
             }
-            started => break started?,
+            // Started before with this idempotency key: that run answers.
+            (Err(ExecError::Store(StoreError::Exists(_))), Some(id)) => break (id.clone(), true),
+            (started, _) => break (started?, false),
         }
     };
+    let (id, duplicate) = id;
     if !wait {
         let row = api.store().workflow(&id).await?;
         let status = row.map_or(WorkflowStatus::Pending, |r| r.status);
-        return Ok(json!({ "workflow_id": id, "status": status }));
+        let mut out = json!({ "workflow_id": id, "status": status });
+        if duplicate {
+            out["duplicate"] = json!(true);
+        }
+        return Ok(out);
     }
-    // A run stopped by a refused write carries on later: name it.
+    // A run stopped by a refused write carries on later: name it. One that
+    // another call with the same idempotency key created first is that
+    // call's run: it is waited on as it is.
     let settled = async {
-        api.exec
-            .settled_or_held(&id, Some(changes), children)
-            .await
-            .map_err(|e| ToolError::from(e).with_details(json!({ "workflow_id": id })))
+        match api.exec.settled_or_held(&id, Some(changes), children).await {
+            Err(ExecError::Store(StoreError::Exists(_))) if idempotent.is_some() => {
+                let (changes, children) = (api.exec.changes(), api.exec.changes());
+                let state = api.exec.settled_or_held(&id, Some(changes), children).await;
+                state.map(|state| (state, true))
+            }
+            settled => settled.map(|state| (state, duplicate)),
+        }
+        .map_err(|e| ToolError::from(e).with_details(json!({ "workflow_id": id })))
     };
-    let state = api.unless_stopping(&id, settled).await?;
-    render(api, &id, state, &asked).await
+    let (state, duplicate) = api.unless_stopping(&id, settled).await?;
+    let mut out = render(api, &id, state, &asked).await?;
+    if duplicate {
+        out["duplicate"] = json!(true);
+    }
+    Ok(out)
+}
+
+/// The id of the run `idempotency_key` names for template `name`: the same
+/// key starts one run, whose id later calls with it are answered (1 to 256
+/// characters; none: a fresh id).
+fn idempotent_id(args: &Args, name: &str) -> Result<Option<String>, ToolError> {
+    let Some(key) = args.opt_str("idempotency_key")? else {
+        return Ok(None);
+    };
+    if key.trim().is_empty() || key.chars().count() > 256 {
+        return Err(ToolError::new(
+            codes::R0122,
+            "`idempotency_key` is 1 to 256 characters, not blank",
+        ));
+    }
+    let digest = sha2::Sha256::digest(format!("{name}\0{key}").as_bytes());
+    Ok(Some(format!("run-{}", hex::encode(&digest[..12]))))
 }
 
 /// The `session_id` argument, checked: a session name (spec/agents.md).

@@ -159,6 +159,7 @@ fn build() -> Vec<ToolSpec> {
                     "agent_id": agent,
                     "session_id": text("A conversation this run belongs to: delegated agents' steps of runs in one session get its earlier turns; the workflow reads it as workflow.session_id."),
                     "priority": {"type": "integer", "minimum": 0, "maximum": 9, "description": "0 (first) to 9 (last), default 5: when action calls wait for a worker slot, those of runs with a lower number go first, then the oldest. Runs it starts inherit it. The settings' priority_highest bounds how high a caller may ask (default 5)."},
+                    "idempotency_key": text("Starts one run per key and template: a call again with the same key (a retry) gets that run, marked duplicate, instead of a second one. 1 to 256 characters."),
                     "wait": {"type": "boolean", "description": "Wait until the run completes, fails or suspends (default true); false returns its workflow_id at once."}
                 })),
                 "required": ["template_name"]
