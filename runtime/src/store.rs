@@ -641,6 +641,82 @@ pub trait Slots: Send + Sync {
     /// `now_ms` falls in) if fewer than `limit` calls were counted there:
     /// `None`; else the window's end, when the call may try again.
     fn take_call(&self, call: RateCall) -> BoxFuture<'_, StoreResult<Option<u64>>>;
+
+    /// Notes a delivery of a debounced trigger: opens its key's pending
+    /// start (due after the period), or pushes the open one's due time by
+    /// the period (never past `max_wait_ms` after its first delivery),
+    /// keeping the first delivery's inputs or taking this one's.
+    fn debounce(&self, delivery: Debounced) -> BoxFuture<'_, StoreResult<PendingStart>>;
+
+    /// The pending starts due at `now_ms`, earliest first, at most `limit`.
+    fn due_starts(&self, now_ms: u64, limit: u32) -> BoxFuture<'_, StoreResult<Vec<PendingStart>>>;
+
+    /// Forgets a pending start once its run started (only the one opened at
+    /// `first_ms`: a later one of the same key stays).
+    fn forget_start<'a>(&'a self, start: &'a PendingStart) -> BoxFuture<'a, StoreResult<()>>;
+}
+
+/// A delivery of a debounced trigger (spec/flow-control.md, "Debounce").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Debounced {
+    /// The template it starts.
+    pub template: String,
+    /// The debounce key.
+    pub key: String,
+    /// The run's inputs this delivery would give (JSON).
+    pub inputs: String,
+    /// When it came, milliseconds since the epoch.
+    pub now_ms: u64,
+    /// The quiet time after the last delivery before the run starts.
+    pub period_ms: u64,
+    /// The longest a start waits after its first delivery.
+    pub max_wait_ms: u64,
+    /// Take this delivery's inputs (`keep: last`) or keep the first's.
+    pub keep_last: bool,
+}
+
+/// A run a debounced trigger will start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingStart {
+    /// The template.
+    pub template: String,
+    /// The debounce key.
+    pub key: String,
+    /// The inputs the run gets (JSON).
+    pub inputs: String,
+    /// When its first delivery came.
+    pub first_ms: u64,
+    /// When it starts.
+    pub due_ms: u64,
+    /// How many deliveries it gathers.
+    pub deliveries: u64,
+}
+
+impl Debounced {
+    /// The pending start this delivery leaves, after `open` (the key's
+    /// pending start before it, if any).
+    pub fn applied_to(&self, open: Option<&PendingStart>) -> PendingStart {
+        match open {
+            None => PendingStart {
+                template: self.template.clone(),
+                key: self.key.clone(),
+                inputs: self.inputs.clone(),
+                first_ms: self.now_ms,
+                due_ms: self.now_ms + self.period_ms,
+                deliveries: 1,
+            },
+            Some(open) => PendingStart {
+                inputs: if self.keep_last {
+                    self.inputs.clone()
+                } else {
+                    open.inputs.clone()
+                },
+                due_ms: (self.now_ms + self.period_ms).min(open.first_ms + self.max_wait_ms),
+                deliveries: open.deliveries + 1,
+                ..open.clone()
+            },
+        }
+    }
 }
 
 /// A call asking for room in its rate limit's window.

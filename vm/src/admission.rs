@@ -69,7 +69,8 @@ impl Concurrency {
 }
 
 /// `parts` joined, each value read from `roots` as its text (a string as it
-/// is, anything else as compact JSON, nothing as `null`).
+/// is, anything else as compact JSON, nothing as `null`); a NUL, which no
+/// store keeps in text, stands as U+FFFD.
 pub fn key_text(parts: &[KeyPart], roots: &Value) -> String {
     let mut key = String::new();
     for part in parts {
@@ -87,6 +88,9 @@ pub fn key_text(parts: &[KeyPart], roots: &Value) -> String {
                 }
             }
         }
+    }
+    if key.contains('\0') {
+        key = key.replace('\0', "\u{fffd}");
     }
     key
 }

@@ -4,6 +4,7 @@
 //! coded [`ToolError`] out. The contract is `spec/mcp.md`.
 
 mod args;
+pub mod debounce;
 mod define;
 mod deliver;
 mod diagram;

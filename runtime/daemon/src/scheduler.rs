@@ -46,6 +46,7 @@ pub async fn run(exec: Executor, metrics: Arc<Metrics>, stop: CancellationToken)
 /// Handles every job once at time `now` (milliseconds); for each job it
 /// fired, whether its run started.
 pub async fn tick(exec: &Executor, now: u64) -> Result<Vec<bool>, StoreError> {
+    start_debounced(exec, now).await?;
     let mut fires = Vec::new();
     for job in exec.store().schedules().await? {
         refresh_status(exec, &job).await?;
@@ -134,6 +135,32 @@ async fn handle(exec: &Executor, job: &ScheduleRow, now: u64) -> Result<Option<b
     };
     exec.store().advance_schedule(advance).await?;
     Ok(fired)
+}
+
+/// Starts the runs of debounced bursts that fell quiet by `now`
+/// (spec/flow-control.md, "Debounce"), each as the id its burst names, then
+/// forgets the burst: a crash between the two starts nothing twice. A burst
+/// whose run cannot start (its template gone, its params no longer valid)
+/// is forgotten with a warning.
+async fn start_debounced(exec: &Executor, now: u64) -> Result<(), StoreError> {
+    for start in exec.store().due_starts(now, 64).await? {
+        let id = crate::api::debounce::run_id(&start.template, &start.key, start.first_ms);
+        let params: Value = serde_json::from_str(&start.inputs).unwrap_or(Value::Null);
+        let started = match exec.store().template(&start.template, None).await? {
+            Some(template) => start_template(exec, &template, &params, None, Some(id.clone()))
+                .await
+                .map_err(|e| e.message),
+            None => Err(format!("template `{}` is not defined", start.template)),
+        };
+        match started {
+            Ok(_) => tracing::info!(template = %start.template, workflow = %id,
+                deliveries = start.deliveries, "debounced run started"),
+            Err(error) => tracing::warn!(template = %start.template, key = %start.key, %error,
+                "a debounced burst could not start its run; dropped"),
+        }
+        exec.store().forget_start(&start).await?;
+    }
+    Ok(())
 }
 
 /// Starts the run of a fire time, as `id`; an existing `id` means it

@@ -296,3 +296,71 @@ async fn the_body_may_be_one_input_beside_fixed_params() {
         json!({"payload": {"event": "push"}, "destination_url": "https://example.test/in"})
     );
 }
+
+/// A burst of 20 pushes to a debounced hook starts one run, after the burst
+/// falls quiet, with the last push's params (spec/flow-control.md,
+/// "Debounce"); another key gathers on its own.
+#[tokio::test]
+async fn a_debounced_burst_starts_one_run_with_the_input_it_keeps() {
+    let (base, api, store) = daemon().await;
+    let debounce = json!({"key": "${{inputs.action}}", "period": "1s", "keep": "last"});
+    define(
+        &api,
+        "on-push",
+        json!({"secret": "HOOK", "debounce": debounce}),
+    )
+    .await;
+    let mut pending = Vec::new();
+    for n in 0..20 {
+        let body = json!({"action": "pushed", "n": n}).to_string();
+        let headers = [
+            (
+                "X-Hub-Signature-256",
+                format!("sha256={}", signature(body.as_bytes())),
+            ),
+            ("X-GitHub-Delivery", format!("delivery-{n}")),
+        ];
+        let (status, answer) = post(&base, "on-push", &headers, &body).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+        assert_eq!(
+            (answer["debounced"].clone(), answer["deliveries"].clone()),
+            (json!(true), json!(n + 1))
+        );
+        pending.push(answer["workflow_id"].clone());
+    }
+    assert!(
+        pending.iter().all(|id| *id == pending[0]),
+        "one run for the burst: {pending:?}"
+    );
+    let body = json!({"action": "closed"}).to_string();
+    let headers = [(
+        "X-Hub-Signature-256",
+        format!("sha256={}", signature(body.as_bytes())),
+    )];
+    let (_, other) = post(&base, "on-push", &headers, &body).await;
+    assert_ne!(other["workflow_id"], pending[0], "another key");
+    assert!(
+        runs(&store).await.is_empty(),
+        "nothing starts during the burst"
+    );
+    let later = opcode_runtime::time::now_ms() + 2_000;
+    opcode_daemon::scheduler::tick(api.executor(), later)
+        .await
+        .unwrap();
+    opcode_daemon::scheduler::tick(api.executor(), later)
+        .await
+        .unwrap();
+    let mut started = runs(&store).await;
+    started.sort();
+    let mut expected = vec![
+        pending[0].as_str().unwrap().to_owned(),
+        other["workflow_id"].as_str().unwrap().to_owned(),
+    ];
+    expected.sort();
+    assert_eq!(started, expected, "one run a key, started once");
+    assert_eq!(
+        inputs_of(&store, &pending[0]).await["n"],
+        19,
+        "the last push's params"
+    );
+}

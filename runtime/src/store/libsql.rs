@@ -20,12 +20,12 @@ use tokio::sync::oneshot;
 use self::checkpoint::{Checkpointer, FinishRequest, WRITER_FINISH_FROM, WalIndex};
 use self::db::Db;
 use super::{
-    Admission, Admitted, AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, DecisionFilter,
-    DecisionRow, DecisionStatus, Durability, EventFilter, Expiry, FoundEntry, InboxMessage,
-    Listing, LogEntry, Prune, PrunedFilter, PrunedRow, RateCall, RunLog, ScheduleAdvance,
-    ScheduleRow, SecretRow, Slots, Source, Standing, StepDetail, StepRow, StoreError, StoreHealth,
-    StoreResult, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader, WorkflowFilter,
-    WorkflowRow, WorkflowState, WorkflowStatus,
+    Admission, Admitted, AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, Debounced,
+    DecisionFilter, DecisionRow, DecisionStatus, Durability, EventFilter, Expiry, FoundEntry,
+    InboxMessage, Listing, LogEntry, PendingStart, Prune, PrunedFilter, PrunedRow, RateCall,
+    RunLog, ScheduleAdvance, ScheduleRow, SecretRow, Slots, Source, Standing, StepDetail, StepRow,
+    StoreError, StoreHealth, StoreResult, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader,
+    WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
 };
 
 /// At most this many commits share one transaction.
@@ -475,6 +475,19 @@ impl Slots for LibsqlStore {
 
     fn take_call(&self, call: RateCall) -> BoxFuture<'_, StoreResult<Option<u64>>> {
         self.ask(move |db| db.take_call(&call))
+    }
+
+    fn debounce(&self, delivery: Debounced) -> BoxFuture<'_, StoreResult<PendingStart>> {
+        self.ask(move |db| db.debounce(&delivery))
+    }
+
+    fn due_starts(&self, now_ms: u64, limit: u32) -> BoxFuture<'_, StoreResult<Vec<PendingStart>>> {
+        self.ask(move |db| db.due_starts(now_ms, limit))
+    }
+
+    fn forget_start<'a>(&'a self, start: &'a PendingStart) -> BoxFuture<'a, StoreResult<()>> {
+        let start = start.clone();
+        self.ask(move |db| db.forget_start(&start))
     }
 }
 

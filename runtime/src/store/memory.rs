@@ -42,6 +42,8 @@ struct State {
     slots: BTreeMap<String, slots::SlotRow>,
     /// The calls counted in each rate limit window, by key and start.
     windows: BTreeMap<(String, u64), u64>,
+    /// The runs debounced triggers will start, by template and key.
+    pending: BTreeMap<(String, String), super::PendingStart>,
     /// Why writes are refused, while they are (a full disk, for tests).
     refusing: Option<String>,
     /// Copies of the whole store after each commit, while they are kept.

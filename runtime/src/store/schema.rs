@@ -16,10 +16,25 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (9, "runs by template", V9),
     (10, "concurrency slots", V10),
     (11, "rate windows", V11),
+    (12, "pending starts", V12),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 11;
+pub const LATEST: i64 = 12;
+
+/// The runs debounced triggers will start (spec/flow-control.md, "Debounce").
+const V12: &str = "
+CREATE TABLE pending_starts (
+    template TEXT NOT NULL,
+    key TEXT NOT NULL,
+    inputs TEXT NOT NULL,
+    first_ms INTEGER NOT NULL,
+    due_ms INTEGER NOT NULL,
+    deliveries INTEGER NOT NULL,
+    PRIMARY KEY (template, key)
+) WITHOUT ROWID;
+CREATE INDEX pending_starts_by_due ON pending_starts (due_ms);
+";
 
 /// The calls counted in each window of each rate limit key
 /// (spec/flow-control.md, "Rate limits").

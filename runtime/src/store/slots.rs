@@ -58,6 +58,24 @@ pub const CALL: &str = "INSERT INTO rate_windows (key, start_ms, calls) VALUES (
 /// Forgets the windows of rate key `?1` before `?2`.
 pub const PAST_WINDOWS: &str = "DELETE FROM rate_windows WHERE key = ?1 AND start_ms < ?2";
 
+/// The pending start of template `?1`'s debounce key `?2`.
+pub const PENDING: &str = "SELECT template, key, inputs, first_ms, due_ms, deliveries \
+     FROM pending_starts WHERE template = ?1 AND key = ?2";
+
+/// A pending start, new or changed.
+pub const PUT_PENDING: &str = "INSERT INTO pending_starts \
+     (template, key, inputs, first_ms, due_ms, deliveries) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+     ON CONFLICT (template, key) DO UPDATE SET inputs = excluded.inputs, \
+     due_ms = excluded.due_ms, deliveries = excluded.deliveries";
+
+/// The pending starts due at `?1`, earliest first, at most `?2`.
+pub const DUE: &str = "SELECT template, key, inputs, first_ms, due_ms, deliveries \
+     FROM pending_starts WHERE due_ms <= ?1 ORDER BY due_ms LIMIT ?2";
+
+/// Forgets the pending start of template `?1`, key `?2`, opened at `?3`.
+pub const FORGET: &str =
+    "DELETE FROM pending_starts WHERE template = ?1 AND key = ?2 AND first_ms = ?3";
+
 /// `sql` with PostgreSQL's parameters (`$N` for `?N`).
 #[cfg(feature = "postgres")]
 pub fn numbered(sql: &str) -> String {

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use opcode_runtime::store::{
-    Admission, Admitted, Commit, EventStore, RateCall, WorkflowStatus, WorkflowUpdate,
+    Admission, Admitted, Commit, Debounced, EventStore, RateCall, WorkflowStatus, WorkflowUpdate,
 };
 
 use crate::{at, block_on, create, stores};
@@ -218,6 +218,90 @@ fn many_calling_at_once_get_no_more_than_the_limit_in_a_window() {
             let answers = futures::future::join_all(asking).await;
             let made = answers.iter().filter(|a| a.is_none()).count();
             assert_eq!(made, 5, "{name}: {answers:?}");
+        });
+    }
+}
+
+fn delivery(key: &str, inputs: &str, now_ms: u64, keep_last: bool) -> Debounced {
+    Debounced {
+        template: "build".into(),
+        key: key.into(),
+        inputs: inputs.into(),
+        now_ms,
+        period_ms: 1_000,
+        max_wait_ms: 2_500,
+        keep_last,
+    }
+}
+
+#[test]
+fn debounced_deliveries_gather_into_one_pending_start_per_key() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            let first = store
+                .debounce(delivery("main", "1", 10_000, true))
+                .await
+                .unwrap();
+            assert_eq!((first.due_ms, first.deliveries), (11_000, 1), "{name}");
+            let second = store
+                .debounce(delivery("main", "2", 10_600, true))
+                .await
+                .unwrap();
+            assert_eq!(
+                (second.due_ms, second.inputs.as_str()),
+                (11_600, "2"),
+                "{name}: keep last"
+            );
+            // Pushed no further than max_wait after the first delivery.
+            let third = store
+                .debounce(delivery("main", "3", 12_000, true))
+                .await
+                .unwrap();
+            assert_eq!((third.due_ms, third.deliveries), (12_500, 3), "{name}");
+            let kept = store
+                .debounce(delivery("dev", "a", 10_000, false))
+                .await
+                .unwrap();
+            let kept = store
+                .debounce(delivery("dev", "b", 10_100, false))
+                .await
+                .unwrap()
+                .inputs
+                == kept.inputs;
+            assert!(kept, "{name}: keep first");
+            assert!(
+                store.due_starts(11_000, 10).await.unwrap().is_empty(),
+                "{name}"
+            );
+            let due = store.due_starts(12_500, 10).await.unwrap();
+            let keys: Vec<&str> = due.iter().map(|p| p.key.as_str()).collect();
+            assert_eq!(keys, ["dev", "main"], "{name}: earliest first");
+            // A delivery after the start was taken opens a new one, which
+            // forgetting the old one leaves.
+            let newer = store.debounce(Debounced {
+                now_ms: 20_000,
+                ..delivery("dev", "c", 0, false)
+            });
+            let newer = newer.await.unwrap();
+            assert_eq!(
+                newer.deliveries, 3,
+                "{name}: not forgotten yet, it gathers on"
+            );
+            store.forget_start(&due[1]).await.unwrap();
+            store.forget_start(&due[0]).await.unwrap();
+            assert!(
+                store.due_starts(u64::MAX / 2, 10).await.unwrap().is_empty(),
+                "{name}"
+            );
+            let reopened = store
+                .debounce(delivery("dev", "d", 30_000, false))
+                .await
+                .unwrap();
+            assert_eq!(
+                (reopened.deliveries, reopened.inputs.as_str()),
+                (1, "d"),
+                "{name}"
+            );
         });
     }
 }

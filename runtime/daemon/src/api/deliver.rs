@@ -2,7 +2,7 @@
 //! its body validated as the run's params, started once per delivery id.
 
 use opcode_runtime::executor::ExecError;
-use opcode_runtime::store::{StoreError, WorkflowStatus};
+use opcode_runtime::store::{Debounced, StoreError, WorkflowStatus};
 use serde_json::{Map, Value};
 
 use super::webhook::{MIN_SECRET_LEN, Webhook, run_id};
@@ -17,6 +17,9 @@ pub struct Delivered {
     pub status: WorkflowStatus,
     /// The delivery was seen before: this is the run it started then.
     pub duplicate: bool,
+    /// The delivery joined a debounced burst: when its run starts, and how
+    /// many deliveries the burst has (the run is `workflow_id`).
+    pub debounced: Option<(u64, u64)>,
 }
 
 /// Why a delivery started nothing.
@@ -81,6 +84,35 @@ impl Api {
             .delivery_id(&header, &body)
             .map(|delivery| run_id(name, &delivery));
         let params = webhook.params_of(body);
+        if let Some(debounce) = &webhook.debounce {
+            // Checked now, so that a bad delivery is refused at once.
+            super::run::template_request(&self.exec, &template, &params, None, None)
+                .map_err(Undelivered::Refused)?;
+            let key = params
+                .as_object()
+                .map(|p| debounce.key_of(p))
+                .unwrap_or_default();
+            let delivery = Debounced {
+                template: name.to_owned(),
+                key: key.clone(),
+                inputs: params.to_string(),
+                now_ms: opcode_runtime::time::now_ms(),
+                period_ms: debounce.period_ms,
+                max_wait_ms: debounce.max_wait_ms,
+                keep_last: debounce.keep_last,
+            };
+            let start = self
+                .store()
+                .debounce(delivery)
+                .await
+                .map_err(|e| Undelivered::Refused(e.into()))?;
+            return Ok(Delivered {
+                workflow_id: super::debounce::run_id(name, &key, start.first_ms),
+                status: WorkflowStatus::Pending,
+                duplicate: false,
+                debounced: Some((start.due_ms, start.deliveries)),
+            });
+        }
         let request =
             super::run::template_request(&self.exec, &template, &params, None, id.clone())
                 .map_err(Undelivered::Refused)?;
@@ -97,6 +129,7 @@ impl Api {
             workflow_id,
             status,
             duplicate,
+            debounced: None,
         })
     }
 }

@@ -11,13 +11,14 @@ pub const MIN_SECRET_LEN: usize = 16;
 /// How old a Stripe signature's timestamp may be, in seconds.
 const STRIPE_TOLERANCE_S: i64 = 300;
 /// What `triggers.webhook` may hold.
-const KEYS: [&str; 6] = [
+const KEYS: [&str; 7] = [
     "secret",
     "auth",
     "signature_header",
     "delivery",
     "body_as",
     "params",
+    "debounce",
 ];
 /// Where the delivery id is looked for when the trigger does not say.
 const DELIVERY_HEADERS: [&str; 3] = ["Idempotency-Key", "Webhook-Id", "X-GitHub-Delivery"];
@@ -59,6 +60,8 @@ pub struct Webhook {
     pub body_as: Option<String>,
     /// Params every delivery's run gets, under the body's.
     pub params: Map<String, Value>,
+    /// How a burst of deliveries gathers into one run, if it does.
+    pub debounce: Option<super::debounce::Debounce>,
 }
 
 /// Why a `triggers.webhook` is refused: the pointer under the arguments and
@@ -158,12 +161,23 @@ impl Webhook {
                 ));
             }
         };
+        let debounce = match hook.get("debounce") {
+            None | Some(Value::Null) => None,
+            Some(block) => Some(super::debounce::Debounce::of(block, |key| {
+                at(&if key.is_empty() {
+                    "debounce".to_owned()
+                } else {
+                    format!("debounce/{key}")
+                })
+            })?),
+        };
         Ok(Some(Webhook {
             secret,
             auth,
             delivery,
             body_as: text("body_as")?,
             params,
+            debounce,
         }))
     }
 

@@ -38,15 +38,19 @@ pub async fn deliver(
         Err(_) => {}
     }
     match delivered {
-        Ok(delivered) => (
-            StatusCode::ACCEPTED,
-            axum::Json(json!({
+        Ok(delivered) => {
+            let mut answer = json!({
                 "workflow_id": delivered.workflow_id,
                 "status": delivered.status,
                 "duplicate": delivered.duplicate,
-            })),
-        )
-            .into_response(),
+            });
+            if let Some((due_ms, deliveries)) = delivered.debounced {
+                answer["debounced"] = json!(true);
+                answer["starts_at"] = json!(opcode_runtime::time::rfc3339(due_ms));
+                answer["deliveries"] = json!(deliveries);
+            }
+            (StatusCode::ACCEPTED, axum::Json(answer)).into_response()
+        }
         Err(Undelivered::NoHook) => refusal(
             StatusCode::NOT_FOUND,
             &format!("template `{template}` has no webhook (triggers.webhook)"),

@@ -2,7 +2,9 @@
 //! "Admission"): the store's mutex is every key's lock.
 
 use super::{MemoryStore, State};
-use crate::store::{Admission, Admitted, BoxFuture, RateCall, Slots, Standing, StoreResult};
+use crate::store::{
+    Admission, Admitted, BoxFuture, Debounced, PendingStart, RateCall, Slots, Standing, StoreResult,
+};
 
 /// A run of a concurrency key.
 #[derive(Debug, Clone)]
@@ -160,5 +162,39 @@ impl Slots for MemoryStore {
             None
         };
         Box::pin(std::future::ready(Ok(answer)))
+    }
+
+    fn debounce(&self, delivery: Debounced) -> BoxFuture<'_, StoreResult<PendingStart>> {
+        let mut state = self.lock();
+        let at = (delivery.template.clone(), delivery.key.clone());
+        let start = delivery.applied_to(state.pending.get(&at));
+        state.pending.insert(at, start.clone());
+        Box::pin(std::future::ready(Ok(start)))
+    }
+
+    fn due_starts(&self, now_ms: u64, limit: u32) -> BoxFuture<'_, StoreResult<Vec<PendingStart>>> {
+        let state = self.lock();
+        let mut due: Vec<PendingStart> = state
+            .pending
+            .values()
+            .filter(|p| p.due_ms <= now_ms)
+            .cloned()
+            .collect();
+        due.sort_by_key(|p| p.due_ms);
+        due.truncate(limit as usize);
+        Box::pin(std::future::ready(Ok(due)))
+    }
+
+    fn forget_start<'a>(&'a self, start: &'a PendingStart) -> BoxFuture<'a, StoreResult<()>> {
+        let mut state = self.lock();
+        let at = (start.template.clone(), start.key.clone());
+        if state
+            .pending
+            .get(&at)
+            .is_some_and(|p| p.first_ms == start.first_ms)
+        {
+            state.pending.remove(&at);
+        }
+        Box::pin(std::future::ready(Ok(())))
     }
 }

@@ -13,10 +13,26 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (5, "refusals raised in the transaction", V5),
     (6, "concurrency slots", V6),
     (7, "rate windows", V7),
+    (8, "pending starts", V8),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 7;
+pub const LATEST: i64 = 8;
+
+/// The runs debounced triggers will start (spec/flow-control.md,
+/// "Debounce"); a delivery changes one under an advisory lock on its key.
+const V8: &str = "
+CREATE TABLE pending_starts (
+    template TEXT NOT NULL,
+    key TEXT NOT NULL,
+    inputs TEXT NOT NULL,
+    first_ms BIGINT NOT NULL,
+    due_ms BIGINT NOT NULL,
+    deliveries BIGINT NOT NULL,
+    PRIMARY KEY (template, key)
+);
+CREATE INDEX pending_starts_by_due ON pending_starts (due_ms);
+";
 
 /// The calls counted in each window of each rate limit key
 /// (spec/flow-control.md, "Rate limits"); counted under an advisory

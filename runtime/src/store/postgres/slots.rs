@@ -7,10 +7,12 @@ use tokio_postgres::Transaction;
 
 use super::{PostgresStore, backend};
 use crate::store::slots::{
-    AHEAD, CALL, CALLS, HOLD, HOLDERS, INSERT, LIMIT, MINE, NEXT, PAST_WINDOWS, SWEEP, WAITING,
-    numbered,
+    AHEAD, CALL, CALLS, DUE, FORGET, HOLD, HOLDERS, INSERT, LIMIT, MINE, NEXT, PAST_WINDOWS,
+    PENDING, PUT_PENDING, SWEEP, WAITING, numbered,
 };
-use crate::store::{Admission, Admitted, BoxFuture, RateCall, Slots, Standing, StoreResult};
+use crate::store::{
+    Admission, Admitted, BoxFuture, Debounced, PendingStart, RateCall, Slots, Standing, StoreResult,
+};
 
 /// Locks key `$1` until the transaction ends.
 const LOCK_KEY: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 51))";
@@ -113,6 +115,63 @@ impl Slots for PostgresStore {
         })
     }
 
+    fn debounce(&self, delivery: Debounced) -> BoxFuture<'_, StoreResult<PendingStart>> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(backend)?;
+            let lock = format!("debounce:{}:{}", delivery.template, delivery.key);
+            tx.execute(LOCK_KEY, &[&lock]).await.map_err(backend)?;
+            let open = tx
+                .query_opt(
+                    numbered(PENDING).as_str(),
+                    &[&delivery.template, &delivery.key],
+                )
+                .await
+                .map_err(backend)?
+                .map(|row| pending_start(&row));
+            let start = delivery.applied_to(open.as_ref());
+            let (first, due, deliveries) = (
+                start.first_ms as i64,
+                start.due_ms as i64,
+                start.deliveries as i64,
+            );
+            tx.execute(
+                numbered(PUT_PENDING).as_str(),
+                &[
+                    &start.template,
+                    &start.key,
+                    &start.inputs,
+                    &first,
+                    &due,
+                    &deliveries,
+                ],
+            )
+            .await
+            .map_err(backend)?;
+            tx.commit().await.map_err(backend)?;
+            Ok(start)
+        })
+    }
+
+    fn due_starts(&self, now_ms: u64, limit: u32) -> BoxFuture<'_, StoreResult<Vec<PendingStart>>> {
+        Box::pin(async move {
+            let (now, limit) = (now_ms as i64, i64::from(limit));
+            self.query(&numbered(DUE), &[&now, &limit], |row| {
+                Ok(pending_start(row))
+            })
+            .await
+        })
+    }
+
+    fn forget_start<'a>(&'a self, start: &'a PendingStart) -> BoxFuture<'a, StoreResult<()>> {
+        Box::pin(async move {
+            let first = start.first_ms as i64;
+            self.execute(&numbered(FORGET), &[&start.template, &start.key, &first])
+                .await
+                .map(drop)
+        })
+    }
+
     fn standing<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<Standing>>> {
         Box::pin(async move {
             let mut client = self.client().await?;
@@ -160,4 +219,16 @@ async fn holders(tx: &Transaction<'_>, key: &str) -> StoreResult<Vec<String>> {
         .await
         .map_err(backend)?;
     Ok(rows.iter().map(|row| row.get(0)).collect())
+}
+
+/// A `pending_starts` row.
+fn pending_start(row: &tokio_postgres::Row) -> PendingStart {
+    PendingStart {
+        template: row.get(0),
+        key: row.get(1),
+        inputs: row.get(2),
+        first_ms: row.get::<_, i64>(3) as u64,
+        due_ms: row.get::<_, i64>(4) as u64,
+        deliveries: row.get::<_, i64>(5) as u64,
+    }
 }

@@ -6,9 +6,10 @@ use libsql::Value;
 
 use super::{Db, get};
 use crate::store::slots::{
-    AHEAD, CALL, CALLS, HOLD, HOLDERS, INSERT, LIMIT, MINE, NEXT, PAST_WINDOWS, SWEEP, WAITING,
+    AHEAD, CALL, CALLS, DUE, FORGET, HOLD, HOLDERS, INSERT, LIMIT, MINE, NEXT, PAST_WINDOWS,
+    PENDING, PUT_PENDING, SWEEP, WAITING,
 };
-use crate::store::{Admission, Admitted, RateCall, Standing, StoreResult};
+use crate::store::{Admission, Admitted, Debounced, PendingStart, RateCall, Standing, StoreResult};
 
 impl Db {
     /// [`Slots::admit`](crate::store::Slots::admit).
@@ -137,8 +138,58 @@ impl Db {
         }))
     }
 
+    /// [`Slots::debounce`](crate::store::Slots::debounce).
+    pub fn debounce(&self, delivery: &Debounced) -> StoreResult<PendingStart> {
+        self.block(self.in_transaction(async {
+            let at = vec![
+                delivery.template.as_str().into(),
+                delivery.key.as_str().into(),
+            ];
+            let open = self.query_one(PENDING, at, pending_start).await?;
+            let start = delivery.applied_to(open.as_ref());
+            let params: Vec<Value> = vec![
+                start.template.as_str().into(),
+                start.key.as_str().into(),
+                start.inputs.as_str().into(),
+                (start.first_ms as i64).into(),
+                (start.due_ms as i64).into(),
+                (start.deliveries as i64).into(),
+            ];
+            self.change(PUT_PENDING, params).await?;
+            Ok(start)
+        }))
+    }
+
+    /// [`Slots::due_starts`](crate::store::Slots::due_starts).
+    pub fn due_starts(&self, now_ms: u64, limit: u32) -> StoreResult<Vec<PendingStart>> {
+        let params: Vec<Value> = vec![(now_ms as i64).into(), i64::from(limit).into()];
+        self.block(self.query_all(DUE, params, pending_start))
+    }
+
+    /// [`Slots::forget_start`](crate::store::Slots::forget_start).
+    pub fn forget_start(&self, start: &PendingStart) -> StoreResult<()> {
+        let params: Vec<Value> = vec![
+            start.template.as_str().into(),
+            start.key.as_str().into(),
+            (start.first_ms as i64).into(),
+        ];
+        self.block(self.change(FORGET, params)).map(drop)
+    }
+
     /// Runs one statement in the open transaction; the rows it changed.
     async fn change(&self, sql: &str, params: Vec<Value>) -> StoreResult<u64> {
         self.conn.execute(sql, params).await.map_err(super::backend)
     }
+}
+
+/// A `pending_starts` row.
+fn pending_start(row: &libsql::Row) -> StoreResult<PendingStart> {
+    Ok(PendingStart {
+        template: get(row, 0)?,
+        key: get(row, 1)?,
+        inputs: get(row, 2)?,
+        first_ms: get::<i64>(row, 3)? as u64,
+        due_ms: get::<i64>(row, 4)? as u64,
+        deliveries: get::<i64>(row, 5)? as u64,
+    })
 }
