@@ -589,8 +589,10 @@ pub struct Admission {
     pub workflow_id: String,
     /// Runs of the key holding a slot at once.
     pub limit: u32,
-    /// The run's priority (waiting runs go lowest first, then oldest).
-    pub priority: u8,
+    /// Its place among the runs waiting: when it asked (milliseconds),
+    /// plus `priority_aging` for each level of its priority; the lowest
+    /// goes first.
+    pub turn: u64,
     /// Wait at the limit (`false`: neither hold nor wait).
     pub wait: bool,
     /// When it asked (RFC 3339).

@@ -14,6 +14,11 @@ use opcode_vm::effect::AdmitRequest;
 use opcode_vm::event::Event;
 use opcode_vm::policy::OnLimit;
 
+/// `duration` in milliseconds.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// How long to wait before asking the store again after it failed.
 const RETRY: Duration = Duration::from_secs(2);
 
@@ -40,7 +45,9 @@ pub(crate) fn ask(inner: &Arc<Inner>, id: &str, request: Arc<AdmitRequest>) {
             key: request.key.clone(),
             workflow_id: id.clone(),
             limit: request.limit,
-            priority: request.priority,
+            turn: now_ms().saturating_add(
+                u64::from(request.priority).saturating_mul(millis(inner.config.priority_aging)),
+            ),
             wait: request.on_limit != OnLimit::RefuseNewest,
             at: rfc3339(now_ms()),
         };

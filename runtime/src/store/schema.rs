@@ -54,11 +54,11 @@ CREATE TABLE run_slots (
     key TEXT NOT NULL,
     workflow_id TEXT PRIMARY KEY,
     lim INTEGER NOT NULL,
-    priority INTEGER NOT NULL,
+    turn INTEGER NOT NULL,
     held INTEGER NOT NULL,
     created_at TEXT NOT NULL
 );
-CREATE INDEX run_slots_by_key ON run_slots (key, held, priority, created_at);
+CREATE INDEX run_slots_by_key ON run_slots (key, held, turn);
 ";
 
 /// A template's runs, newest first (`opcode.query`, the panel,

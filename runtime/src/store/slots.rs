@@ -10,30 +10,28 @@ pub const HOLDERS: &str = "SELECT s.workflow_id FROM run_slots s \
      WHERE s.key = ?1 AND s.held = 1 AND w.status NOT IN ('completed', 'failed', 'cancelled') \
      ORDER BY s.created_at, s.workflow_id";
 
-/// Run `?1`'s row: whether it holds a slot, its priority, since when, its
-/// key and limit.
+/// Run `?1`'s row: whether it holds a slot, its turn, since when, its key
+/// and limit.
 pub const MINE: &str =
-    "SELECT held, priority, created_at, key, lim FROM run_slots WHERE workflow_id = ?1";
+    "SELECT held, turn, created_at, key, lim FROM run_slots WHERE workflow_id = ?1";
 
-/// How many runs of key `?1` wait before one of priority `?2` that asked at
-/// `?3` (run `?4`).
+/// How many runs of key `?1` wait before one whose turn is `?2` (run `?3`).
 pub const AHEAD: &str = "SELECT COUNT(*) FROM run_slots s JOIN workflows w ON w.id = s.workflow_id \
      WHERE s.key = ?1 AND s.held = 0 AND w.status NOT IN ('completed', 'failed', 'cancelled') \
-     AND (s.priority < ?2 OR (s.priority = ?2 AND (s.created_at < ?3 \
-     OR (s.created_at = ?3 AND s.workflow_id < ?4))))";
+     AND (s.turn < ?2 OR (s.turn = ?2 AND s.workflow_id < ?3))";
 
-/// A run's row: key, run, limit, priority, held, when.
-pub const INSERT: &str = "INSERT INTO run_slots (key, workflow_id, lim, priority, held, created_at) \
+/// A run's row: key, run, limit, turn, held, when.
+pub const INSERT: &str = "INSERT INTO run_slots (key, workflow_id, lim, turn, held, created_at) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
 /// The limit key `?1` was last asked with.
 pub const LIMIT: &str = "SELECT lim FROM run_slots WHERE key = ?1 \
      ORDER BY created_at DESC, workflow_id DESC LIMIT 1";
 
-/// The first `?2` runs of key `?1` waiting: lowest priority number, then oldest.
+/// The first `?2` runs of key `?1` waiting, by turn.
 pub const NEXT: &str = "SELECT s.workflow_id FROM run_slots s JOIN workflows w ON w.id = s.workflow_id \
      WHERE s.key = ?1 AND s.held = 0 AND w.status NOT IN ('completed', 'failed', 'cancelled') \
-     ORDER BY s.priority, s.created_at, s.workflow_id LIMIT ?2";
+     ORDER BY s.turn, s.workflow_id LIMIT ?2";
 
 /// Run `?1` holds a slot.
 pub const HOLD: &str = "UPDATE run_slots SET held = 1 WHERE workflow_id = ?1";

@@ -12,12 +12,13 @@ use opcode_runtime::store::{
 
 use crate::{at, block_on, create, stores};
 
+/// Asking at second `n` with `priority`, a level a minute (aging).
 fn ask(key: &str, id: &str, limit: u32, priority: u8, n: u32) -> Admission {
     Admission {
         key: key.into(),
         workflow_id: id.into(),
         limit,
-        priority,
+        turn: u64::from(n) * 1000 + u64::from(priority) * 60_000,
         wait: true,
         at: at(n),
     }
@@ -302,6 +303,39 @@ fn debounced_deliveries_gather_into_one_pending_start_per_key() {
                 (1, "d"),
                 "{name}"
             );
+        });
+    }
+}
+
+#[test]
+fn a_waiting_run_rises_a_level_each_aging_step() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            for id in ["holder", "batch", "urgent-early", "urgent-late"] {
+                store.commit(create(id)).await.unwrap();
+            }
+            assert_eq!(
+                store.admit(ask("k", "holder", 1, 5, 0)).await.unwrap(),
+                Admitted::Holds
+            );
+            // Priority 9 at 0 s; urgent ones (0) at 8 and 10 minutes (a level a minute).
+            store.admit(ask("k", "batch", 1, 9, 0)).await.unwrap();
+            store
+                .admit(ask("k", "urgent-early", 1, 0, 480))
+                .await
+                .unwrap();
+            store
+                .admit(ask("k", "urgent-late", 1, 0, 600))
+                .await
+                .unwrap();
+            let mut order = Vec::new();
+            let mut last = "holder".to_owned();
+            for _ in 0..3 {
+                end(&store, &last).await;
+                last = store.promote("k").await.unwrap().remove(0);
+                order.push(last.clone());
+            }
+            assert_eq!(order, ["urgent-early", "batch", "urgent-late"], "{name}");
         });
     }
 }

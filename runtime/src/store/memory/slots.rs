@@ -11,15 +11,15 @@ use crate::store::{
 pub(super) struct SlotRow {
     key: String,
     limit: u32,
-    priority: u8,
+    turn: u64,
     held: bool,
     at: String,
 }
 
 impl SlotRow {
     /// The order runs waiting for a slot are admitted in.
-    fn turn<'a>(&'a self, id: &'a str) -> (u8, &'a str, &'a str) {
-        (self.priority, self.at.as_str(), id)
+    fn turn<'a>(&'a self, id: &'a str) -> (u64, &'a str) {
+        (self.turn, id)
     }
 }
 
@@ -87,7 +87,7 @@ impl Slots for MemoryStore {
             let row = SlotRow {
                 key: ask.key.clone(),
                 limit: ask.limit,
-                priority: ask.priority,
+                turn: ask.turn,
                 held: !full,
                 at: ask.at.clone(),
             };

@@ -54,11 +54,11 @@ CREATE TABLE run_slots (
     key TEXT NOT NULL,
     workflow_id TEXT PRIMARY KEY,
     lim BIGINT NOT NULL,
-    priority BIGINT NOT NULL,
+    turn BIGINT NOT NULL,
     held BIGINT NOT NULL,
     created_at TEXT NOT NULL
 );
-CREATE INDEX run_slots_by_key ON run_slots (key, held, priority, created_at);
+CREATE INDEX run_slots_by_key ON run_slots (key, held, turn);
 ";
 
 /// A commit's checks raise their refusal, so that a commit's statements

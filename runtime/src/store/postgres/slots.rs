@@ -29,18 +29,11 @@ impl Slots for PostgresStore {
                 if full && !ask.wait {
                     return Ok(Admitted::Refused { holders });
                 }
-                let (limit, priority) = (i64::from(ask.limit), i64::from(ask.priority));
+                let (limit, turn) = (i64::from(ask.limit), ask.turn as i64);
                 let held = i64::from(!full);
                 tx.execute(
                     numbered(INSERT).as_str(),
-                    &[
-                        &ask.key,
-                        &ask.workflow_id,
-                        &limit,
-                        &priority,
-                        &held,
-                        &ask.at,
-                    ],
+                    &[&ask.key, &ask.workflow_id, &limit, &turn, &held, &ask.at],
                 )
                 .await
                 .map_err(backend)?;
@@ -190,13 +183,13 @@ async fn standing(tx: &Transaction<'_>, id: &str) -> StoreResult<Option<Standing
     else {
         return Ok(None);
     };
-    let (held, priority, at, key, limit): (i64, i64, String, String, i64) =
-        (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+    let (held, turn, key, limit): (i64, i64, String, i64) =
+        (row.get(0), row.get(1), row.get(3), row.get(4));
     let admitted = if held == 1 {
         Admitted::Holds
     } else {
         let position: i64 = tx
-            .query_one(numbered(AHEAD).as_str(), &[&key, &priority, &at, &id])
+            .query_one(numbered(AHEAD).as_str(), &[&key, &turn, &id])
             .await
             .map_err(backend)?
             .get(0);

@@ -48,13 +48,13 @@ impl Db {
                 ))
             })
             .await?;
-        let Some((held, priority, at, key, limit)) = mine else {
+        let Some((held, turn, _at, key, limit)) = mine else {
             return Ok(None);
         };
         let admitted = if held == 1 {
             Admitted::Holds
         } else {
-            let params = vec![key.as_str().into(), priority.into(), at.into(), id.into()];
+            let params = vec![key.as_str().into(), turn.into(), id.into()];
             let position = self
                 .query_one(AHEAD, params, |row| get::<i64>(row, 0))
                 .await?
@@ -79,7 +79,7 @@ impl Db {
             ask.key.as_str().into(),
             ask.workflow_id.as_str().into(),
             i64::from(ask.limit).into(),
-            i64::from(ask.priority).into(),
+            (ask.turn as i64).into(),
             i64::from(held).into(),
             ask.at.as_str().into(),
         ];
