@@ -8,6 +8,7 @@ mod agent;
 pub mod map;
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -24,7 +25,9 @@ use self::agent::AgentStream;
 use self::map::{Mapper, Stop, stop_of, stop_of_row};
 use crate::api::{Api, ToolError};
 use opcode_runtime::executor::Emitted;
-use opcode_runtime::store::{EntryKind, LogEntry};
+use opcode_runtime::store::{
+    Admitted, EntryKind, EventStore, LogEntry, Standing, StepRow, WorkflowRow, WorkflowStatus,
+};
 
 /// How often a stream re-reads the log when no change was announced (a
 /// workflow another process drives announces nothing here).
@@ -144,6 +147,9 @@ async fn follow(
     for step in started_in(&tail, last_seq) {
         send(tx, mapper.open(&step)).await;
     }
+    if let Some(waiting) = queued(&store, &row, &steps).await? {
+        send(tx, vec![waiting]).await;
+    }
     // The answers are given while the stream follows what they cause: the
     // tool returns only once the run stops again, and a refused answer ends
     // the run with its error.
@@ -241,13 +247,35 @@ async fn follow(
     }
 }
 
+/// A run waiting for a slot of its concurrency key says so once, as a
+/// `CUSTOM` event `opcode.queued` {key, limit, position, holders}; its
+/// steps follow when it is admitted (spec/flow-control.md).
+async fn queued(
+    store: &Arc<dyn EventStore>,
+    row: &WorkflowRow,
+    steps: &[StepRow],
+) -> Result<Option<Value>, ToolError> {
+    if row.status != WorkflowStatus::Active || !steps.is_empty() {
+        return Ok(None);
+    }
+    let Some(Standing {
+        key,
+        limit,
+        admitted: Admitted::Waits { position, holders },
+    }) = store.standing(&row.id).await?
+    else {
+        return Ok(None);
+    };
+    Ok(Some(
+        json!({"type": "CUSTOM", "name": "opcode.queued", "value": {
+        "key": key, "limit": limit, "position": position, "holders": holders}}),
+    ))
+}
+
 /// The interrupts of a run whose actions asked questions waiting for
 /// answers (spec/agents.md, "Permission requests"): the run is active, and
 /// the AG-UI run stops until they are answered (`resume`).
-async fn asked(
-    store: &std::sync::Arc<dyn opcode_runtime::store::EventStore>,
-    id: &str,
-) -> Result<Option<Stop>, ToolError> {
+async fn asked(store: &Arc<dyn EventStore>, id: &str) -> Result<Option<Stop>, ToolError> {
     let pending = store
         .decisions(
             Some(id),
@@ -345,10 +373,7 @@ async fn wait_for_live(
 }
 
 /// Waits until the feed announces entries of `id`, or [`POLL`] passes.
-async fn wait_for_change(
-    feed: &mut broadcast::Receiver<std::sync::Arc<opcode_runtime::Appended>>,
-    id: &str,
-) {
+async fn wait_for_change(feed: &mut broadcast::Receiver<Arc<opcode_runtime::Appended>>, id: &str) {
     let _ = tokio::time::timeout(POLL, async {
         loop {
             match feed.recv().await {

@@ -448,6 +448,23 @@ async fn a_run_waiting_for_its_concurrency_slot_says_so() {
     );
     assert!(page.contains("solo:"), "{page}");
     assert!(page.contains(&format!("/workflows/{first}")), "{page}");
+    // Its AG-UI stream says so too, then follows it.
+    let mut stream = get_in(&http, &base, &cookie, &format!("/api/runs/{second}/ag-ui")).await;
+    let mut seen = String::new();
+    let read = async {
+        while let Some(chunk) = stream.chunk().await.unwrap() {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains("opcode.queued") {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), read).await;
+    assert!(
+        seen.contains("\"CUSTOM\"") && seen.contains("opcode.queued"),
+        "{seen}"
+    );
+    assert!(seen.contains(&first), "the holder is named: {seen}");
 }
 
 /// `/decisions` shows a page of decisions at a time, with a link to the next.
