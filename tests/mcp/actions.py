@@ -462,6 +462,9 @@ async def concurrency_keys(binary):
                 await go(first)
                 check(await until(lambda: holding(second)), "the second prod run never took the freed slot")
                 check("queue" not in await status(second), "a run holding its slot still shows a queue")
+                scraped = urllib.request.urlopen(f"{daemon.url}/metrics", timeout=10).read().decode()
+                check('opcode_queue_wait_seconds_count{key="deploy:deploy-prod"}' in scraped,
+                      "/metrics has no wait time for the key")
                 await go(second)
                 await go(staging)
                 print("ok - runs of one concurrency key take turns (status says where one waits); other keys run")

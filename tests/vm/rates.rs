@@ -32,7 +32,9 @@ fn a_throttled_call_is_made_again_when_its_window_ends() {
         opcode_vm::error::ActionError::new(opcode_vm::codes::R0136, "THROTTLED", "full", false)
             .with_details(json!({"until_ms": 1000 + 5_000}));
     sim.finish("post", Err(throttled));
-    assert_eq!(sim.step("post").status, StepStatus::Retrying);
+    let waiting = sim.step("post");
+    assert_eq!(waiting.status, StepStatus::Retrying);
+    assert_eq!(waiting.error.expect("it says why").code, "R0136");
     assert!(
         sim.dispatch_of("post").is_none(),
         "nothing is called meanwhile"

@@ -447,6 +447,11 @@ impl Vm {
         self.output_bytes
     }
 
+    /// When the run started (milliseconds since the epoch, its `run_started`).
+    pub fn started_at(&self) -> u64 {
+        self.started_at
+    }
+
     /// The key of the run's concurrency slot, if its program has one.
     pub fn concurrency_key(&self) -> Option<&str> {
         self.admission.as_deref().map(|a| a.key.as_str())

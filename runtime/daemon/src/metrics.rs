@@ -36,6 +36,7 @@ pub struct Metrics {
     leases: IntGaugeVec,
     calls_waiting: IntGauge,
     queue_depth: IntGaugeVec,
+    queue_wait: HistogramVec,
     rate_limited: IntCounterVec,
 }
 
@@ -131,6 +132,15 @@ impl Metrics {
                 "opcode_calls_waiting",
                 "Action calls waiting for a worker slot (given out by run priority, then age).",
             ),
+            queue_wait: HistogramVec::new(
+                HistogramOpts::new(
+                    "opcode_queue_wait_seconds",
+                    "How long runs waited for a slot of their concurrency key, by key.",
+                )
+                .buckets(vec![0.1, 1.0, 10.0, 60.0, 600.0, 3600.0]),
+                &["key"],
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
             rate_limited: counter(
                 "opcode_rate_limited_total",
                 "Calls not made because their rate limit's window was full (each waits for the next), by key.",
@@ -165,6 +175,7 @@ impl Metrics {
             Box::new(metrics.calls_waiting.clone()),
             Box::new(metrics.queue_depth.clone()),
             Box::new(metrics.rate_limited.clone()),
+            Box::new(metrics.queue_wait.clone()),
             Box::new(prometheus::process_collector::ProcessCollector::for_self()),
         ];
         for collector in collectors {
@@ -260,6 +271,10 @@ impl Observer for Metrics {
         self.rate_limited.with_label_values(&[key]).inc();
     }
 
+    fn admitted(&self, key: &str, seconds: f64) {
+        self.queue_wait.with_label_values(&[key]).observe(seconds);
+    }
+
     fn appended(&self, entries: &[(EntryKind, &str)]) {
         for &(kind, event_type) in entries {
             self.events.with_label_values(&[kind.as_str()]).inc();
@@ -295,6 +310,7 @@ mod tests {
         ]);
         metrics.fired(true);
         metrics.throttled("host:https://api.github.com");
+        metrics.admitted("deploy:prod", 2.5);
         let plugins = [serde_json::json!({"name": "files", "status": "down"})];
         let store = MemoryStore::default();
         // A run nobody holds, waiting for a daemon.
@@ -320,6 +336,7 @@ mod tests {
             "opcode_decisions_settled_total{how=\"resolved\"} 1",
             "opcode_scheduler_fires_total{outcome=\"started\"} 1",
             "opcode_rate_limited_total{key=\"host:https://api.github.com\"} 1",
+            "opcode_queue_wait_seconds_count{key=\"deploy:prod\"} 1",
             "opcode_workflows{status=\"active\"} 0",
             "opcode_runnable_runs 1",
             "opcode_timers_due 0",

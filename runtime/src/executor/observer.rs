@@ -21,6 +21,11 @@ pub trait Observer: Send + Sync {
     fn throttled(&self, key: &str) {
         let _ = key;
     }
+    /// A run got a slot of concurrency key `key` after waiting `seconds`
+    /// since it started.
+    fn admitted(&self, key: &str, seconds: f64) {
+        let _ = (key, seconds);
+    }
 }
 
 /// One `workflow.log` call.

@@ -544,6 +544,12 @@ impl RunTask {
         );
         match applied {
             Ok(()) => {
+                if let (Event::Admitted { refused: None }, Some(key)) =
+                    (&incoming.event, self.vm.concurrency_key())
+                {
+                    let waited = round.at_ms.saturating_sub(self.vm.started_at());
+                    self.inner.observer().admitted(key, waited as f64 / 1000.0);
+                }
                 round.applied(&incoming.event, step_id);
                 round.absorb(
                     &mut self.scratch,

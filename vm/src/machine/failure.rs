@@ -84,10 +84,12 @@ impl Vm {
             inst: key.clone(),
             attempt,
             delay_ms: delay,
-            error: Box::new(error),
+            error: Box::new(error.clone()),
         });
         let timer = self.start_timer(delay, TimerPurpose::Retry, Some(key.clone()));
         if let Some(inst) = self.inst_mut(key) {
+            // Its row says why it waits (R0136, until when).
+            inst.error = Some(error);
             // The next start is this attempt again.
             inst.attempt = attempt.saturating_sub(1);
             inst.deadline = None;
