@@ -137,24 +137,51 @@ fn cancel_running_cancels_the_oldest_holder_and_takes_its_slot() {
     });
 }
 
-#[test]
-fn a_child_of_a_holder_of_its_key_runs_in_its_ancestors_slot() {
+/// Runs `definition` as template `name` (its file beside it, so its runs
+/// can start runs of it) with `{"depth": 0}`: it must complete.
+fn completes_as_template(name: &str, definition: &Value) {
     let store = Arc::new(MemoryStore::new());
     let dir = tempfile::tempdir().unwrap();
-    // Limit 1, and a run of it starts another run of it: without running in
-    // its parent's slot, the child would wait for the parent, which waits
-    // for the child.
-    let nest = json!({
-        "concurrency": {"limit": 1},
-        "steps": [{"id": "again", "action": "workflow.run", "condition": "inputs.depth == 0",
-                   "params": {"template_name": "nest", "params": {"depth": 1}}}]
-    });
-    std::fs::write(dir.path().join("nest.json"), nest.to_string()).unwrap();
+    std::fs::write(
+        dir.path().join(format!("{name}.json")),
+        definition.to_string(),
+    )
+    .unwrap();
     runtime().block_on(async {
         let exec = executor(&store, config(dir.path()));
-        let mut root = request(&nest, &json!({"depth": 0}));
-        root.template_name = Some("nest".into());
+        let mut root = request(definition, &json!({"depth": 0}));
+        root.template_name = Some(name.into());
         let id = exec.start(root).await.unwrap();
         assert_eq!(ended(&exec, &id).await, WorkflowStatus::Completed);
     });
+}
+
+#[test]
+fn a_child_of_a_holder_of_its_key_runs_in_its_ancestors_slot() {
+    // Limit 1, and a run of it starts another run of it: without running in
+    // its parent's slot, the child would wait for the parent, which waits
+    // for the child.
+    completes_as_template(
+        "nest",
+        &json!({
+            "concurrency": {"limit": 1},
+            "steps": [{"id": "again", "action": "workflow.run", "condition": "inputs.depth == 0",
+                       "params": {"template_name": "nest", "params": {"depth": 1}}}]
+        }),
+    );
+}
+
+/// The same class through `workflow.map`: several children of a holder's
+/// key, started at once, run in their ancestor's slot.
+#[test]
+fn mapped_children_of_a_holder_of_their_key_run_in_its_slot() {
+    completes_as_template(
+        "fan",
+        &json!({
+            "concurrency": {"limit": 1},
+            "steps": [{"id": "each", "action": "workflow.map", "condition": "inputs.depth == 0",
+                       "params": {"template_name": "fan", "items": [1, 2, 3],
+                                  "params": {"depth": 1}}}]
+        }),
+    );
 }

@@ -59,15 +59,6 @@ impl RateLimit {
     }
 }
 
-impl Concurrency {
-    /// The key of a run whose namespaces are `roots` (`{"inputs": …,
-    /// "workflow": …}`): the pieces joined, a value read as its text (a
-    /// string as it is, anything else as compact JSON, nothing as `null`).
-    pub fn key_of(&self, roots: &Value) -> String {
-        key_text(&self.key, roots)
-    }
-}
-
 /// `parts` joined, each value read from `roots` as its text (a string as it
 /// is, anything else as compact JSON, nothing as `null`); a NUL, which no
 /// store keeps in text, stands as U+FFFD.
@@ -123,6 +114,9 @@ mod tests {
             on_limit: OnLimit::Queue,
         };
         let roots = json!({"inputs": {"env": "prod", "n": 3, "list": ["a", "b"]}});
-        assert_eq!(concurrency.key_of(&roots), "deploy:prod/3/nullb");
+        assert_eq!(key_text(&concurrency.key, &roots), "deploy:prod/3/nullb");
+        // A NUL, which no store keeps in text, stands as U+FFFD.
+        let nul = json!({"inputs": {"env": "a\0b"}});
+        assert_eq!(key_text(&[read(&["inputs", "env"])], &nul), "a\u{fffd}b");
     }
 }

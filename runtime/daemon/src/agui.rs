@@ -25,9 +25,7 @@ use self::agent::AgentStream;
 use self::map::{Mapper, Stop, stop_of, stop_of_row};
 use crate::api::{Api, ToolError};
 use opcode_runtime::executor::Emitted;
-use opcode_runtime::store::{
-    Admitted, EntryKind, EventStore, LogEntry, Standing, StepRow, WorkflowRow, WorkflowStatus,
-};
+use opcode_runtime::store::{EntryKind, EventStore, LogEntry};
 
 /// How often a stream re-reads the log when no change was announced (a
 /// workflow another process drives announces nothing here).
@@ -147,8 +145,11 @@ async fn follow(
     for step in started_in(&tail, last_seq) {
         send(tx, mapper.open(&step)).await;
     }
-    if let Some(waiting) = queued(&store, &row, &steps).await? {
-        send(tx, vec![waiting]).await;
+    // A run waiting for a slot of its concurrency key says so once; its
+    // steps follow when it is admitted (spec/flow-control.md).
+    if let Some(queue) = crate::api::view::queue(store.as_ref(), &row, &steps).await? {
+        let queued = json!({"type": "CUSTOM", "name": "opcode.queued", "value": queue});
+        send(tx, vec![queued]).await;
     }
     // The answers are given while the stream follows what they cause: the
     // tool returns only once the run stops again, and a refused answer ends
@@ -245,31 +246,6 @@ async fn follow(
             },
         }
     }
-}
-
-/// A run waiting for a slot of its concurrency key says so once, as a
-/// `CUSTOM` event `opcode.queued` {key, limit, position, holders}; its
-/// steps follow when it is admitted (spec/flow-control.md).
-async fn queued(
-    store: &Arc<dyn EventStore>,
-    row: &WorkflowRow,
-    steps: &[StepRow],
-) -> Result<Option<Value>, ToolError> {
-    if row.status != WorkflowStatus::Active || !steps.is_empty() {
-        return Ok(None);
-    }
-    let Some(Standing {
-        key,
-        limit,
-        admitted: Admitted::Waits { position, holders },
-    }) = store.standing(&row.id).await?
-    else {
-        return Ok(None);
-    };
-    Ok(Some(
-        json!({"type": "CUSTOM", "name": "opcode.queued", "value": {
-        "key": key, "limit": limit, "position": position, "holders": holders}}),
-    ))
 }
 
 /// The interrupts of a run whose actions asked questions waiting for

@@ -22,7 +22,7 @@ mod status;
 mod template_tools;
 mod templates;
 mod test_cases;
-mod view;
+pub(crate) mod view;
 pub mod webhook;
 
 use std::sync::Arc;

@@ -60,7 +60,7 @@ impl Vm {
             key: format!(
                 "{}:{}",
                 self.template_name(),
-                concurrency.key_of(&self.roots())
+                key_text(&concurrency.key, &self.roots())
             ),
             limit: concurrency.limit,
             on_limit: concurrency.on_limit,

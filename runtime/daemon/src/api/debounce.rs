@@ -3,6 +3,7 @@
 //! first or the last delivery's params, as the trigger says.
 
 use opcode_compiler::syntax::template::{Piece, Segment, parse_template};
+use opcode_vm::admission::{KeyPart, PathStep, key_text};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -11,8 +12,9 @@ use super::webhook::Invalid;
 /// How a webhook's deliveries are gathered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Debounce {
-    /// The key (text with `${{inputs.…}}`; none: one key for the template).
-    pub key: Option<String>,
+    /// The key's text and the params it reads (none: one key for the
+    /// template).
+    pub key: Vec<KeyPart>,
     /// The quiet time after the last delivery before the run starts.
     pub period_ms: u64,
     /// The longest a run waits after the first delivery of its burst.
@@ -77,11 +79,8 @@ impl Debounce {
             }
         };
         let key = match block.get("key") {
-            None => None,
-            Some(Value::String(key)) => {
-                check_key(key).map_err(|message| (at("key"), message))?;
-                Some(key.clone())
-            }
+            None => Vec::new(),
+            Some(Value::String(key)) => key_parts(key).map_err(|message| (at("key"), message))?,
             Some(_) => return Err((at("key"), "`debounce.key` must be a string".into())),
         };
         Ok(Debounce {
@@ -92,62 +91,39 @@ impl Debounce {
         })
     }
 
-    /// The key of a delivery whose run would get `params`.
+    /// The key of a delivery whose run would get `params`, read as the
+    /// VM reads a concurrency key ([`key_text`]).
     pub fn key_of(&self, params: &Map<String, Value>) -> String {
-        let Some(key) = &self.key else {
-            return String::new();
-        };
-        let Ok(pieces) = parse_template(key) else {
-            return key.clone();
-        };
-        let mut out = String::new();
-        for piece in pieces {
-            match piece {
-                Piece::Text(text) => out.push_str(&text),
-                Piece::Ref(reference, _) => {
-                    let mut value = reference
-                        .segments
-                        .first()
-                        .and_then(|(s, _)| params.get(key_name(s)));
-                    for (segment, _) in reference.segments.iter().skip(1) {
-                        value = value.and_then(|v| match segment {
-                            Segment::Key(name) => v.get(name),
-                            Segment::Index(i) => usize::try_from(*i).ok().and_then(|i| v.get(i)),
-                        });
-                    }
-                    match value {
-                        Some(Value::String(text)) => out.push_str(text),
-                        Some(other) => out.push_str(&other.to_string()),
-                        None => out.push_str("null"),
-                    }
-                }
-            }
-        }
-        out.replace('\0', "\u{fffd}")
+        let mut roots = Map::new();
+        roots.insert("inputs".into(), Value::Object(params.clone()));
+        key_text(&self.key, &Value::Object(roots))
     }
 }
 
-fn key_name(segment: &Segment) -> &str {
-    match segment {
-        Segment::Key(name) => name,
-        Segment::Index(_) => "",
-    }
-}
-
-/// A key reads only the delivery's params: `${{inputs.NAME…}}`.
-fn check_key(key: &str) -> Result<(), String> {
+/// A key's pieces: its text and the params it reads. Only `${{inputs.…}}`
+/// is read: the delivery's params are all a key knows.
+fn key_parts(key: &str) -> Result<Vec<KeyPart>, String> {
     let pieces = parse_template(key).map_err(|e| format!("`debounce.key`: {}", e.message))?;
-    for piece in pieces {
-        if let Piece::Ref(reference, _) = piece
-            && (reference.namespace != "inputs" || reference.segments.is_empty())
-        {
-            return Err(format!(
+    pieces
+        .into_iter()
+        .map(|piece| match piece {
+            Piece::Text(text) => Ok(KeyPart::Text(text)),
+            Piece::Ref(reference, _)
+                if reference.namespace == "inputs" && !reference.segments.is_empty() =>
+            {
+                let mut path = vec![PathStep::Key("inputs".into())];
+                path.extend(reference.segments.into_iter().map(|(s, _)| match s {
+                    Segment::Key(name) => PathStep::Key(name),
+                    Segment::Index(i) => PathStep::Index(i),
+                }));
+                Ok(KeyPart::Read(path))
+            }
+            Piece::Ref(reference, _) => Err(format!(
                 "`debounce.key` reads the delivery's params, `${{{{inputs.NAME}}}}`; not `{}`",
                 reference.namespace
-            ));
-        }
-    }
-    Ok(())
+            )),
+        })
+        .collect()
 }
 
 /// The run a pending start of `template`'s key `key`, opened at

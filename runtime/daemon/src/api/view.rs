@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use opcode_runtime::store::{
-    Admitted, EntryKind, EventFilter, FoundEntry, WorkflowState, WorkflowStatus,
+    Admitted, EntryKind, EventFilter, EventStore, FoundEntry, StepRow, WorkflowRow, WorkflowState,
+    WorkflowStatus,
 };
 use opcode_runtime::summary::{self, View};
 use opcode_vm::codes;
@@ -79,7 +80,7 @@ pub async fn render(
         },
     };
     let mut out = summary::ordered_summary(api.store().as_ref(), &state, &asked.view).await?;
-    if let Some(queue) = queue(api, &state).await? {
+    if let Some(queue) = queue(api.store().as_ref(), &state.workflow, &state.steps).await? {
         out["queue"] = queue;
     }
     if asked.events {
@@ -90,13 +91,16 @@ pub async fn render(
 
 /// Where a run that waits for a slot of its concurrency key stands: `{key,
 /// limit, position, holders}` (a run waiting so is active and has started
-/// no step).
-async fn queue(api: &Api, state: &WorkflowState) -> Result<Option<Value>, ToolError> {
-    let row = &state.workflow;
-    if row.status != WorkflowStatus::Active || !state.steps.is_empty() {
+/// no step). The view's `queue`, AG-UI's `opcode.queued`.
+pub async fn queue(
+    store: &dyn EventStore,
+    row: &WorkflowRow,
+    steps: &[StepRow],
+) -> Result<Option<Value>, ToolError> {
+    if row.status != WorkflowStatus::Active || !steps.is_empty() {
         return Ok(None);
     }
-    let Some(standing) = api.store().standing(&row.id).await? else {
+    let Some(standing) = store.standing(&row.id).await? else {
         return Ok(None);
     };
     let Admitted::Waits { position, holders } = standing.admitted else {
