@@ -35,7 +35,7 @@ pub fn specs() -> Vec<ActionSpec> {
 
 /// The error for an action name the family does not have.
 #[cfg(feature = "runtime")]
-fn unknown(call: &crate::exec::Call) -> opcode_vm::error::ActionError {
+fn unknown(call: &crate::call::Call) -> opcode_vm::error::ActionError {
     opcode_vm::error::ActionError::new(
         opcode_vm::codes::R0107,
         "ACTION_UNAVAILABLE",

@@ -25,7 +25,7 @@ use opcode_vm::error::ActionError;
 pub use self::block::{Block, Grant, Protection, Size, parse_size};
 pub use self::ceiling::Ceiling;
 pub use self::paths::PathRules;
-use crate::exec::Call;
+use crate::call::Call;
 
 /// What the embedding decides: the settings' block, where the sandbox
 /// helper is, and what no step may see.

@@ -9,6 +9,8 @@ pub mod actions;
 #[cfg(feature = "runtime")]
 pub mod agents;
 #[cfg(feature = "runtime")]
+pub mod call;
+#[cfg(feature = "runtime")]
 pub mod cel;
 #[cfg(feature = "runtime")]
 pub mod environment;

@@ -113,7 +113,7 @@ impl Limits {
         };
         let base = Limits::default();
         let session_idle = match &block.session_idle {
-            Some(text) => crate::exec::parse_duration(text)
+            Some(text) => crate::call::parse_duration(text)
                 .map_err(|e| format!("`limits.session_idle`: {e}"))?,
             None => base.session_idle,
         };

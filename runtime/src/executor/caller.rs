@@ -166,7 +166,7 @@ impl Caller {
         let Some(target) = self.actions.target(&call.action, &call.params) else {
             let _slot = match slot {
                 Some(slot) => Some(slot),
-                None if Actions::only_waits(&call.action) => None,
+                None if opcode_stdlib::exec::only_waits(&call.action) => None,
                 None => Some(self.slots.take(who.priority).await),
             };
             return Finished::alone(self.timed(&call).await);

@@ -70,7 +70,7 @@ impl Round {
     pub fn holds(&self) -> bool {
         self.asked
             || self.perform.iter().any(
-                |e| matches!(e, Effect::Dispatch(d) if opcode_stdlib::exec::Actions::only_waits(&d.action)),
+                |e| matches!(e, Effect::Dispatch(d) if opcode_stdlib::exec::only_waits(&d.action)),
             )
     }
 

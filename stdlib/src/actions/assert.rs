@@ -42,7 +42,7 @@ pub fn specs() -> Vec<ActionSpec> {
 #[cfg(feature = "runtime")]
 pub fn run(
     name: &str,
-    call: &crate::exec::Call,
+    call: &crate::call::Call,
 ) -> Result<serde_json::Value, opcode_vm::error::ActionError> {
     use opcode_vm::codes::R0111;
     use opcode_vm::error::ActionError;

@@ -31,13 +31,13 @@ pub fn specs() -> Vec<ActionSpec> {
 #[cfg(feature = "runtime")]
 pub fn run(
     name: &str,
-    call: &crate::exec::Call,
+    call: &crate::call::Call,
 ) -> Result<serde_json::Value, opcode_vm::error::ActionError> {
     use hmac::{Hmac, KeyInit, Mac};
     use serde_json::{Value, json};
     use sha2::Digest;
 
-    fn data_bytes(call: &crate::exec::Call) -> Vec<u8> {
+    fn data_bytes(call: &crate::call::Call) -> Vec<u8> {
         match call.params.get("data") {
             Some(Value::String(s)) => s.as_bytes().to_vec(),
             Some(Value::Null) | None => Vec::new(),

@@ -19,7 +19,7 @@ pub fn specs() -> Vec<ActionSpec> {
 /// Runs `expr.eval`.
 #[cfg(feature = "runtime")]
 pub async fn run(
-    call: &crate::exec::Call,
+    call: &crate::call::Call,
     helper: Option<&std::path::Path>,
     limits: &crate::limits::Limits,
 ) -> Result<serde_json::Value, opcode_vm::error::ActionError> {

@@ -84,7 +84,7 @@ mod ops;
 #[cfg(feature = "runtime")]
 pub async fn run(
     name: &str,
-    call: &crate::exec::Call,
+    call: &crate::call::Call,
     base: &std::path::Path,
     isolation: &crate::isolation::IsolationConfig,
 ) -> Result<serde_json::Value, opcode_vm::error::ActionError> {

@@ -61,7 +61,7 @@ const MAX_BODY: usize = 10 * 1024 * 1024;
 pub async fn run(
     shared: &reqwest::Client,
     name: &str,
-    call: &crate::exec::Call,
+    call: &crate::call::Call,
 ) -> Result<serde_json::Value, opcode_vm::error::ActionError> {
     use std::time::{Duration, Instant};
 

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use opcode_vm::effect::SecretSite;
 use opcode_vm::program::PathSeg;
 
-use crate::exec::{BoxFuture, Call, Child, Services, sites_under};
+use crate::call::{BoxFuture, Call, Child, Services, sites_under};
 
 /// A child's position and its result.
 type Finished = (usize, Result<Value, ActionError>);

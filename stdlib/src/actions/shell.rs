@@ -66,7 +66,7 @@ struct Invocation {
 
 #[cfg(feature = "runtime")]
 fn invocation(
-    call: &crate::exec::Call,
+    call: &crate::call::Call,
     base: &std::path::Path,
 ) -> Result<Invocation, opcode_vm::error::ActionError> {
     use serde_json::Value;
@@ -111,7 +111,7 @@ fn invocation(
 /// Runs `shell.exec`: in a sandbox when the call's isolation policy says so.
 #[cfg(feature = "runtime")]
 pub async fn run(
-    call: &crate::exec::Call,
+    call: &crate::call::Call,
     base: &std::path::Path,
     isolation: &crate::isolation::IsolationConfig,
 ) -> Result<serde_json::Value, opcode_vm::error::ActionError> {

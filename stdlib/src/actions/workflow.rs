@@ -64,8 +64,8 @@ pub fn specs() -> Vec<ActionSpec> {
 #[cfg(feature = "runtime")]
 pub async fn run(
     name: &str,
-    call: &crate::exec::Call,
-    services: &dyn crate::exec::Services,
+    call: &crate::call::Call,
+    services: &dyn crate::call::Services,
 ) -> Result<serde_json::Value, opcode_vm::error::ActionError> {
     use opcode_vm::error::ActionError;
     use serde_json::{Value, json};
@@ -82,11 +82,11 @@ pub async fn run(
                 .get("params")
                 .cloned()
                 .unwrap_or_else(|| json!({}));
-            let passed = crate::exec::sites_under(
+            let passed = crate::call::sites_under(
                 &call.passed,
                 &[opcode_vm::program::PathSeg::Key("params".into())],
             );
-            let child = crate::exec::Child {
+            let child = crate::call::Child {
                 template,
                 version: call.str("version"),
                 params: &params,

@@ -20,7 +20,7 @@ use super::reader::Lines;
 use super::role::Role;
 use super::task::{Budget, Task};
 use super::transcript::Transcript;
-use crate::exec::{Call, Services};
+use crate::call::{Call, Services};
 use crate::isolation::cgroup::Cgroup;
 use crate::isolation::sandbox;
 

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::role::Role;
 use super::task::Budget;
-use crate::exec::Call;
+use crate::call::Call;
 
 /// How long a permission decision waits by default.
 const DEFAULT_TIMEOUT: Duration = Duration::from_mins(5);
@@ -69,7 +69,7 @@ impl Permissions {
         };
         let timeout = match call.str("permission_timeout") {
             None => DEFAULT_TIMEOUT,
-            Some(text) => crate::exec::parse_duration(text).map_err(|e| {
+            Some(text) => crate::call::parse_duration(text).map_err(|e| {
                 ActionError::validation(format!(
                     "`permission_timeout` {text:?} is not a duration: {e}"
                 ))

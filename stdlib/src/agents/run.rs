@@ -19,7 +19,7 @@ use super::snapshot::Snapshot;
 use super::task::{self, Budget, Task};
 use super::transcript::{self, Transcript};
 use super::worktree::{self, Writer};
-use crate::exec::{Call, Services};
+use crate::call::{Call, Services};
 use crate::isolation::sandbox::Bind;
 use crate::isolation::{IsolationConfig, Policy, cgroup::Cgroup, spawn};
 

@@ -9,7 +9,7 @@ use opcode_vm::error::ActionError;
 use serde_json::{Value, json};
 
 use super::role::{MAX_STEPS, MIN_STEPS, MIN_TIMEOUT, Role, reserve_steps};
-use crate::exec::Call;
+use crate::call::Call;
 
 /// The most bytes of one included file, and of all of them.
 const MAX_FILE: usize = 64 << 10;
@@ -44,7 +44,7 @@ impl Budget {
         }
         let timeout = match call.str("timeout") {
             None => role.default_timeout(),
-            Some(text) => crate::exec::parse_duration(text).map_err(|e| {
+            Some(text) => crate::call::parse_duration(text).map_err(|e| {
                 ActionError::validation(format!("`timeout` {text:?} is not a duration: {e}"))
             })?,
         };

@@ -149,7 +149,7 @@ mod tests {
             defaults: Block::parse(Some(settings)).unwrap(),
             ..crate::isolation::IsolationConfig::default()
         };
-        Policy::of(&config, &crate::exec::Call::default(), Path::new("/")).unwrap()
+        Policy::of(&config, &crate::call::Call::default(), Path::new("/")).unwrap()
     }
 
     #[test]

@@ -7,7 +7,9 @@ use opcode_vm::admission::{KeyPart, PathStep, key_text};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::webhook::Invalid;
+/// Why a debounce is refused: its pointer under the arguments and the
+/// message (what `triggers.webhook` answers as its own refusal).
+type Refused = (String, String);
 
 /// How a webhook's deliveries are gathered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +30,7 @@ const KEYS: [&str; 4] = ["key", "period", "max_wait", "keep"];
 
 impl Debounce {
     /// The `debounce` of a webhook trigger (`at` makes a key's pointer).
-    pub fn of(value: &Value, at: impl Fn(&str) -> String) -> Result<Debounce, Invalid> {
+    pub fn of(value: &Value, at: impl Fn(&str) -> String) -> Result<Debounce, Refused> {
         let Value::Object(block) = value else {
             return Err((at(""), "`debounce` must be an object".into()));
         };
@@ -38,7 +40,7 @@ impl Debounce {
                 format!("`debounce` has no `{key}` ({})", KEYS.join(", ")),
             ));
         }
-        let duration = |name: &str| -> Result<Option<u64>, Invalid> {
+        let duration = |name: &str| -> Result<Option<u64>, Refused> {
             let Some(value) = block.get(name) else {
                 return Ok(None);
             };
@@ -138,7 +140,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn of(value: &Value) -> Result<Debounce, Invalid> {
+    fn of(value: &Value) -> Result<Debounce, Refused> {
         Debounce::of(value, |k| format!("/triggers/webhook/debounce/{k}"))
     }
 

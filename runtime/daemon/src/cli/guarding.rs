@@ -8,8 +8,6 @@ use opcode_daemon::serve::guard::valid_token;
 use opcode_daemon::settings::Settings;
 use opcode_daemon::tenants::Tenant;
 
-use super::serve::{LEVELS, exposure_problem, unknown_level_message};
-
 /// The tenants `settings` describe, or why a daemon listening on `listen`
 /// refuses them: an unknown log level, a token too short or with spaces,
 /// no token off loopback, a tenant badly written.
@@ -46,6 +44,29 @@ pub(super) fn reloaded(
         }
     }
     Ok((settings, tenants))
+}
+
+/// The log levels `--log-level` and `log_level` take.
+pub(super) const LEVELS: [&str; 5] = ["error", "warn", "info", "debug", "trace"];
+
+/// Why `level` is refused, with the closest level when there is one.
+pub(super) fn unknown_level_message(level: &str) -> String {
+    let close = opcode_compiler::diagnostics::did_you_mean(level, &LEVELS)
+        .map_or(String::new(), |c| format!(" (did you mean `{c}`?)"));
+    format!(
+        "the log level `{level}` is not one of {}{close}",
+        LEVELS.join(", ")
+    )
+}
+
+/// Why listening on `listen` without a token is refused, if it is.
+pub(super) fn exposure_problem(listen: &SocketAddr, settings: &Settings) -> Option<String> {
+    (!opcode_daemon::serve::is_loopback(listen) && settings.token.is_none()).then(|| {
+        format!(
+            "listening on {listen} exposes the daemon to the network: set a token \
+             (--token, OPCODE_TOKEN or \"token\" in settings) or listen on 127.0.0.1"
+        )
+    })
 }
 
 #[cfg(test)]

@@ -19,6 +19,8 @@ use super::common::{Database, Exit, home};
 use super::stacks::{self, Stack};
 use opcode_daemon::plugins::PluginConfig;
 use opcode_daemon::serve::tenancy::TenantRoutes;
+
+use super::guarding::{LEVELS, unknown_level_message};
 use opcode_daemon::stopping::Stopping;
 use opcode_daemon::tenants::Tenant;
 use opcode_runtime::Executor;
@@ -138,19 +140,6 @@ fn init_logs(level: Option<&str>) -> Option<LogHandle> {
         .try_init()
         .ok()
         .map(|()| handle)
-}
-
-/// The log levels `--log-level` and `log_level` take.
-pub(super) const LEVELS: [&str; 5] = ["error", "warn", "info", "debug", "trace"];
-
-/// Why `level` is refused, with the closest level when there is one.
-pub(super) fn unknown_level_message(level: &str) -> String {
-    let close = opcode_compiler::diagnostics::did_you_mean(level, &LEVELS)
-        .map_or(String::new(), |c| format!(" (did you mean `{c}`?)"));
-    format!(
-        "the log level `{level}` is not one of {}{close}",
-        LEVELS.join(", ")
-    )
 }
 
 /// Says why the daemon does not start — a plain sentence to a person at a
@@ -432,16 +421,6 @@ async fn recover(exec: Executor, tenant: Option<String>, shutdown: CancellationT
             Err(e) => tracing::error!(tenant = tenant.as_deref(), error = %e, "recovery failed"),
         },
     }
-}
-
-/// Why listening on `listen` without a token is refused, if it is.
-pub(super) fn exposure_problem(listen: &SocketAddr, settings: &Settings) -> Option<String> {
-    (!serve::is_loopback(listen) && settings.token.is_none()).then(|| {
-        format!(
-            "listening on {listen} exposes the daemon to the network: set a token \
-             (--token, OPCODE_TOKEN or \"token\" in settings) or listen on 127.0.0.1"
-        )
-    })
 }
 
 /// The settings' `durability`.

@@ -22,6 +22,10 @@ use super::throttle::Throttle;
 use crate::metrics::Metrics;
 use crate::secrets_compared::same;
 
+/// Where webhooks are: a delivery there is checked by its template's
+/// signature (`hooks.rs`), not the daemon's token.
+pub const HOOKS: &str = "/hooks/";
+
 /// The cookie the panel's sign-in page sets to the token.
 pub const TOKEN_COOKIE: &str = "opcode_token";
 
@@ -286,7 +290,7 @@ pub async fn guard(
     let signing_in = request.uri().path() == SIGN_IN;
     let open_probe = open_probes && PROBES.contains(&request.uri().path());
     // A webhook's sender has the template's secret, not the daemon's token.
-    let hook = request.uri().path().starts_with(super::hooks::PREFIX);
+    let hook = request.uri().path().starts_with(HOOKS);
     match checked {
         Err(Refusal::Malformed(message)) => (StatusCode::BAD_REQUEST, message).into_response(),
         Err(Refusal::Forbidden(message)) => (StatusCode::FORBIDDEN, message).into_response(),

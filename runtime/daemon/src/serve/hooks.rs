@@ -13,9 +13,6 @@ use std::time::Instant;
 use super::guard::{Client, too_many};
 use crate::api::{Api, Undelivered};
 
-/// Where webhooks are.
-pub const PREFIX: &str = "/hooks/";
-
 /// Delivers a request to the template's webhook.
 pub async fn deliver(
     State(api): State<Api>,

@@ -15,8 +15,7 @@ use axum::http::{HeaderMap, Method, Uri, header};
 use axum::response::Response;
 use tower::ServiceExt;
 
-use super::guard::{SharedGuard, TOKEN_COOKIE, cookie};
-use super::hooks::PREFIX;
+use super::guard::{HOOKS, SharedGuard, TOKEN_COOKIE, cookie};
 
 /// Where a tenant's webhooks are: `/tenants/<name>/hooks/<template>`.
 pub const TENANTS_PREFIX: &str = "/tenants/";
@@ -89,7 +88,7 @@ impl Tenancy {
         let rest = uri.path().strip_prefix(TENANTS_PREFIX)?;
         let (name, path) = rest.split_once('/')?;
         let path = format!("/{path}");
-        if !path.starts_with(PREFIX) {
+        if !path.starts_with(HOOKS) {
             return None;
         }
         let tenant = self.tenants.iter().find(|t| t.name == name)?;

@@ -19,7 +19,7 @@ use nix::unistd::{UnlinkatFlags, unlinkat};
 use opcode_vm::error::ActionError;
 use serde_json::{Value, json};
 
-use crate::exec::Call;
+use crate::call::Call;
 use crate::isolation::paths::Access::{Read as Reading, Write as Writing};
 use crate::isolation::paths::beneath::owned_like_parent;
 use crate::isolation::paths::{Entry, PathRules};

@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 
 use super::Check;
 use crate::cli::common::home;
-use crate::cli::serve::{LEVELS, bind_error, exposure_problem, unknown_level_message};
+use crate::cli::guarding::{LEVELS, exposure_problem, unknown_level_message};
+use crate::cli::serve::bind_error;
 
 /// The log level, the address, the token, and whether the port is free.
 pub async fn serving(settings: &Settings) -> Vec<Check> {
