@@ -17,6 +17,8 @@ use opcode_vm::error::ActionError;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::store::EventName;
+
 /// One breaker's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BreakerSettings {
@@ -106,7 +108,7 @@ impl BreakerConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transition {
     /// `circuit_opened`, `circuit_half_open` or `circuit_closed`.
-    pub event_type: &'static str,
+    pub event_type: EventName,
     /// Its payload: `target`, the `action` whose call caused it, and
     /// `failures` and `cooldown_ms` when opened.
     pub payload: Value,
@@ -212,7 +214,7 @@ impl Breakers {
             State::Open { until_ms, .. } if now_ms >= until_ms => {
                 *state = State::HalfOpen { probes: 1 };
                 let change = Transition {
-                    event_type: "circuit_half_open",
+                    event_type: EventName::CircuitHalfOpen,
                     payload: json!({
                         "target": target,
                         "action": action,
@@ -253,7 +255,7 @@ impl Breakers {
                     failures,
                 },
                 Some(Transition {
-                    event_type: "circuit_opened",
+                    event_type: EventName::CircuitOpened,
                     payload: json!({
                         "target": target,
                         "action": action,
@@ -267,7 +269,7 @@ impl Breakers {
             (State::HalfOpen { .. }, Outcome::Success) if probe => (
                 State::Closed { failures: 0 },
                 Some(Transition {
-                    event_type: "circuit_closed",
+                    event_type: EventName::CircuitClosed,
                     payload: json!({"target": target, "action": action}),
                 }),
             ),
@@ -367,7 +369,7 @@ mod tests {
         Ok(first
             .into_iter()
             .chain(second)
-            .map(|t| t.event_type)
+            .map(|t| t.event_type.as_str())
             .collect())
     }
 
@@ -394,7 +396,7 @@ mod tests {
         let b = breakers(1, 1);
         assert_eq!(run(&b, 0, Outcome::Failure), Ok(vec!["circuit_opened"]));
         let (probe, change) = b.admit(DOWN, "x.y", 1000).unwrap();
-        assert_eq!(change.unwrap().event_type, "circuit_half_open");
+        assert_eq!(change.unwrap().event_type, EventName::CircuitHalfOpen);
         assert!(b.admit(DOWN, "x.y", 1000).is_err(), "one probe at a time");
         drop(probe);
         assert_eq!(run(&b, 1001, Outcome::Neutral), Ok(vec![]));

@@ -69,8 +69,8 @@ pub use self::writes::WriteFailure;
 use self::writes::Writes;
 use crate::log::{self, stamp};
 use crate::store::{
-    Commit, EntryKind, EventStore, LeaseChange, NewWorkflow, Source, StepDetail, StoreError,
-    WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
+    Commit, EntryKind, EventName, EventStore, LeaseChange, NewWorkflow, Source, StepDetail,
+    StoreError, WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
 };
 use crate::time::now_ms;
 use crate::workspace::Workspaces;
@@ -375,10 +375,10 @@ impl Inner {
             Some(LeaseChange::Release { .. }) => Some(false),
             None => None,
         };
-        let kinds: Vec<(EntryKind, &'static str)> = commit
+        let kinds: Vec<(EntryKind, Option<EventName>)> = commit
             .entries
             .iter()
-            .map(|e| (e.kind, e.event_type))
+            .map(|e| (e.kind, EventName::parse(e.event_type)))
             .collect();
         let feed =
             (self.appended.receiver_count() > 0 && !commit.entries.is_empty()).then(|| Appended {
@@ -723,7 +723,7 @@ impl Inner {
             after_seq: row.last_seq,
             entries: vec![log::note(
                 &at,
-                "workflow_interrupted",
+                quarantine::INTERRUPTED,
                 None,
                 &serde_json::json!({"reason": "process_restart"}),
             )],

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use crate::log;
 use crate::store::{
-    EntryKind, LogEntry, RunLog, StoreError, WorkflowRow, WorkflowState, WorkflowStatus,
+    EntryKind, EventName, LogEntry, RunLog, StoreError, WorkflowRow, WorkflowState, WorkflowStatus,
 };
 use opcode_vm::event::Event;
 
@@ -68,8 +68,8 @@ pub fn case(state: &WorkflowState, entries: &[LogEntry], name: &str) -> Result<V
     let mut signals = Vec::new();
     for entry in entries {
         let step = entry.step_id.clone().unwrap_or_default();
-        match (entry.kind, entry.event_type.as_str()) {
-            (EntryKind::Record, "step_started") => {
+        match (entry.kind, entry.name()) {
+            (EntryKind::Record, Some(EventName::StepStarted)) => {
                 let payload: Value = serde_json::from_str(&entry.payload).unwrap_or(Value::Null);
                 if let Some(input) = payload.get("input") {
                     params.insert(step, without_secrets(input));

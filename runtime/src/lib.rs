@@ -16,7 +16,6 @@
 //! and CLI (`runtime/daemon`, crate `opcode-daemon`) are shells over it.
 #![warn(missing_docs)]
 
-pub mod blobs;
 pub mod breaker;
 pub mod driver;
 pub mod executor;

@@ -14,7 +14,7 @@ use opcode_vm::event::{EVENT_VERSION, Event};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::store::{EntryKind, LogEntry, NewEntry};
+use crate::store::{EntryKind, EventName, LogEntry, NewEntry};
 use crate::time::{parse_ms, rfc3339};
 
 /// Schema version of record and note payloads.
@@ -116,16 +116,11 @@ fn payload_of(record: &Record, plan: &Plan, call: Option<&Dispatch>) -> String {
 }
 
 /// A runtime note.
-pub fn note(
-    at: &str,
-    event_type: &'static str,
-    step_id: Option<String>,
-    payload: &Value,
-) -> NewEntry {
+pub fn note(at: &str, name: EventName, step_id: Option<String>, payload: &Value) -> NewEntry {
     NewEntry {
         at: at.to_owned(),
         kind: EntryKind::Note,
-        event_type,
+        event_type: name.as_str(),
         step_id,
         version: RECORD_VERSION,
         payload: payload.to_string(),

@@ -39,7 +39,8 @@ pub async fn from_failure(
             None => Value::Null,
         };
         let output =
-            crate::blobs::resolve(output, |hash| async move { store.blob(&hash).await }).await?;
+            crate::store::blobs::resolve(output, |hash| async move { store.blob(&hash).await })
+                .await?;
         kept.insert(step.step_id, output);
     }
     Ok(Ok(StartRequest {

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::store::{DecisionStatus, EventStore, StoreError, WorkflowStatus};
+use crate::store::{DecisionStatus, EventName, EventStore, StoreError, WorkflowStatus};
 
 /// Entries at the end of a log read to find why the run stopped.
 const TAIL: u64 = 64;
@@ -101,13 +101,15 @@ async fn resumable(store: &dyn EventStore, id: &str, last_seq: u64) -> Result<bo
         .entries(id, last_seq.saturating_sub(TAIL), false)
         .await?;
     for entry in tail.iter().rev() {
-        match entry.event_type.as_str() {
-            "workflow_timed_out" => {
+        match entry.name() {
+            Some(EventName::WorkflowTimedOut) => {
                 let payload: Value = serde_json::from_str(&entry.payload).unwrap_or_default();
                 return Ok(payload["action"] == "suspend");
             }
-            "workflow_interrupted" | "workflow_quarantined" => return Ok(true),
-            "workflow_resumed" | "workflow_started" => return Ok(false),
+            Some(EventName::WorkflowInterrupted | EventName::WorkflowQuarantined) => {
+                return Ok(true);
+            }
+            Some(EventName::WorkflowResumed | EventName::WorkflowStarted) => return Ok(false),
             _ => {}
         }
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::{config, executor, request, runtime};
 use opcode_runtime::executor::Config;
 use opcode_runtime::store::memory::MemoryStore;
-use opcode_runtime::store::{DecisionStatus, EntryKind, LogEntry, RunLog, WorkflowRow};
+use opcode_runtime::store::{DecisionStatus, EntryKind, EventName, LogEntry, RunLog, WorkflowRow};
 use opcode_runtime::workspace::Workspaces;
 use opcode_runtime::{Delivery, ExecError, Executor, Recovery, Until};
 use opcode_vm::event::{Event, Resolution};
@@ -526,7 +526,7 @@ impl opcode_runtime::executor::Observer for CallsEnded {
     fn action_ended(&self, action: &str, _: bool, _: f64) {
         self.0.lock().unwrap().push(action.to_owned());
     }
-    fn appended(&self, _: &[(EntryKind, &str)]) {}
+    fn appended(&self, _: &[(EntryKind, Option<EventName>)]) {}
 }
 
 #[test]

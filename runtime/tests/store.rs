@@ -12,6 +12,7 @@ use opcode_runtime::store::{
     TemplateFilter, WorkflowFilter, WorkflowState, WorkflowStatus, WorkflowUpdate,
 };
 
+mod folded;
 mod groups;
 mod leases;
 mod listings;

@@ -138,19 +138,19 @@ class Scale:
         statuses = psql(self.url, f"SELECT id, status FROM workflows WHERE id IN ({placeholders})")
         ex.that(all(s == "completed" for _, s in statuses) and len(statuses) == len(ids),
                  f"{phase}: every run completed: {statuses}")
-        twice = psql(self.url, f"SELECT workflow_id, step_id, count(*) FROM events WHERE workflow_id IN "
+        twice = psql(self.url, f"SELECT workflow_id, step_id, count(*) FROM log_entries WHERE workflow_id IN "
                      f"({placeholders}) AND event_type = 'step_completed' GROUP BY 1, 2 HAVING count(*) <> 1")
         ex.that(not twice, f"{phase}: every completed step is recorded once: {twice}")
-        completed = psql(self.url, f"SELECT count(*) FROM events WHERE workflow_id IN ({placeholders}) "
+        completed = psql(self.url, f"SELECT count(*) FROM log_entries WHERE workflow_id IN ({placeholders}) "
                          f"AND event_type = 'step_completed'")
         ex.that(int(completed[0][0]) == len(ids) * STEPS, f"{phase}: {completed[0][0]} steps completed")
         gaps = psql(self.url, f"SELECT w.id, w.last_seq, count(e.seq), min(e.seq), max(e.seq) FROM workflows w "
-                    f"JOIN events e ON e.workflow_id = w.id WHERE w.id IN ({placeholders}) GROUP BY w.id, w.last_seq "
+                    f"JOIN log_entries e ON e.workflow_id = w.id WHERE w.id IN ({placeholders}) GROUP BY w.id, w.last_seq "
                     f"HAVING count(e.seq) <> w.last_seq OR min(e.seq) <> 1 OR max(e.seq) <> w.last_seq")
         ex.that(not gaps, f"{phase}: sequence numbers have no gaps: {gaps}")
         ledger = open(self.ledger).read().split("\n")
         redispatched = {(w, s) for w, s in psql(
-            self.url, f"SELECT workflow_id, step_id FROM events WHERE workflow_id IN ({placeholders}) "
+            self.url, f"SELECT workflow_id, step_id FROM log_entries WHERE workflow_id IN ({placeholders}) "
             f"AND event_type = 'action_redispatched'")}
         for run in ids:
             tag = self.tags[run]
@@ -165,7 +165,7 @@ class Scale:
     def taken_over_by(self, ids, since):
         """Seconds from `since` to the last `workflow_recovered` note of `ids`."""
         placeholders = ",".join(f"'{i}'" for i in ids)
-        rows = psql(self.url, f"SELECT max(at) FROM events WHERE workflow_id IN ({placeholders}) "
+        rows = psql(self.url, f"SELECT max(at) FROM log_entries WHERE workflow_id IN ({placeholders}) "
                     f"AND event_type = 'workflow_recovered'")
         if not rows or not rows[0][0]:
             return None
@@ -274,7 +274,7 @@ def signal_elsewhere(ex, scale, owner_daemon, sender, watcher):
                                             "payload": {"name": "go", "data": {"word": "carried"}}})
     ex.that(answer.get("queued") is True and scale.owner_of(owner_daemon) in answer.get("owner", ""),
             f"signal: the other daemon queued it for the owner: {answer}")
-    opened = within(lambda: psql(scale.url, f"SELECT at FROM events WHERE workflow_id = '{run}' "
+    opened = within(lambda: psql(scale.url, f"SELECT at FROM log_entries WHERE workflow_id = '{run}' "
                                  f"AND step_id = 'gate' AND event_type = 'step_completed'"), 10)
     took = scale.seconds(opened[0][0]) - sent_at if opened else None
     print(f"  signal: the owner opened the gate {took if took is None else round(took, 2)} s after another "

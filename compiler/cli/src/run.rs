@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use opcode_runtime::driver::{self, Answers};
 use opcode_runtime::executor::{LogLine, Observer};
-use opcode_runtime::store::EntryKind;
 use opcode_runtime::store::memory::MemoryStore;
+use opcode_runtime::store::{EntryKind, EventName};
 use opcode_runtime::{Config, EventStore, ExecError, Executor, StartRequest};
 use opcode_stdlib::exec::EnvSecrets;
 use opcode_stdlib::inputs::{pairs, parse_inputs, parse_value};
@@ -261,7 +261,7 @@ struct Stderr;
 
 impl Observer for Stderr {
     fn action_ended(&self, _: &str, _: bool, _: f64) {}
-    fn appended(&self, _: &[(EntryKind, &str)]) {}
+    fn appended(&self, _: &[(EntryKind, Option<EventName>)]) {}
     fn logged(&self, line: &LogLine<'_>) {
         let extra = match line.data {
             Value::Object(m) if m.is_empty() => String::new(),

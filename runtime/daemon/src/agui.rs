@@ -25,7 +25,7 @@ use self::agent::AgentStream;
 use self::map::{Mapper, Stop, stop_of, stop_of_row};
 use crate::api::{Api, ToolError};
 use opcode_runtime::executor::Emitted;
-use opcode_runtime::store::{EntryKind, EventStore, LogEntry};
+use opcode_runtime::store::{EntryKind, EventName, EventStore, LogEntry};
 
 /// How often a stream re-reads the log when no change was announced (a
 /// workflow another process drives announces nothing here).
@@ -187,7 +187,7 @@ async fn follow(
             if let Some(step) = entry
                 .step_id
                 .as_deref()
-                .filter(|_| ends_step(&entry.event_type))
+                .filter(|_| entry.name().is_some_and(EventName::ends_step))
             {
                 send(
                     tx,
@@ -197,7 +197,7 @@ async fn follow(
             }
             send(tx, mapper.entry(&entry)).await;
             let stop = match stop_of(&entry) {
-                None if entry.event_type == "action_asked" => asked(&store, id).await?,
+                None if entry.name() == Some(EventName::ActionAsked) => asked(&store, id).await?,
                 stop => stop,
             };
             if let Some(stop) = stop {
@@ -276,20 +276,15 @@ fn started_in(tail: &[LogEntry], upto: u64) -> Vec<String> {
         let Some(step) = entry.step_id.as_deref() else {
             continue;
         };
-        if entry.event_type == "step_started" && !running.iter().any(|s| s == step) {
-            running.push(step.to_owned());
-        } else if ends_step(&entry.event_type) {
-            running.retain(|s| s != step);
+        match entry.name() {
+            Some(EventName::StepStarted) if !running.iter().any(|s| s == step) => {
+                running.push(step.to_owned());
+            }
+            Some(name) if name.ends_step() => running.retain(|s| s != step),
+            _ => {}
         }
     }
     running
-}
-
-fn ends_step(event_type: &str) -> bool {
-    matches!(
-        event_type,
-        "step_completed" | "step_failed" | "step_ignored" | "step_skipped" | "step_suspended"
-    )
 }
 
 /// The AG-UI events of the pending agent events of `step` (all, if none

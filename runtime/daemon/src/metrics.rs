@@ -10,7 +10,9 @@ use prometheus::{
 use serde_json::Value;
 
 use opcode_runtime::executor::Observer;
-use opcode_runtime::store::{DecisionStatus, EntryKind, EventStore, StoreError, WorkflowStatus};
+use opcode_runtime::store::{
+    DecisionStatus, EntryKind, EventName, EventStore, StoreError, WorkflowStatus,
+};
 
 /// Seconds an action call took: 1 ms to 5 minutes.
 const ACTION_BUCKETS: [f64; 14] = [
@@ -275,17 +277,20 @@ impl Observer for Metrics {
         self.queue_wait.with_label_values(&[key]).observe(seconds);
     }
 
-    fn appended(&self, entries: &[(EntryKind, &str)]) {
-        for &(kind, event_type) in entries {
+    fn appended(&self, entries: &[(EntryKind, Option<EventName>)]) {
+        for &(kind, name) in entries {
             self.events.with_label_values(&[kind.as_str()]).inc();
-            match (kind, event_type) {
-                (EntryKind::Record, "workflow_completed") => self.finish("completed"),
-                (EntryKind::Record, "workflow_failed") => self.finish("failed"),
-                (EntryKind::Record, "workflow_cancelled") => self.finish("cancelled"),
-                (EntryKind::Input, "decision_resolved") => {
+            let Some(name) = name else {
+                continue;
+            };
+            match (kind, name) {
+                (EntryKind::Record, EventName::WorkflowCompleted) => self.finish("completed"),
+                (EntryKind::Record, EventName::WorkflowFailed) => self.finish("failed"),
+                (EntryKind::Record, EventName::WorkflowCancelled) => self.finish("cancelled"),
+                (EntryKind::Input, EventName::DecisionResolved) => {
                     self.settled.with_label_values(&["resolved"]).inc();
                 }
-                (EntryKind::Input, "decision_cancelled") => {
+                (EntryKind::Input, EventName::DecisionCancelled) => {
                     self.settled.with_label_values(&["cancelled"]).inc();
                 }
                 _ => {}
@@ -305,8 +310,8 @@ mod tests {
         metrics.action_ended("http.get", true, 0.003);
         metrics.action_ended("http.get", false, 0.2);
         metrics.appended(&[
-            (EntryKind::Input, "decision_resolved"),
-            (EntryKind::Record, "workflow_completed"),
+            (EntryKind::Input, Some(EventName::DecisionResolved)),
+            (EntryKind::Record, Some(EventName::WorkflowCompleted)),
         ]);
         metrics.fired(true);
         metrics.throttled("host:https://api.github.com");

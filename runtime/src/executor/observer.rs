@@ -3,14 +3,14 @@
 //! appended, each `workflow.log` line. The engine counts
 //! nothing itself and knows no telemetry library.
 
-use crate::store::EntryKind;
+use crate::store::{EntryKind, EventName};
 
 /// Watches an executor; every method must return quickly and never fail.
 pub trait Observer: Send + Sync {
     /// An action call ended after `seconds`, successfully or not.
     fn action_ended(&self, action: &str, ok: bool, seconds: f64);
     /// Entries of these kinds and event types were appended to a run's log.
-    fn appended(&self, entries: &[(EntryKind, &str)]);
+    fn appended(&self, entries: &[(EntryKind, Option<EventName>)]);
     /// A step called `workflow.log` (the executor also logs it through
     /// `tracing`, target `workflow`).
     fn logged(&self, line: &LogLine<'_>) {
@@ -48,5 +48,5 @@ pub(crate) struct Unobserved;
 
 impl Observer for Unobserved {
     fn action_ended(&self, _: &str, _: bool, _: f64) {}
-    fn appended(&self, _: &[(EntryKind, &str)]) {}
+    fn appended(&self, _: &[(EntryKind, Option<EventName>)]) {}
 }

@@ -11,22 +11,24 @@ use serde_json::json;
 
 use super::{ExecError, Inner};
 use crate::log::{self, stamp};
-use crate::store::{Commit, EntryKind, LogEntry, WorkflowRow, WorkflowStatus, WorkflowUpdate};
+use crate::store::{
+    Commit, EntryKind, EventName, LogEntry, WorkflowRow, WorkflowStatus, WorkflowUpdate,
+};
 use crate::time::now_ms;
 
 /// The note a recovery at start appends before the run replays.
-pub(crate) const RECOVERED: &str = "workflow_recovered";
+pub(crate) const RECOVERED: EventName = EventName::WorkflowRecovered;
 /// The note a graceful shutdown appends to each run it lets go.
-pub(crate) const INTERRUPTED: &str = "workflow_interrupted";
+pub(crate) const INTERRUPTED: EventName = EventName::WorkflowInterrupted;
 
 /// How many recoveries in a row the log shows since the run last made
 /// progress (an input) or was let go by a graceful shutdown.
 pub(crate) fn recoveries_in_a_row(entries: &[LogEntry]) -> u32 {
     let mut count = 0;
     for entry in entries.iter().rev() {
-        match (entry.kind, entry.event_type.as_str()) {
-            (EntryKind::Input, _) | (EntryKind::Note, INTERRUPTED) => break,
-            (EntryKind::Note, RECOVERED) => count += 1,
+        match (entry.kind, entry.name()) {
+            (EntryKind::Input, _) | (EntryKind::Note, Some(INTERRUPTED)) => break,
+            (EntryKind::Note, Some(RECOVERED)) => count += 1,
             _ => {}
         }
     }
@@ -67,7 +69,7 @@ impl Inner {
         let quarantine = before >= most;
         let (note, payload) = if quarantine {
             (
-                "workflow_quarantined",
+                EventName::WorkflowQuarantined,
                 json!({
                     "recoveries": before,
                     "limit": most,
@@ -132,7 +134,7 @@ mod tests {
     #[test]
     fn recoveries_count_back_to_the_last_progress_or_shutdown() {
         let input = entry(EntryKind::Input, "action_finished");
-        let recovered = entry(EntryKind::Note, RECOVERED);
+        let recovered = entry(EntryKind::Note, RECOVERED.as_str());
         let redispatched = entry(EntryKind::Note, "action_redispatched");
         let record = entry(EntryKind::Record, "step_started");
         let log = vec![
@@ -146,7 +148,7 @@ mod tests {
         ];
         assert_eq!(recoveries_in_a_row(&log), 2);
         let mut shut = log.clone();
-        shut.push(entry(EntryKind::Note, INTERRUPTED));
+        shut.push(entry(EntryKind::Note, INTERRUPTED.as_str()));
         assert_eq!(recoveries_in_a_row(&shut), 0);
         shut.push(recovered);
         assert_eq!(recoveries_in_a_row(&shut), 1);

@@ -20,7 +20,9 @@ use super::{ExecError, Inner};
 use crate::breaker::Transition;
 use crate::log;
 use crate::owner;
-use crate::store::{Commit, DecisionChange, LeaseChange, NewWorkflow, StepDetail, WorkflowState};
+use crate::store::{
+    Commit, DecisionChange, EventName, LeaseChange, NewWorkflow, StepDetail, WorkflowState,
+};
 use crate::time::now_ms;
 
 mod end;
@@ -341,7 +343,7 @@ impl RunTask {
                     let key = format!("{}/{step}/{}", self.id, d.attempt);
                     Some(log::note(
                         &at,
-                        "action_redispatched",
+                        EventName::ActionRedispatched,
                         Some(step),
                         &json!({"action": d.action, "attempt": d.attempt, "idempotency_key": key}),
                     ))
@@ -568,7 +570,7 @@ impl RunTask {
                     if incoming.inbox_id.is_some() {
                         round.entries.push(log::note(
                             &round.at,
-                            "input_rejected",
+                            EventName::InputRejected,
                             None,
                             &json!({"event": incoming.event.name(), "reason": rejected.to_string()}),
                         ));

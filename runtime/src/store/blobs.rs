@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::store::{Blob, Commit, StoreError};
+use super::{Blob, Commit, StoreError};
 
 /// Values whose JSON is at least this long are stored once, by hash.
 pub const MIN_BYTES: usize = 64 * 1024;

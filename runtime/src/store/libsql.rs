@@ -326,7 +326,7 @@ impl RunLog for LibsqlStore {
         let (reply, answer) = oneshot::channel();
         let unanswered = Unanswered::count(&self.unanswered);
         let sent = self.send(Request::Commit(
-            Box::new(crate::blobs::outlined(commit)),
+            Box::new(crate::store::blobs::outlined(commit)),
             reply,
         ));
         Box::pin(async move {

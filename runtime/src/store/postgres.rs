@@ -29,7 +29,7 @@ use self::rows::{WORKFLOW_COLUMNS, log_entry, page, step_row, workflow_row};
 use super::{
     Backlog, BoxFuture, Catalog, Claim, Commit, DecisionFilter, DecisionRow, DecisionStatus,
     InboxMessage, LogEntry, Notice, RunLog, Source, StepRow, StoreError, StoreResult,
-    WorkflowFilter, WorkflowRow,
+    WorkflowFilter, WorkflowRow, folded,
 };
 
 /// The channel commits and messages are announced on.
@@ -158,9 +158,9 @@ fn seconds(ttl: Duration) -> f64 {
 }
 
 impl PostgresStore {
-    /// `text` with its large values put back (`crate::blobs`).
+    /// `text` with its large values put back ([`super::blobs`]).
     async fn resolved(&self, text: String) -> StoreResult<String> {
-        crate::blobs::resolve_text(text, |hash| async move { self.blob(&hash).await }).await
+        super::blobs::resolve_text(text, |hash| async move { self.blob(&hash).await }).await
     }
 
     async fn resolved_opt(&self, text: Option<String>) -> StoreResult<Option<String>> {
@@ -256,9 +256,10 @@ impl RunLog for PostgresStore {
                  WHERE workflow_id = $1 AND seq > $2{filter} ORDER BY seq"
             );
             let after = after_seq as i64;
-            let mut entries = self
+            let rows = self
                 .query(&sql, &[&id, &after], |row| log_entry(row, 0))
                 .await?;
+            let mut entries = folded::unfold_all(rows, after_seq, inputs_only)?;
             for e in &mut entries {
                 e.payload = self.resolved(std::mem::take(&mut e.payload)).await?;
             }

@@ -17,10 +17,24 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (10, "concurrency slots", V10),
     (11, "rate windows", V11),
     (12, "pending starts", V12),
+    (13, "folded entries", V13),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 12;
+pub const LATEST: i64 = 13;
+
+/// Every log entry, a commit's several entries kept in one row unfolded
+/// (`store/folded.rs`, decision 0050): what queries across runs filter.
+const V13: &str = "
+CREATE VIEW log_entries (workflow_id, seq, at, kind, event_type, step_id, version, payload) AS
+SELECT workflow_id, seq, at, kind, event_type, step_id, version, payload FROM events
+WHERE event_type <> 'entries'
+UNION ALL
+SELECT e.workflow_id, e.seq - json_array_length(e.payload) + 1 + j.key,
+    COALESCE(j.value ->> 'at', e.at), j.value ->> 'kind', j.value ->> 'event_type',
+    j.value ->> 'step_id', j.value ->> 'version', j.value -> 'payload'
+FROM events AS e, json_each(e.payload) AS j WHERE e.event_type = 'entries';
+";
 
 /// The runs debounced triggers will start (spec/flow-control.md, "Debounce").
 const V12: &str = "

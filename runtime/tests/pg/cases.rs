@@ -94,9 +94,9 @@ fn every_commit_is_announced_to_the_other_stores() {
     });
 }
 
-/// A database written at schema 4 (before commits raised their refusals)
-/// upgrades when a newer build connects: its runs read back, and commits
-/// to them land or are refused as before.
+/// A database written at schema 4 (before commits raised their refusals,
+/// its logs a row an entry) upgrades when a newer build connects: its runs
+/// read back, and commits to them land or are refused as before.
 #[test]
 fn a_schema_4_database_upgrades_and_its_runs_carry_on() {
     use opcode_runtime::store::postgres::PostgresStore;
@@ -125,8 +125,15 @@ fn a_schema_4_database_upgrades_and_its_runs_carry_on() {
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     };
     psql(
-        "DROP TABLE run_slots, rate_windows, pending_starts; DROP FUNCTION opcode_refuse(text, text, bigint); \
+        "DROP VIEW log_entries; DROP TABLE run_slots, rate_windows, pending_starts; DROP FUNCTION opcode_refuse(text, text, bigint); \
          DELETE FROM schema_version WHERE version >= 5",
+    );
+    // Its log a row an entry, as builds before folded rows wrote it.
+    psql(
+        "DELETE FROM events WHERE workflow_id = 'old'; \
+         INSERT INTO events VALUES \
+         ('old', 1, '2026-01-01T00:00:00.000Z', 'input', 'step_started', 's0', 1, '{\"n\":0}'), \
+         ('old', 2, '2026-01-01T00:00:01.000Z', 'record', 'step_started', 's1', 1, '{\"n\":1}')",
     );
     assert_eq!(psql("SELECT max(version) FROM schema_version"), "4");
     block_on(async {
@@ -140,6 +147,14 @@ fn a_schema_4_database_upgrades_and_its_runs_carry_on() {
             ..Commit::default()
         };
         store.commit(next(2)).await.unwrap();
+        let seqs: Vec<u64> = store
+            .entries("old", 0, false)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(seqs, [1, 2, 3]);
         let stale = store.commit(next(2)).await;
         assert!(
             matches!(

@@ -5,7 +5,9 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use opcode_runtime::store::{DecisionRow, EntryKind, LogEntry, StepRow, StepStatus, WorkflowRow};
+use opcode_runtime::store::{
+    DecisionRow, EntryKind, EventName, LogEntry, StepRow, StepStatus, WorkflowRow,
+};
 
 /// Why an AG-UI run ends.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,15 +31,15 @@ pub enum Stop {
 /// decisions are read by the caller, so they are empty here).
 pub fn stop_of(entry: &LogEntry) -> Option<Stop> {
     let payload: Value = serde_json::from_str(&entry.payload).unwrap_or(Value::Null);
-    match (entry.kind, entry.event_type.as_str()) {
-        (EntryKind::Record, "workflow_completed") => Some(Stop::Completed(
+    let name = entry.name()?;
+    match (entry.kind, name) {
+        (EntryKind::Record, EventName::WorkflowCompleted) => Some(Stop::Completed(
             payload.get("output").cloned().unwrap_or(Value::Null),
         )),
-        (EntryKind::Record, "workflow_cancelled") => Some(Stop::Cancelled),
-        (EntryKind::Record, "workflow_failed") => Some(failed(payload.get("error"))),
-        (EntryKind::Record, "workflow_suspended") | (EntryKind::Note, "workflow_interrupted") => {
-            Some(Stop::Suspended(Vec::new()))
-        }
+        (EntryKind::Record, EventName::WorkflowCancelled) => Some(Stop::Cancelled),
+        (EntryKind::Record, EventName::WorkflowFailed) => Some(failed(payload.get("error"))),
+        (EntryKind::Record, EventName::WorkflowSuspended)
+        | (EntryKind::Note, EventName::WorkflowInterrupted) => Some(Stop::Suspended(Vec::new())),
         _ => None,
     }
 }
@@ -131,25 +133,31 @@ impl Mapper {
             return Vec::new();
         }
         let Some(step) = entry.step_id.as_deref() else {
-            return match entry.event_type.as_str() {
-                "workflow_resumed" | "workflow_started" => vec![status_delta("active")],
+            return match entry.name() {
+                Some(EventName::WorkflowResumed | EventName::WorkflowStarted) => {
+                    vec![status_delta("active")]
+                }
                 _ => Vec::new(),
             };
         };
         let payload: Value = serde_json::from_str(&entry.payload).unwrap_or(Value::Null);
-        let (status, ends) = match entry.event_type.as_str() {
-            "step_started" => ("running", false),
-            "step_retrying" => ("retrying", false),
-            "step_completed" => ("completed", true),
-            "step_failed" => ("failed", true),
-            "step_ignored" => ("ignored", true),
-            "step_skipped" => {
+        let Some(name) = entry.name() else {
+            return Vec::new();
+        };
+        let status = match name {
+            EventName::StepStarted => "running",
+            EventName::StepRetrying => "retrying",
+            EventName::StepCompleted => "completed",
+            EventName::StepFailed => "failed",
+            EventName::StepIgnored => "ignored",
+            EventName::StepSkipped => {
                 let reason = payload["reason"].as_str().unwrap_or_default();
-                (StepStatus::of_skip(reason).as_str(), true)
+                StepStatus::of_skip(reason).as_str()
             }
-            "step_suspended" => ("suspended", true),
+            EventName::StepSuspended => "suspended",
             _ => return Vec::new(),
         };
+        let ends = name.ends_step();
         let mut state = json!({"status": status});
         for field in ["output", "error"] {
             if let Some(value) = payload.get(field) {

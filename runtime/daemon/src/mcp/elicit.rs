@@ -10,7 +10,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use opcode_runtime::store::{DecisionRow, DecisionStatus, WorkflowStatus};
+use opcode_runtime::store::{DecisionRow, DecisionStatus, EventName, WorkflowStatus};
 use rmcp::RoleServer;
 use rmcp::model::{ElicitRequestParams, ElicitationAction};
 use rmcp::service::Peer;
@@ -70,7 +70,7 @@ impl Elicitor {
                             || appended
                                 .entries
                                 .iter()
-                                .any(|e| e.event_type == "action_asked");
+                                .any(|e| e.name() == Some(EventName::ActionAsked));
                         if asks {
                             following.ask_run(Some(&appended.workflow_id)).await;
                         }

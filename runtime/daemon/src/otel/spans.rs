@@ -14,7 +14,7 @@ use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use opcode_runtime::store::{EntryKind, LogEntry, WorkflowRow};
+use opcode_runtime::store::{EntryKind, EventName, LogEntry, WorkflowRow};
 use opcode_runtime::time::parse_ms;
 
 /// The trace of workflow `id`.
@@ -82,10 +82,10 @@ impl Tracker {
                     .map(str::to_owned)
             };
             let Some(step) = &entry.step_id else {
-                let status = match entry.event_type.as_str() {
-                    "workflow_completed" => "completed",
-                    "workflow_failed" => "failed",
-                    "workflow_cancelled" => "cancelled",
+                let status = match entry.name() {
+                    Some(EventName::WorkflowCompleted) => "completed",
+                    Some(EventName::WorkflowFailed) => "failed",
+                    Some(EventName::WorkflowCancelled) => "cancelled",
                     _ => continue,
                 };
                 self.open.retain(|(w, _), _| w != id);
@@ -97,8 +97,8 @@ impl Tracker {
                 continue;
             };
             let key = (id.to_owned(), step.clone());
-            let outcome = match entry.event_type.as_str() {
-                "step_started" => {
+            let outcome = match entry.name() {
+                Some(EventName::StepStarted) => {
                     let open = Open {
                         at: entry.at.clone(),
                         attempt: payload.get("attempt").and_then(Value::as_u64).unwrap_or(1),
@@ -110,12 +110,14 @@ impl Tracker {
                     self.open.insert(key, open);
                     continue;
                 }
-                "step_completed" => ("completed", None),
-                "step_skipped" => {
+                Some(EventName::StepCompleted) => ("completed", None),
+                Some(EventName::StepSkipped) => {
                     let reason = payload["reason"].as_str().unwrap_or_default();
                     (opcode_vm::StepStatus::of_skip(reason).as_str(), None)
                 }
-                "step_failed" | "step_ignored" | "step_retrying" => ("failed", error()),
+                Some(EventName::StepFailed | EventName::StepIgnored | EventName::StepRetrying) => {
+                    ("failed", error())
+                }
                 _ => continue,
             };
             let started = self.open.remove(&key).unwrap_or_else(|| Open {

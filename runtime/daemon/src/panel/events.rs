@@ -8,44 +8,10 @@ use maud::html;
 
 use super::layout::{self, empty, encode, json_text, workflow_link};
 use super::{Fields, Panel, failure};
-use opcode_runtime::store::{EventFilter, FoundEntry, Listing, StoreError};
+use opcode_runtime::store::{EventFilter, EventName, FoundEntry, Listing, StoreError};
 
 /// Events a page shows.
 const PAGE: u32 = 50;
-
-/// The event types the type filter offers (spec/events.md).
-const TYPES: [&str; 30] = [
-    "run_started",
-    "workflow_started",
-    "step_started",
-    "action_completed",
-    "action_failed",
-    "step_completed",
-    "step_failed",
-    "step_ignored",
-    "step_retrying",
-    "step_skipped",
-    "step_suspended",
-    "step_fallback",
-    "condition_evaluated",
-    "loop_iter_started",
-    "decision_resolved",
-    "decision_cancelled",
-    "timer_fired",
-    "signal_received",
-    "cancel_requested",
-    "resume_requested",
-    "workflow_suspended",
-    "workflow_resumed",
-    "workflow_timed_out",
-    "workflow_completed",
-    "workflow_failed",
-    "workflow_cancelled",
-    "workflow_interrupted",
-    "workflow_recovered",
-    "workflow_quarantined",
-    "action_redispatched",
-];
 
 /// The filters the page reads, kept in its page links.
 const FILTERS: [&str; 3] = ["workflow", "type", "step"];
@@ -84,7 +50,7 @@ pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
             label { "Type "
                 select name="type" {
                     option value="" { "any" }
-                    @for t in TYPES { option value=(t) selected[value("type") == t] { (t) } }
+                    @for t in EventName::ALL.iter().map(|n| n.as_str()) { option value=(t) selected[value("type") == t] { (t) } }
                 }
             }
             label { "Step " input type="search" name="step" value=(value("step")); }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use maud::{Markup, html};
-use opcode_runtime::store::LogEntry;
+use opcode_runtime::store::{EventName, LogEntry};
 use opcode_runtime::time::parse_ms;
 use serde_json::Value;
 
@@ -98,26 +98,26 @@ impl Timeline {
                 continue;
             };
             let payload = || serde_json::from_str::<Value>(&entry.payload).unwrap_or_default();
-            match entry.event_type.as_str() {
-                "step_started" => {
+            match entry.name() {
+                Some(EventName::StepStarted) => {
                     let attempt = payload()["attempt"].as_u64().unwrap_or(1);
                     t.close(step, at, None);
                     t.open(step, at, Kind::Running, attempt);
                 }
-                "step_suspended" => {
+                Some(EventName::StepSuspended) => {
                     let attempt = t.attempt(step);
                     t.close(step, at, None);
                     t.open(step, at, Kind::Suspended, attempt);
                 }
-                "step_retrying" => {
+                Some(EventName::StepRetrying) => {
                     let attempt = t.attempt(step);
                     t.close(step, at, Some(Kind::Retried));
                     t.open(step, at, Kind::Backoff, attempt);
                 }
-                "step_completed" => t.end(step, at, Kind::Completed),
-                "step_failed" => t.end(step, at, Kind::Failed),
-                "step_ignored" => t.end(step, at, Kind::Ignored),
-                "step_skipped" => t.end(step, at, Kind::Skipped),
+                Some(EventName::StepCompleted) => t.end(step, at, Kind::Completed),
+                Some(EventName::StepFailed) => t.end(step, at, Kind::Failed),
+                Some(EventName::StepIgnored) => t.end(step, at, Kind::Ignored),
+                Some(EventName::StepSkipped) => t.end(step, at, Kind::Skipped),
                 _ => {}
             }
         }

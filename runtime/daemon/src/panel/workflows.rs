@@ -15,7 +15,7 @@ use super::{Fields, Panel, Posted, back, call, failure};
 use super::{gantt, steps};
 use crate::api::ToolError;
 use opcode_runtime::store::{
-    Admitted, DecisionStatus, PrunedFilter, Standing, WorkflowFilter, WorkflowStatus,
+    Admitted, DecisionStatus, EventName, PrunedFilter, Standing, WorkflowFilter, WorkflowStatus,
 };
 
 /// Events a workflow's page lists (its last ones; `/events` pages them all).
@@ -247,7 +247,7 @@ pub async fn detail(panel: Panel, Path(id): Path<String>, Query(query): Query<Fi
     // Each step's last attempt's action and input, from its `step_started`.
     let mut inputs: HashMap<&str, Value> = HashMap::new();
     for entry in &entries {
-        if let (Some(step), "step_started") = (&entry.step_id, entry.event_type.as_str())
+        if let (Some(step), Some(EventName::StepStarted)) = (&entry.step_id, entry.name())
             && let Ok(payload) = serde_json::from_str::<Value>(&entry.payload)
             && payload.get("input").is_some()
         {

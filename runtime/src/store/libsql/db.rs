@@ -21,11 +21,11 @@ mod vault;
 
 use self::columns::{get, log_entry, push_page, workflow_row};
 use self::migrate::migrate;
-use crate::blobs;
+use crate::store::blobs;
 
 use super::super::{
     DecisionFilter, DecisionRow, DecisionStatus, Durability, InboxMessage, LogEntry, Source,
-    StepRow, StoreError, StoreResult, WorkflowFilter, WorkflowRow,
+    StepRow, StoreError, StoreResult, WorkflowFilter, WorkflowRow, folded,
 };
 
 /// Prepared statements of the write path.
@@ -305,7 +305,7 @@ impl Db {
         .await
     }
 
-    /// `text` with its large values put back (`crate::blobs`).
+    /// `text` with its large values put back ([`blobs`]).
     fn resolved(&self, text: String) -> StoreResult<String> {
         if !blobs::has_references(&text) {
             return Ok(text);
@@ -374,12 +374,12 @@ impl Db {
             "SELECT seq, at, kind, event_type, step_id, version, payload FROM events \
              WHERE workflow_id = ?1 AND seq > ?2{filter} ORDER BY seq"
         );
-        let entries = self.block(
+        let rows = self.block(
             self.query_all(&sql, vec![id.into(), seq(after_seq)], |row| {
                 log_entry(row, 0)
             }),
         )?;
-        entries
+        folded::unfold_all(rows, after_seq, inputs_only)?
             .into_iter()
             .map(|mut e| {
                 e.payload = self.resolved(std::mem::take(&mut e.payload))?;

@@ -448,7 +448,7 @@ fn templates_query(filter: &TemplateFilter) -> (String, Params<'_>) {
 fn entries_query(filter: &EventFilter) -> (String, Params<'_>) {
     let mut sql = String::from(
         "SELECT workflow_id, seq, at, kind, event_type, step_id, version, payload \
-         FROM events WHERE TRUE",
+         FROM log_entries WHERE TRUE",
     );
     let mut params: Params<'_> = Vec::new();
     for (column, op, value) in [

@@ -9,7 +9,7 @@ use tokio_postgres::types::ToSql;
 use crate::store::commit::{self, Write};
 use crate::store::{
     Commit, DecisionChange, Fence, LeaseChange, Notice, StoreError, StoreResult, TimerChange,
-    WorkflowUpdate,
+    WorkflowUpdate, folded,
 };
 
 /// One parameter of a statement.
@@ -281,40 +281,28 @@ fn statements_of<'a>(id: &'a str, write: &Write<'a>, out: &mut Vec<Statement<'a>
                 Box::new(blobs.iter().map(|b| b.text.as_str()).collect::<Vec<_>>()),
             ],
         )),
-        Write::Append { first_seq, entries } => out.push(Statement::new(
-            "INSERT INTO events (workflow_id, seq, at, kind, event_type, step_id, version, \
-             payload) SELECT $1, * FROM UNNEST($2::bigint[], $3::text[], $4::text[], \
-             $5::text[], $6::text[], $7::int[], $8::text[])",
-            vec![
-                Box::new(id),
-                Box::new(
-                    (0..entries.len())
-                        .map(|i| (first_seq + i as u64) as i64)
-                        .collect::<Vec<i64>>(),
-                ),
-                Box::new(entries.iter().map(|e| e.at.as_str()).collect::<Vec<_>>()),
-                Box::new(entries.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>()),
-                Box::new(entries.iter().map(|e| e.event_type).collect::<Vec<_>>()),
-                Box::new(
-                    entries
-                        .iter()
-                        .map(|e| e.step_id.as_deref())
-                        .collect::<Vec<_>>(),
-                ),
-                Box::new(
-                    entries
-                        .iter()
-                        .map(|e| i32::from(e.version))
-                        .collect::<Vec<_>>(),
-                ),
-                Box::new(
-                    entries
-                        .iter()
-                        .map(|e| e.payload.as_str())
-                        .collect::<Vec<_>>(),
-                ),
-            ],
-        )),
+        Write::Append { first_seq, entries } => {
+            let rows = folded::rows(first_seq, entries);
+            out.push(Statement::new(
+                "INSERT INTO events (workflow_id, seq, at, kind, event_type, step_id, version, \
+                 payload) SELECT $1, * FROM UNNEST($2::bigint[], $3::text[], $4::text[], \
+                 $5::text[], $6::text[], $7::int[], $8::text[])",
+                vec![
+                    Box::new(id),
+                    Box::new(rows.iter().map(|r| r.seq as i64).collect::<Vec<_>>()),
+                    Box::new(rows.iter().map(|r| r.at).collect::<Vec<_>>()),
+                    Box::new(rows.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>()),
+                    Box::new(rows.iter().map(|r| r.event_type).collect::<Vec<_>>()),
+                    Box::new(rows.iter().map(|r| r.step_id).collect::<Vec<_>>()),
+                    Box::new(
+                        rows.iter()
+                            .map(|r| i32::from(r.version))
+                            .collect::<Vec<_>>(),
+                    ),
+                    Box::new(rows.into_iter().map(|r| r.payload).collect::<Vec<_>>()),
+                ],
+            ));
+        }
         Write::PutSteps(steps) => out.push(Statement::new(
             STEPS_UPSERT,
             vec![

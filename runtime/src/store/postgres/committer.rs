@@ -49,7 +49,7 @@ impl Committer {
     /// Writes `commit`, all or nothing.
     pub async fn commit(&self, commit: Commit) -> StoreResult<()> {
         let (reply, answer) = oneshot::channel();
-        let commit = crate::blobs::outlined(commit);
+        let commit = crate::store::blobs::outlined(commit);
         self.queue
             .send((commit, reply))
             .map_err(|_| StoreError::Closed)?;

@@ -9,7 +9,7 @@ use tokio_postgres::types::ToSql;
 
 use super::rows::page;
 use super::{Params, PostgresStore, backend};
-use crate::blobs;
+use crate::store::blobs;
 use crate::store::{
     Expiry, Prune, PrunedFilter, PrunedRow, StoreError, StoreResult, WorkflowStatus,
 };

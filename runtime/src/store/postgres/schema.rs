@@ -14,10 +14,25 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (6, "concurrency slots", V6),
     (7, "rate windows", V7),
     (8, "pending starts", V8),
+    (9, "folded entries", V9),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 8;
+pub const LATEST: i64 = 9;
+
+/// Every log entry, a commit's several entries kept in one row unfolded
+/// (`store/folded.rs`, decision 0050): what queries across runs filter.
+const V9: &str = "
+CREATE VIEW log_entries (workflow_id, seq, at, kind, event_type, step_id, version, payload) AS
+SELECT workflow_id, seq, at, kind, event_type, step_id, version, payload FROM events
+WHERE event_type <> 'entries'
+UNION ALL
+SELECT e.workflow_id, e.seq - json_array_length(e.payload::json) + j.ord,
+    COALESCE(j.value ->> 'at', e.at), j.value ->> 'kind', j.value ->> 'event_type',
+    j.value ->> 'step_id', (j.value ->> 'version')::integer, (j.value -> 'payload')::text
+FROM events AS e CROSS JOIN LATERAL json_array_elements(e.payload::json) WITH ORDINALITY AS j (value, ord)
+WHERE e.event_type = 'entries';
+";
 
 /// The runs debounced triggers will start (spec/flow-control.md,
 /// "Debounce"); a delivery changes one under an advisory lock on its key.

@@ -195,7 +195,7 @@ fn templates_query(filter: &TemplateFilter) -> (String, Vec<Value>) {
 fn entries_query(filter: &EventFilter) -> (String, Vec<Value>) {
     let mut sql = String::from(
         "SELECT workflow_id, seq, at, kind, event_type, step_id, version, payload \
-         FROM events WHERE 1 = 1",
+         FROM log_entries WHERE 1 = 1",
     );
     let mut params: Vec<Value> = Vec::new();
     for (column, op, value) in [

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use libsql::{Row, Value};
 
 use super::{Db, backend, get, push_page};
-use crate::blobs;
+use crate::store::blobs;
 use crate::store::{Expiry, Prune, PrunedFilter, PrunedRow, StoreResult};
 
 /// The finished runs an expiry lets go: `?1` ended before, `?2` kept per

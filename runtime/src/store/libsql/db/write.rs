@@ -10,7 +10,7 @@ use super::columns::{create_params, decision_params, get, step_params, update_pa
 use super::{Db, ROWS_PER_INSERT, Table, backend, run, seq};
 use crate::store::commit::{self, Write};
 use crate::store::{
-    Commit, DecisionChange, Fence, LeaseChange, StoreError, StoreResult, TimerChange,
+    Commit, DecisionChange, Fence, LeaseChange, StoreError, StoreResult, TimerChange, folded,
 };
 
 impl Db {
@@ -264,22 +264,22 @@ impl Db {
                 }
             }
             Write::Append { first_seq, entries } => {
-                for (chunk, entries) in entries.chunks(ROWS_PER_INSERT).enumerate() {
-                    let first = first_seq + (chunk * ROWS_PER_INSERT) as u64;
-                    let mut params = Vec::with_capacity(entries.len() * 8);
-                    for (i, e) in entries.iter().enumerate() {
+                let rows = folded::rows(first_seq, entries);
+                for rows in rows.chunks(ROWS_PER_INSERT) {
+                    let mut params = Vec::with_capacity(rows.len() * 8);
+                    for r in rows {
                         params.extend([
                             id.into(),
-                            seq(first + i as u64),
-                            e.at.as_str().into(),
-                            e.kind.as_str().into(),
-                            e.event_type.into(),
-                            e.step_id.clone().into(),
-                            i64::from(e.version).into(),
-                            e.payload.as_str().into(),
+                            seq(r.seq),
+                            r.at.into(),
+                            r.kind.as_str().into(),
+                            r.event_type.into(),
+                            r.step_id.into(),
+                            i64::from(r.version).into(),
+                            r.payload.as_ref().into(),
                         ]);
                     }
-                    self.run_rows(Table::Events, entries.len(), params).await?;
+                    self.run_rows(Table::Events, rows.len(), params).await?;
                 }
             }
             Write::PutSteps(steps) => {
