@@ -18,6 +18,7 @@ pub mod isolation;
 pub mod jq;
 mod literals;
 pub mod model;
+mod params;
 mod recursion;
 pub mod references;
 pub mod steps;
@@ -176,7 +177,7 @@ fn check_step(
         }
         StepKind::Reasoning(r) => {
             for (key, value) in &r.data_inject {
-                let pointer = crate::syntax::lower::child_pointer(
+                let pointer = crate::syntax::node::child_pointer(
                     &format!("{}/config/data_inject", step.pointer),
                     &key.value,
                 );

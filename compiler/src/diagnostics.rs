@@ -222,7 +222,7 @@ impl Fix {
         new_key: &str,
     ) -> Fix {
         let parent = pointer.rsplit_once('/').map_or("", |(parent, _)| parent);
-        let to = crate::syntax::lower::child_pointer(parent, new_key);
+        let to = crate::syntax::node::child_pointer(parent, new_key);
         Fix::replace(
             message,
             key_span,

@@ -14,7 +14,9 @@ use serde_json::Value;
 use crate::error::{ActionError, StepError};
 use crate::event::{EffectId, TimerId};
 use crate::instr::StepId;
-use crate::program::{DecisionOption, PathSeg};
+use crate::program::DecisionOption;
+
+pub use crate::secret::{SecretPart, SecretSite};
 
 /// One instance of a step: the step, and the loop iteration indices it runs
 /// in (outermost first; empty outside loops).
@@ -24,38 +26,6 @@ pub struct InstRef {
     pub step: StepId,
     /// Loop indices, outermost first.
     pub iters: Vec<u32>,
-}
-
-/// Where, inside an action's params, a secret goes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SecretSite {
-    /// The path of the string in the params.
-    pub path: Vec<PathSeg>,
-    /// The string's pieces: text, and secrets by name.
-    pub parts: Vec<SecretPart>,
-}
-
-/// A piece of a string that holds secrets.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SecretPart {
-    /// Text, already interpolated.
-    Text(String),
-    /// A vault secret by name.
-    Secret(String),
-    /// A vault secret by name, written JSON-escaped (it sits inside JSON
-    /// text: an object holding a passed secret rendered into a string).
-    Escaped(String),
-}
-
-impl SecretPart {
-    /// The secret this part names, if any.
-    pub fn secret(&self) -> Option<&str> {
-        match self {
-            SecretPart::Text(_) => None,
-            SecretPart::Secret(name) | SecretPart::Escaped(name) => Some(name),
-        }
-    }
 }
 
 /// An action to run.

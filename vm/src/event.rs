@@ -16,9 +16,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::effect::SecretSite;
 use crate::error::ActionError;
 use crate::program::DecisionOption;
+use crate::secret::SecretSite;
 
 /// Schema version of [`Event`] records (bump when a variant changes shape,
 /// and keep decoding the old one).

@@ -29,6 +29,7 @@ pub mod machine;
 pub mod plan;
 pub mod policy;
 pub mod program;
+pub mod secret;
 mod step_order;
 pub mod value;
 

@@ -10,44 +10,14 @@ use super::cel;
 use super::expr_lang::{self, Dialect};
 use super::jq;
 use super::references::Resolver;
-use crate::ast::{ActionStep, Expr, Step, Template, TemplateKind, TextOrigin};
+use crate::ast::{ActionStep, Expr, Step, TemplateKind, TextOrigin};
 use crate::diagnostics::codes::{E0015, E0031, E0040, E0041, E0042, E0048, E0049, W0002};
 use crate::diagnostics::{Diagnostic, Diagnostics, Fix, PatchOp, did_you_mean};
 use crate::duration::parse_millis;
 use crate::source::Span;
-use crate::syntax::lower::child_pointer;
+use crate::syntax::node::child_pointer;
 
-/// One parameter as written: its key and its value.
-pub(super) struct Param<'t> {
-    pub(super) key: &'t str,
-    key_span: Span,
-    pub(super) value: &'t Template,
-}
-
-impl Param<'_> {
-    /// The value when it holds no references.
-    pub(super) fn literal(&self) -> Option<&serde_json::Value> {
-        match &self.value.kind {
-            TemplateKind::Literal(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-
-/// The members of `params` (lowered as an object with one template per member).
-pub(super) fn params_of(template: Option<&Template>) -> Vec<Param<'_>> {
-    match template.map(|t| &t.kind) {
-        Some(TemplateKind::Object(members)) => members
-            .iter()
-            .map(|(k, v)| Param {
-                key: &k.value,
-                key_span: k.span,
-                value: v,
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
-}
+use super::params::{Param, params_of};
 
 /// Checks one action step.
 pub fn check(

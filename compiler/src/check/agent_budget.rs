@@ -2,12 +2,12 @@
 //! "Budgets"): `max_steps` outside 4–256, a `timeout` under 10 s, or a
 //! step `timeout` shorter than the agent's.
 
-use super::actions::Param;
+use super::params::Param;
 use crate::ast::Step;
 use crate::diagnostics::codes::E0057;
 use crate::diagnostics::{Diagnostic, Diagnostics, Fix, PatchOp};
 use crate::duration::parse_millis;
-use crate::syntax::lower::child_pointer;
+use crate::syntax::node::child_pointer;
 
 use opcode_vm::limits::{AGENT_MAX_STEPS, AGENT_MIN_STEPS, AGENT_MIN_TIMEOUT_MS, agent_defaults};
 

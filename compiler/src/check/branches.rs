@@ -13,7 +13,7 @@ use cel::common::ast::{Expr as CelExpr, IdedExpr, LiteralValue};
 use crate::ast::{ConditionStep, Step};
 use crate::diagnostics::codes::E0060;
 use crate::diagnostics::{Diagnostic, Diagnostics, Fix};
-use crate::syntax::lower::child_pointer;
+use crate::syntax::node::child_pointer;
 
 /// Names that say yes, and no.
 const YES: &[&str] = &[

@@ -12,7 +12,7 @@ use crate::ast::{Template, TemplateKind};
 use crate::diagnostics::codes::W0012;
 use crate::diagnostics::{Diagnostic, Diagnostics, Fix, PatchOp};
 use crate::source::Span;
-use crate::syntax::lower::child_pointer;
+use crate::syntax::node::child_pointer;
 
 /// What a parameter's text is checked against: the steps (the model) and
 /// the declared inputs (`None`: the workflow declares none, any name goes).

@@ -6,12 +6,12 @@
 
 use serde_json::Value;
 
-use super::actions::params_of;
 use super::model::{BlockRole, Model, StepIdx};
+use super::params::params_of;
 use crate::ast::{Document, StepKind};
 use crate::diagnostics::codes::E0058;
 use crate::diagnostics::{Diagnostic, Diagnostics};
-use crate::syntax::lower::child_pointer;
+use crate::syntax::node::child_pointer;
 
 /// Reports each step that starts the template itself on every run.
 pub(super) fn check(doc: &Document, model: &Model<'_>, sink: &mut Diagnostics) {

@@ -19,8 +19,8 @@ use crate::ast::{Reference, StepKind, Template, TemplateKind, TextPart};
 use crate::diagnostics::codes::{E0033, E0034, E0035, E0036, E0037, W0004, W0005};
 use crate::diagnostics::{Diagnostic, Diagnostics, Fix, did_you_mean};
 use crate::source::Span;
-use crate::syntax::lower::child_pointer;
 use crate::syntax::lower::value::NAMESPACES;
+use crate::syntax::node::child_pointer;
 use crate::syntax::template::Segment;
 
 /// The fields of the `workflow` namespace.

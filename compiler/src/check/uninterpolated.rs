@@ -10,7 +10,7 @@ use crate::ast::{Document, Json, Spanned, Step, StepKind};
 use crate::diagnostics::codes::E0062;
 use crate::diagnostics::{Diagnostic, Diagnostics};
 use crate::source::Span;
-use crate::syntax::lower::child_pointer;
+use crate::syntax::node::child_pointer;
 
 /// The fields of `step` that hold `${{`.
 pub fn check_step(step: &Step, sink: &mut Diagnostics) {

@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::{Diagnostic, PatchOp, TextEdit};
-use crate::syntax::lower::child_pointer;
+use crate::syntax::node::child_pointer;
 
 /// Gives each fix of `diagnostics` on the JSON text `src` that has text
 /// edits and no patch the patch its edits make.

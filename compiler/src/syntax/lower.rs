@@ -17,7 +17,7 @@ use crate::ast::{Block, Document, Spanned, Workflow, Wrapper};
 use crate::diagnostics::codes::{E0010, E0011, E0012, E0014};
 use crate::diagnostics::{Diagnostic, Diagnostics};
 use crate::source::Span;
-use crate::syntax::node::{Node, NodeKind, pointer_token};
+use crate::syntax::node::{Node, NodeKind, child_pointer};
 
 /// Lowers a parsed JSON document (bare definition or opcode wrapper).
 pub fn lower_document(src: &str, root: &Node<'_>, sink: &mut Diagnostics) -> Option<Document> {
@@ -257,14 +257,4 @@ fn empty_block(span: Span, pointer: &str) -> Block {
         span,
         pointer: pointer.to_owned(),
     }
-}
-
-/// `pointer/key` with the key escaped.
-pub(crate) fn child_pointer(pointer: &str, key: &str) -> String {
-    let token = pointer_token(key);
-    let mut out = String::with_capacity(pointer.len() + 1 + token.len());
-    out.push_str(pointer);
-    out.push('/');
-    out.push_str(&token);
-    out
 }

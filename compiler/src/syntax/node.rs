@@ -121,3 +121,13 @@ pub fn pointer_token(token: &str) -> Cow<'_, str> {
         Cow::Borrowed(token)
     }
 }
+
+/// `pointer/key` with the key escaped.
+pub(crate) fn child_pointer(pointer: &str, key: &str) -> String {
+    let token = pointer_token(key);
+    let mut out = String::with_capacity(pointer.len() + 1 + token.len());
+    out.push_str(pointer);
+    out.push('/');
+    out.push_str(&token);
+    out
+}

@@ -370,8 +370,8 @@ impl Lowerer<'_> {
         let mut patch: Vec<PatchOp> = moved
             .iter()
             .map(|m| PatchOp::Move {
-                from: crate::syntax::lower::child_pointer(&fields.pointer_of("params"), &m.key),
-                path: crate::syntax::lower::child_pointer(&fields.pointer_of("config"), &m.key),
+                from: crate::syntax::node::child_pointer(&fields.pointer_of("params"), &m.key),
+                path: crate::syntax::node::child_pointer(&fields.pointer_of("config"), &m.key),
             })
             .collect();
         patch.push(PatchOp::Remove {
