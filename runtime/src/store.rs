@@ -18,6 +18,8 @@ mod flow;
 mod folded;
 #[cfg(feature = "libsql")]
 pub mod libsql;
+#[cfg(any(feature = "libsql", feature = "postgres"))]
+mod listing;
 pub mod memory;
 mod notice;
 #[cfg(feature = "postgres")]

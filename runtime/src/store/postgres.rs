@@ -15,7 +15,6 @@ mod rows;
 mod schema;
 mod slots;
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool};
@@ -25,7 +24,8 @@ use tokio_postgres::types::ToSql;
 pub use self::schema::LATEST as SCHEMA_VERSION;
 
 use self::connect::Target;
-use self::rows::{WORKFLOW_COLUMNS, log_entry, page, step_row, workflow_row};
+use self::rows::{WORKFLOW_COLUMNS, log_entry, step_row, workflow_row};
+use super::listing::{self, Dialect};
 use super::{
     Backlog, BoxFuture, Catalog, Claim, Commit, DecisionFilter, DecisionRow, DecisionStatus,
     InboxMessage, LogEntry, Notice, RunLog, Source, StepRow, StoreError, StoreResult,
@@ -76,6 +76,20 @@ impl PostgresStore {
     }
 
     /// The rows of `sql`, each mapped by `map`.
+    /// The rows of a listing's query, each read by `map`.
+    async fn listed<T>(
+        &self,
+        query: listing::Query<'_>,
+        map: impl Fn(&tokio_postgres::Row) -> StoreResult<T>,
+    ) -> StoreResult<Vec<T>> {
+        let params: Params<'_> = query
+            .params
+            .iter()
+            .map(|p| p as &(dyn ToSql + Sync))
+            .collect();
+        self.query(&query.sql, &params, map).await
+    }
+
     async fn query<T>(
         &self,
         sql: &str,
@@ -93,45 +107,6 @@ impl PostgresStore {
         let client = self.client().await?;
         let statement = client.prepare_cached(sql).await.map_err(backend)?;
         client.execute(&statement, params).await.map_err(backend)
-    }
-}
-
-/// The query of the decisions `filter` names, unpaged, and its
-/// parameters: only the filters given, so the key and the indexes serve.
-fn decisions_query(filter: &DecisionFilter) -> (String, Params<'_>) {
-    let mut sql = String::from(
-        "SELECT workflow_id, id, step_id, prompt, context, options, fallback, \
-         target_agent_id, timeout_at, status, resolution, resolved_by, created_at, \
-         resolved_at FROM pending_decisions WHERE TRUE",
-    );
-    let mut params: Params<'_> = Vec::new();
-    if let Some(id) = &filter.workflow_id {
-        params.push(id);
-        let _ = write!(sql, " AND workflow_id = ${}", params.len());
-    }
-    if let Some(status) = filter.status {
-        params.push(status_param(status));
-        let _ = write!(sql, " AND status = ${}", params.len());
-    }
-    if let Some(agent) = &filter.agent_id {
-        params.push(agent);
-        let n = params.len();
-        let _ = write!(
-            sql,
-            " AND (target_agent_id IS NULL OR target_agent_id = ${n})"
-        );
-    }
-    sql.push_str(" ORDER BY created_at, workflow_id, id");
-    (sql, params)
-}
-
-/// A decision status as a query parameter.
-fn status_param(status: DecisionStatus) -> &'static (dyn ToSql + Sync) {
-    match status {
-        DecisionStatus::Pending => &"pending",
-        DecisionStatus::Resolved => &"resolved",
-        DecisionStatus::TimedOut => &"timed_out",
-        DecisionStatus::Cancelled => &"cancelled",
     }
 }
 
@@ -224,13 +199,10 @@ impl RunLog for PostgresStore {
 
     fn workflows(&self, filter: WorkflowFilter) -> BoxFuture<'_, StoreResult<Vec<WorkflowRow>>> {
         Box::pin(async move {
-            let statuses: Vec<&str> = filter.statuses.iter().map(|s| s.as_str()).collect();
-            let (mut sql, params) = workflows_query(
-                &filter,
-                (!statuses.is_empty()).then_some(&statuses as &(dyn ToSql + Sync)),
-            );
-            page(&mut sql, filter.limit, filter.offset);
-            let rows = self.query(&sql, &params, workflow_row).await?;
+            let query = listing::workflows(Dialect::Postgres, WORKFLOW_COLUMNS, &filter);
+            let rows = self
+                .listed(query.paged(filter.limit, filter.offset), workflow_row)
+                .await?;
             let mut out = Vec::with_capacity(rows.len());
             for row in rows {
                 out.push(self.resolved_row(row).await?);
@@ -487,36 +459,4 @@ impl RunLog for PostgresStore {
     fn notices(&self) -> Option<broadcast::Receiver<Notice>> {
         Some(self.notices.subscribe())
     }
-}
-
-/// The query of `workflows`, unpaged, and its parameters (`statuses`:
-/// the filter's as a text array, when it has any).
-fn workflows_query<'f>(
-    filter: &'f WorkflowFilter,
-    statuses: Option<&'f (dyn ToSql + Sync)>,
-) -> (String, Params<'f>) {
-    let mut sql = format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE TRUE");
-    let mut params: Params<'f> = Vec::new();
-    if let Some(statuses) = statuses {
-        params.push(statuses);
-        let _ = write!(sql, " AND status = ANY(${})", params.len());
-    }
-    for (column, op, value) in [
-        ("agent_id", "=", &filter.agent_id),
-        ("template_name", "=", &filter.template_name),
-        ("parent_workflow_id", "=", &filter.parent_id),
-        ("created_at", ">=", &filter.since),
-        ("created_at", "<", &filter.until),
-    ] {
-        if let Some(value) = value {
-            params.push(value);
-            let _ = write!(sql, " AND {column} {op} ${}", params.len());
-        }
-    }
-    if let Some(part) = &filter.id_contains {
-        params.push(part);
-        let _ = write!(sql, " AND strpos(id, ${}) > 0", params.len());
-    }
-    sql.push_str(" ORDER BY created_at DESC, id");
-    (sql, params)
 }

@@ -4,7 +4,6 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::fmt::Write as _;
 use std::future::Future;
 use std::path::Path;
 
@@ -19,13 +18,14 @@ mod schedules;
 mod slots;
 mod vault;
 
-use self::columns::{get, log_entry, push_page, workflow_row};
+use self::columns::{get, log_entry, workflow_row};
 use self::migrate::migrate;
 use crate::store::blobs;
+use crate::store::listing::{self, Dialect};
 
 use super::super::{
-    DecisionFilter, DecisionRow, DecisionStatus, Durability, InboxMessage, LogEntry, Source,
-    StepRow, StoreError, StoreResult, WorkflowFilter, WorkflowRow, folded,
+    DecisionFilter, DecisionRow, DecisionStatus, Durability, InboxMessage, Listing, LogEntry,
+    Source, StepRow, StoreError, StoreResult, WorkflowFilter, WorkflowRow, folded,
 };
 
 /// Prepared statements of the write path.
@@ -345,15 +345,18 @@ impl Db {
 
     /// Workflows, newest first.
     pub fn workflows(&self, filter: &WorkflowFilter) -> StoreResult<Vec<WorkflowRow>> {
-        let (mut sql, params) = workflows_query(filter);
-        push_page(&mut sql, filter.limit, filter.offset);
+        let (sql, params) = listed(
+            listing::workflows(Dialect::Sqlite, WORKFLOW_COLUMNS, filter)
+                .paged(filter.limit, filter.offset),
+        );
         let rows = self.block(self.query_all(&sql, params, workflow_row))?;
         rows.into_iter().map(|row| self.resolved_row(row)).collect()
     }
 
-    /// How many rows the query `sql` (unpaged) gives.
-    pub(super) fn count_of(&self, sql: &str, params: Vec<Value>) -> StoreResult<u64> {
-        let sql = crate::store::catalog::count_query(sql);
+    /// How many rows `listing` has, unpaged.
+    pub fn count(&self, listing: &Listing) -> StoreResult<u64> {
+        let (sql, params) =
+            listed(listing::of(Dialect::Sqlite, WORKFLOW_COLUMNS, listing).counted());
         let counted = self.block(self.query_one(&sql, params, |row| get::<i64>(row, 0)))?;
         Ok(counted.unwrap_or(0) as u64)
     }
@@ -443,8 +446,8 @@ impl Db {
 
     /// A page of the decisions `filter` names, oldest first.
     pub fn decision_page(&self, filter: &DecisionFilter) -> StoreResult<Vec<DecisionRow>> {
-        let (mut sql, params) = decisions_query(filter);
-        push_page(&mut sql, filter.limit, filter.offset);
+        let (sql, params) =
+            listed(listing::decisions(Dialect::Sqlite, filter).paged(filter.limit, filter.offset));
         self.block(self.query_all(&sql, params, |row| {
             Ok(DecisionRow {
                 workflow_id: get(row, 0)?,
@@ -586,66 +589,10 @@ async fn run(stmt: &Statement, params: Vec<Value>) -> StoreResult<usize> {
     result
 }
 
-/// The query of [`Db::workflows`], unpaged, and its parameters.
-/// The query of [`Db::decision_page`], unpaged, and its parameters: only
-/// the filters given, so the key and the status index serve.
-pub(super) fn decisions_query(filter: &DecisionFilter) -> (String, Vec<Value>) {
-    let mut sql = String::from(
-        "SELECT workflow_id, id, step_id, prompt, context, options, fallback, \
-         target_agent_id, timeout_at, status, resolution, resolved_by, created_at, \
-         resolved_at FROM pending_decisions WHERE 1 = 1",
-    );
-    let mut params: Vec<Value> = Vec::new();
-    let status = filter.status.map(DecisionStatus::as_str);
-    for (column, value) in [
-        ("workflow_id", filter.workflow_id.as_deref()),
-        ("status", status),
-    ] {
-        if let Some(value) = value {
-            params.push(value.into());
-            let _ = write!(sql, " AND {column} = ?{}", params.len());
-        }
-    }
-    if let Some(agent) = &filter.agent_id {
-        params.push(agent.as_str().into());
-        let n = params.len();
-        let _ = write!(
-            sql,
-            " AND (target_agent_id IS NULL OR target_agent_id = ?{n})"
-        );
-    }
-    sql.push_str(" ORDER BY created_at, workflow_id, id");
-    (sql, params)
-}
-
-pub(super) fn workflows_query(filter: &WorkflowFilter) -> (String, Vec<Value>) {
-    let mut sql = format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE 1 = 1");
-    let mut params: Vec<Value> = Vec::new();
-    if !filter.statuses.is_empty() {
-        let marks: Vec<String> = (0..filter.statuses.len())
-            .map(|i| format!("?{}", params.len() + i + 1))
-            .collect();
-        let _ = write!(sql, " AND status IN ({})", marks.join(", "));
-        params.extend(filter.statuses.iter().map(|s| Value::from(s.as_str())));
-    }
-    for (column, op, value) in [
-        ("agent_id", "=", &filter.agent_id),
-        ("template_name", "=", &filter.template_name),
-        ("parent_workflow_id", "=", &filter.parent_id),
-        ("created_at", ">=", &filter.since),
-        ("created_at", "<", &filter.until),
-    ] {
-        if let Some(value) = value {
-            params.push(value.as_str().into());
-            let _ = write!(sql, " AND {column} {op} ?{}", params.len());
-        }
-    }
-    if let Some(part) = &filter.id_contains {
-        params.push(part.as_str().into());
-        let _ = write!(sql, " AND instr(id, ?{}) > 0", params.len());
-    }
-    sql.push_str(" ORDER BY created_at DESC, id");
-    (sql, params)
+/// A listing's query as libSQL takes it.
+fn listed(query: listing::Query<'_>) -> (String, Vec<Value>) {
+    let params = query.params.iter().map(|&p| Value::from(p)).collect();
+    (query.sql, params)
 }
 
 /// Creates `path` empty with mode 0600 unless it exists.

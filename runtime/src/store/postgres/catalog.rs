@@ -1,21 +1,17 @@
 //! What the tools, the scheduler and the panel keep beside the runs, on
 //! PostgreSQL.
 
-use std::fmt::Write as _;
-
 use tokio_postgres::Row;
 
-use super::rows::{log_entry, page};
-use super::{Params, PostgresStore, backend, commit};
+use super::rows::{WORKFLOW_COLUMNS, log_entry};
+use super::{PostgresStore, backend, commit};
+use crate::store::listing::{self, Dialect, TEMPLATE_COLUMNS};
 use crate::store::{
     AgentRow, BoxFuture, Catalog, DecisionFilter, DecisionRow, EventFilter, Expiry, FoundEntry,
     Listing, Prune, PrunedFilter, PrunedRow, ScheduleAdvance, ScheduleRow, SecretRow, StoreError,
     StoreHealth, StoreResult, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader,
     WorkflowStatus,
 };
-
-const TEMPLATE_COLUMNS: &str = "name, version, description, definition, input_schema, \
-     output_schema, triggers, agent_id, created_at";
 
 const SCHEDULE_COLUMNS: &str = "id, template_name, template_version, cron_expression, timezone, \
      params, agent_id, enabled, missed, last_run_at, next_run_at, last_run_status, \
@@ -86,17 +82,16 @@ impl Catalog for PostgresStore {
 
     fn templates(&self, filter: TemplateFilter) -> BoxFuture<'_, StoreResult<Vec<TemplateRow>>> {
         Box::pin(async move {
-            let (mut sql, params) = templates_query(&filter);
-            page(&mut sql, filter.limit, filter.offset);
-            self.query(&sql, &params, template_row).await
+            let query = listing::templates(Dialect::Postgres, &filter);
+            self.listed(query.paged(filter.limit, filter.offset), template_row)
+                .await
         })
     }
 
     fn find_entries(&self, filter: EventFilter) -> BoxFuture<'_, StoreResult<Vec<FoundEntry>>> {
         Box::pin(async move {
-            let (mut sql, params) = entries_query(&filter);
-            page(&mut sql, filter.limit, filter.offset);
-            self.query(&sql, &params, |row| {
+            let query = listing::entries(Dialect::Postgres, &filter);
+            self.listed(query.paged(filter.limit, filter.offset), |row| {
                 Ok(FoundEntry {
                     workflow_id: row.try_get(0).map_err(backend)?,
                     entry: log_entry(row, 1)?,
@@ -108,23 +103,9 @@ impl Catalog for PostgresStore {
 
     fn count(&self, listing: Listing) -> BoxFuture<'_, StoreResult<u64>> {
         Box::pin(async move {
-            let statuses: Vec<&str>;
-            let (sql, params) = match &listing {
-                Listing::Workflows(filter) => {
-                    statuses = filter.statuses.iter().map(|s| s.as_str()).collect();
-                    let param = &statuses as &(dyn tokio_postgres::types::ToSql + Sync);
-                    super::workflows_query(filter, (!statuses.is_empty()).then_some(param))
-                }
-                Listing::Templates(filter) => templates_query(filter),
-                Listing::Entries(filter) => entries_query(filter),
-                Listing::Pruned(filter) => super::retention::pruned_query(filter),
-                Listing::Decisions(filter) => super::decisions_query(filter),
-            };
-            let sql = crate::store::catalog::count_query(&sql);
+            let query = listing::of(Dialect::Postgres, WORKFLOW_COLUMNS, &listing).counted();
             let counted = self
-                .query(&sql, &params, |row| {
-                    row.try_get::<_, i64>(0).map_err(backend)
-                })
+                .listed(query, |row| row.try_get::<_, i64>(0).map_err(backend))
                 .await?;
             Ok(counted.first().copied().unwrap_or(0) as u64)
         })
@@ -343,9 +324,12 @@ impl Catalog for PostgresStore {
         filter: DecisionFilter,
     ) -> BoxFuture<'_, StoreResult<Vec<DecisionRow>>> {
         Box::pin(async move {
-            let (mut sql, params) = super::decisions_query(&filter);
-            page(&mut sql, filter.limit, filter.offset);
-            self.query(&sql, &params, super::rows::decision_row).await
+            let query = listing::decisions(Dialect::Postgres, &filter);
+            self.listed(
+                query.paged(filter.limit, filter.offset),
+                super::rows::decision_row,
+            )
+            .await
         })
     }
 
@@ -422,50 +406,4 @@ fn header_row(row: &Row) -> StoreResult<VaultHeader> {
         check: row.try_get(2).map_err(backend)?,
         created_at: row.try_get(3).map_err(backend)?,
     })
-}
-
-/// The query of `templates`, unpaged, and its parameters.
-fn templates_query(filter: &TemplateFilter) -> (String, Params<'_>) {
-    let mut sql = format!("SELECT {TEMPLATE_COLUMNS} FROM workflow_templates t WHERE TRUE");
-    let mut params: Params<'_> = Vec::new();
-    for (column, value) in [("name", &filter.name), ("agent_id", &filter.agent_id)] {
-        if let Some(value) = value {
-            params.push(value);
-            let _ = write!(sql, " AND {column} = ${}", params.len());
-        }
-    }
-    if filter.latest_only {
-        sql.push_str(
-            " AND version = (SELECT MAX(version) FROM workflow_templates u \
-             WHERE u.name = t.name)",
-        );
-    }
-    sql.push_str(" ORDER BY name, version DESC");
-    (sql, params)
-}
-
-/// The query of `find_entries`, unpaged, and its parameters.
-fn entries_query(filter: &EventFilter) -> (String, Params<'_>) {
-    let mut sql = String::from(
-        "SELECT workflow_id, seq, at, kind, event_type, step_id, version, payload \
-         FROM log_entries WHERE TRUE",
-    );
-    let mut params: Params<'_> = Vec::new();
-    for (column, op, value) in [
-        ("workflow_id", "=", &filter.workflow_id),
-        ("event_type", "=", &filter.event_type),
-        ("step_id", "=", &filter.step_id),
-        ("at", ">=", &filter.since),
-    ] {
-        if let Some(value) = value {
-            params.push(value);
-            let _ = write!(sql, " AND {column} {op} ${}", params.len());
-        }
-    }
-    sql.push_str(if filter.workflow_id.is_some() {
-        " ORDER BY seq"
-    } else {
-        " ORDER BY at DESC, workflow_id, seq DESC"
-    });
-    (sql, params)
 }

@@ -2,14 +2,12 @@
 //! store's statements, with the run's row locked while it is pruned so a
 //! commit from another daemon cannot land halfway.
 
-use std::fmt::Write as _;
-
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::rows::page;
-use super::{Params, PostgresStore, backend};
+use super::{PostgresStore, backend};
 use crate::store::blobs;
+use crate::store::listing::{self, Dialect};
 use crate::store::{
     Expiry, Prune, PrunedFilter, PrunedRow, StoreError, StoreResult, WorkflowStatus,
 };
@@ -61,9 +59,6 @@ const UNREFERRED_BLOB: &str = "DELETE FROM blobs WHERE hash = $1 \
          OR strpos(error, $1) > 0 OR strpos(context, $1) > 0) \
      AND NOT EXISTS (SELECT 1 FROM blobs b WHERE strpos(b.value, $1) > 0) \
      RETURNING value";
-
-const PRUNED_COLUMNS: &str = "id, name, template_name, template_version, status, agent_id, \
-     parent_workflow_id, created_at, completed_at, pruned_at, export";
 
 impl PostgresStore {
     /// The finished runs `expiry` lets go, oldest first.
@@ -136,24 +131,10 @@ impl PostgresStore {
 
     /// The tombstones `filter` names, most recently pruned first.
     pub(super) async fn pruned_runs(&self, filter: &PrunedFilter) -> StoreResult<Vec<PrunedRow>> {
-        let (mut sql, params) = pruned_query(filter);
-        page(&mut sql, filter.limit, filter.offset);
-        self.query(&sql, &params, pruned_row).await
+        let query = listing::pruned(Dialect::Postgres, filter);
+        self.listed(query.paged(filter.limit, filter.offset), pruned_row)
+            .await
     }
-}
-
-/// The query of the pruned runs `filter` names, unpaged, and its parameters.
-pub(super) fn pruned_query(filter: &PrunedFilter) -> (String, Params<'_>) {
-    let mut sql = format!("SELECT {PRUNED_COLUMNS} FROM pruned_runs WHERE TRUE");
-    let mut params: Params<'_> = Vec::new();
-    for (column, value) in [("id", &filter.id), ("template_name", &filter.template_name)] {
-        if let Some(value) = value {
-            params.push(value);
-            let _ = write!(sql, " AND {column} = ${}", params.len());
-        }
-    }
-    sql.push_str(" ORDER BY pruned_at DESC, id");
-    (sql, params)
 }
 
 fn pruned_row(row: &Row) -> StoreResult<PrunedRow> {

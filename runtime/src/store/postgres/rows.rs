@@ -1,7 +1,5 @@
 //! Reading rows into the store's types.
 
-use std::fmt::Write as _;
-
 use tokio_postgres::Row;
 
 use super::backend;
@@ -100,14 +98,4 @@ pub(super) fn decision_row(row: &Row) -> StoreResult<DecisionRow> {
         created_at: text(row, 12)?,
         resolved_at: maybe(row, 13)?,
     })
-}
-
-/// Appends `LIMIT`/`OFFSET`.
-pub(super) fn page(sql: &mut String, limit: Option<u32>, offset: u32) {
-    if let Some(limit) = limit {
-        let _ = write!(sql, " LIMIT {limit}");
-    }
-    if offset > 0 {
-        let _ = write!(sql, " OFFSET {offset}");
-    }
 }

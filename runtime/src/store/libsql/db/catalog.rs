@@ -1,17 +1,13 @@
 //! Templates, agents and cross-workflow queries on the libSQL connection.
 
-use std::fmt::Write as _;
-
 use libsql::{Row, Value};
 
-use super::{Db, backend, get, log_entry, push_page};
+use super::{Db, backend, get, listed, log_entry};
+use crate::store::listing::{self, Dialect, TEMPLATE_COLUMNS};
 use crate::store::{
-    AgentRow, EventFilter, FoundEntry, Listing, StoreHealth, StoreResult, TemplateDraft,
-    TemplateFilter, TemplateRow, WorkflowStatus,
+    AgentRow, EventFilter, FoundEntry, StoreHealth, StoreResult, TemplateDraft, TemplateFilter,
+    TemplateRow, WorkflowStatus,
 };
-
-const TEMPLATE_COLUMNS: &str = "name, version, description, definition, input_schema, \
-     output_schema, triggers, agent_id, created_at";
 
 impl Db {
     /// Stores `draft` as the next version of its name, in one statement.
@@ -55,34 +51,22 @@ impl Db {
 
     /// Templates by name, newest version first.
     pub fn templates(&self, filter: &TemplateFilter) -> StoreResult<Vec<TemplateRow>> {
-        let (mut sql, params) = templates_query(filter);
-        push_page(&mut sql, filter.limit, filter.offset);
+        let (sql, params) =
+            listed(listing::templates(Dialect::Sqlite, filter).paged(filter.limit, filter.offset));
         self.block(self.query_all(&sql, params, template_row))
     }
 
     /// Log entries across workflows: one workflow's in log order, else
     /// newest first.
     pub fn find_entries(&self, filter: &EventFilter) -> StoreResult<Vec<FoundEntry>> {
-        let (mut sql, params) = entries_query(filter);
-        push_page(&mut sql, filter.limit, filter.offset);
+        let (sql, params) =
+            listed(listing::entries(Dialect::Sqlite, filter).paged(filter.limit, filter.offset));
         self.block(self.query_all(&sql, params, |row| {
             Ok(FoundEntry {
                 workflow_id: get(row, 0)?,
                 entry: log_entry(row, 1)?,
             })
         }))
-    }
-
-    /// How many rows `listing` has, unpaged.
-    pub fn count(&self, listing: &Listing) -> StoreResult<u64> {
-        let (sql, params) = match listing {
-            Listing::Workflows(filter) => super::workflows_query(filter),
-            Listing::Templates(filter) => templates_query(filter),
-            Listing::Entries(filter) => entries_query(filter),
-            Listing::Pruned(filter) => super::retention::pruned_query(filter),
-            Listing::Decisions(filter) => super::decisions_query(filter),
-        };
-        self.count_of(&sql, params)
     }
 
     /// The agents, most recently seen first.
@@ -169,50 +153,4 @@ fn template_row(row: &Row) -> StoreResult<TemplateRow> {
         agent_id: get(row, 7)?,
         created_at: get(row, 8)?,
     })
-}
-
-/// The query of [`Db::templates`], unpaged, and its parameters.
-fn templates_query(filter: &TemplateFilter) -> (String, Vec<Value>) {
-    let mut sql = format!("SELECT {TEMPLATE_COLUMNS} FROM workflow_templates t WHERE 1 = 1");
-    let mut params: Vec<Value> = Vec::new();
-    for (column, value) in [("name", &filter.name), ("agent_id", &filter.agent_id)] {
-        if let Some(value) = value {
-            params.push(value.as_str().into());
-            let _ = write!(sql, " AND {column} = ?{}", params.len());
-        }
-    }
-    if filter.latest_only {
-        sql.push_str(
-            " AND version = (SELECT MAX(version) FROM workflow_templates u \
-             WHERE u.name = t.name)",
-        );
-    }
-    sql.push_str(" ORDER BY name, version DESC");
-    (sql, params)
-}
-
-/// The query of [`Db::find_entries`], unpaged, and its parameters.
-fn entries_query(filter: &EventFilter) -> (String, Vec<Value>) {
-    let mut sql = String::from(
-        "SELECT workflow_id, seq, at, kind, event_type, step_id, version, payload \
-         FROM log_entries WHERE 1 = 1",
-    );
-    let mut params: Vec<Value> = Vec::new();
-    for (column, op, value) in [
-        ("workflow_id", "=", &filter.workflow_id),
-        ("event_type", "=", &filter.event_type),
-        ("step_id", "=", &filter.step_id),
-        ("at", ">=", &filter.since),
-    ] {
-        if let Some(value) = value {
-            params.push(value.as_str().into());
-            let _ = write!(sql, " AND {column} {op} ?{}", params.len());
-        }
-    }
-    sql.push_str(if filter.workflow_id.is_some() {
-        " ORDER BY seq"
-    } else {
-        " ORDER BY at DESC, workflow_id, seq DESC"
-    });
-    (sql, params)
 }

@@ -1,8 +1,6 @@
 //! Reading columns into Rust values, and the parameters of the write path's
 //! statements.
 
-use std::fmt::Write as _;
-
 use libsql::{Row, Value};
 
 use super::{backend, seq};
@@ -183,17 +181,6 @@ pub(super) fn workflow_row(row: &Row) -> StoreResult<WorkflowRow> {
         completed_at: get(row, 16)?,
         updated_at: get(row, 17)?,
     })
-}
-
-/// Appends `LIMIT`/`OFFSET` (SQLite needs a `LIMIT` to take an `OFFSET`).
-pub(super) fn push_page(sql: &mut String, limit: Option<u32>, offset: u32) {
-    match (limit, offset) {
-        (None, 0) => {}
-        (limit, offset) => {
-            let limit = limit.map_or(-1, i64::from);
-            let _ = write!(sql, " LIMIT {limit} OFFSET {offset}");
-        }
-    }
 }
 
 /// The log entry in columns `first..first + 7` (`seq, at, kind, event_type,

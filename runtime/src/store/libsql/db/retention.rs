@@ -1,11 +1,10 @@
 //! Retention on the libSQL connection (spec/store.md, "Retention").
 
-use std::fmt::Write as _;
-
 use libsql::{Row, Value};
 
-use super::{Db, backend, get, push_page};
+use super::{Db, backend, get, listed};
 use crate::store::blobs;
+use crate::store::listing::{self, Dialect};
 use crate::store::{Expiry, Prune, PrunedFilter, PrunedRow, StoreResult};
 
 /// The finished runs an expiry lets go: `?1` ended before, `?2` kept per
@@ -51,9 +50,6 @@ const UNREFERRED_BLOB: &str = "DELETE FROM blobs WHERE hash = ?1 \
      AND NOT EXISTS (SELECT 1 FROM workflows WHERE instr(output, ?1) > 0 \
          OR instr(error, ?1) > 0 OR instr(context, ?1) > 0) \
      AND NOT EXISTS (SELECT 1 FROM blobs WHERE instr(value, ?1) > 0)";
-
-const PRUNED_COLUMNS: &str = "id, name, template_name, template_version, status, agent_id, \
-     parent_workflow_id, created_at, completed_at, pruned_at, export";
 
 impl Db {
     /// The finished runs `expiry` lets go, oldest first.
@@ -132,24 +128,10 @@ impl Db {
 
     /// The tombstones `filter` names, most recently pruned first.
     pub fn pruned(&self, filter: &PrunedFilter) -> StoreResult<Vec<PrunedRow>> {
-        let (mut sql, params) = pruned_query(filter);
-        push_page(&mut sql, filter.limit, filter.offset);
+        let (sql, params) =
+            listed(listing::pruned(Dialect::Sqlite, filter).paged(filter.limit, filter.offset));
         self.block(self.query_all(&sql, params, pruned_row))
     }
-}
-
-/// The query of [`Db::pruned`], unpaged, and its parameters.
-pub(super) fn pruned_query(filter: &PrunedFilter) -> (String, Vec<Value>) {
-    let mut sql = format!("SELECT {PRUNED_COLUMNS} FROM pruned_runs WHERE 1 = 1");
-    let mut params: Vec<Value> = Vec::new();
-    for (column, value) in [("id", &filter.id), ("template_name", &filter.template_name)] {
-        if let Some(value) = value {
-            params.push(value.as_str().into());
-            let _ = write!(sql, " AND {column} = ?{}", params.len());
-        }
-    }
-    sql.push_str(" ORDER BY pruned_at DESC, id");
-    (sql, params)
 }
 
 fn pruned_row(row: &Row) -> StoreResult<PrunedRow> {
