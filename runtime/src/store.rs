@@ -27,6 +27,7 @@ pub mod postgres;
 mod retention;
 #[cfg(feature = "libsql")]
 mod schema;
+mod sessions;
 #[cfg(any(feature = "libsql", feature = "postgres"))]
 mod slots;
 mod status;
@@ -39,6 +40,7 @@ pub use entry::{EntryKind, EventName, LogEntry, NewEntry};
 pub use flow::{Admission, Admitted, Debounced, PendingStart, RateCall, Slots, Standing};
 pub use notice::Notice;
 pub use retention::{Expiry, Prune, PrunedFilter, PrunedRow};
+pub use sessions::{SessionTurn, Sessions};
 pub use status::{DecisionStatus, WorkflowStatus};
 
 pub use catalog::{
@@ -502,9 +504,9 @@ pub enum Claim {
 ///
 /// Every timestamp argument and column is RFC 3339 UTC with milliseconds
 /// (`2026-11-29T10:30:00.000Z`), so text order is time order.
-pub trait EventStore: RunLog + Catalog + Slots {}
+pub trait EventStore: RunLog + Catalog + Slots + Sessions {}
 
-impl<T: RunLog + Catalog + Slots> EventStore for T {}
+impl<T: RunLog + Catalog + Slots + Sessions> EventStore for T {}
 
 /// The runs: their logs with the derived rows, leases, timers and inboxes.
 /// Several processes may share one: every write is checked against the

@@ -19,6 +19,7 @@ mod listings;
 #[cfg(feature = "postgres")]
 mod pg;
 mod retention;
+mod sessions;
 mod slots;
 mod waits;
 

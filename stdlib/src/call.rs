@@ -190,6 +190,19 @@ pub trait Services: Send + Sync {
     fn cancel_child<'a>(&'a self, _call: &'a Call, _index: usize) -> BoxFuture<'a, ()> {
         Box::pin(std::future::ready(()))
     }
+    /// The turns of agent session `session`, oldest first, as
+    /// [`Services::record_turn`] kept them (spec/agents.md, "Sessions").
+    fn session_turns<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Vec<Value>, String>>;
+    /// Records `turn` as `call`'s turn in `session`, replacing the one its
+    /// run and step recorded before (a re-run), and keeps the newest
+    /// `keep` turns of the session.
+    fn record_turn<'a>(
+        &'a self,
+        session: &'a str,
+        call: &'a Call,
+        turn: &'a Value,
+        keep: usize,
+    ) -> BoxFuture<'a, Result<(), String>>;
     /// Asks `ask` (its `effect` is the call's) as a decision of the run and
     /// waits for the chosen option; the default answers `ask.default` at
     /// once, for embeddings that cannot ask anyone.

@@ -299,6 +299,18 @@ mod tests {
         ) -> BoxFuture<'a, Result<Value, ActionError>> {
             Box::pin(std::future::ready(Ok(Value::Null)))
         }
+        fn session_turns<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Vec<Value>, String>> {
+            Box::pin(std::future::ready(Ok(Vec::new())))
+        }
+        fn record_turn<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a Call,
+            _: &'a Value,
+            _: usize,
+        ) -> BoxFuture<'a, Result<(), String>> {
+            Box::pin(std::future::ready(Ok(())))
+        }
     }
 
     /// A plugin providing the actions whose names start with its prefix.

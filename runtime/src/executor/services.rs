@@ -10,7 +10,10 @@ use opcode_vm::event::{Ask, Event};
 use serde_json::{Value, json};
 
 use super::{Delivery, ExecError, Inner, StartRequest, Until};
-use crate::store::WorkflowStatus;
+use crate::store::{SessionTurn, WorkflowStatus};
+
+/// Why a service is not given: the executor has stopped.
+const STOPPED: &str = "the executor has stopped";
 
 /// A `workflow.emit` event.
 #[derive(Debug, Clone, PartialEq)]
@@ -183,6 +186,45 @@ impl Services for RuntimeServices {
                 reason: format!("a sibling of `{}` failed", call.step),
             };
             let _ = inner.deliver(&id, cancel).await;
+        })
+    }
+
+    fn session_turns<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Vec<Value>, String>> {
+        Box::pin(async move {
+            let inner = self.inner.upgrade().ok_or(STOPPED)?;
+            let texts = inner
+                .store
+                .session_turns(session)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(texts
+                .iter()
+                .filter_map(|text| serde_json::from_str(text).ok())
+                .collect())
+        })
+    }
+
+    fn record_turn<'a>(
+        &'a self,
+        session: &'a str,
+        call: &'a Call,
+        turn: &'a Value,
+        keep: usize,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let inner = self.inner.upgrade().ok_or(STOPPED)?;
+            let turn = SessionTurn {
+                session: session.to_owned(),
+                workflow_id: call.run_id.clone(),
+                step: call.step.clone(),
+                turn: turn.to_string(),
+            };
+            let keep = u32::try_from(keep).unwrap_or(u32::MAX);
+            inner
+                .store
+                .record_turn(turn, keep)
+                .await
+                .map_err(|e| e.to_string())
         })
     }
 

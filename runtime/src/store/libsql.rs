@@ -23,9 +23,10 @@ use super::{
     Admission, Admitted, AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, Debounced,
     DecisionFilter, DecisionRow, DecisionStatus, Durability, EventFilter, Expiry, FoundEntry,
     InboxMessage, Listing, LogEntry, PendingStart, Prune, PrunedFilter, PrunedRow, RateCall,
-    RunLog, ScheduleAdvance, ScheduleRow, SecretRow, Slots, Source, Standing, StepDetail, StepRow,
-    StoreError, StoreHealth, StoreResult, TemplateDraft, TemplateFilter, TemplateRow, VaultHeader,
-    WorkflowFilter, WorkflowRow, WorkflowState, WorkflowStatus,
+    RunLog, ScheduleAdvance, ScheduleRow, SecretRow, SessionTurn, Sessions, Slots, Source,
+    Standing, StepDetail, StepRow, StoreError, StoreHealth, StoreResult, TemplateDraft,
+    TemplateFilter, TemplateRow, VaultHeader, WorkflowFilter, WorkflowRow, WorkflowState,
+    WorkflowStatus,
 };
 
 /// At most this many commits share one transaction.
@@ -488,6 +489,17 @@ impl Slots for LibsqlStore {
     fn forget_start<'a>(&'a self, start: &'a PendingStart) -> BoxFuture<'a, StoreResult<()>> {
         let start = start.clone();
         self.ask(move |db| db.forget_start(&start))
+    }
+}
+
+impl Sessions for LibsqlStore {
+    fn session_turns<'a>(&'a self, session: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>> {
+        let session = session.to_owned();
+        self.ask(move |db| db.session_turns(&session))
+    }
+
+    fn record_turn(&self, turn: SessionTurn, keep: u32) -> BoxFuture<'_, StoreResult<()>> {
+        self.ask(move |db| db.record_turn(&turn, keep))
     }
 }
 

@@ -4,6 +4,7 @@
 mod catalog;
 mod retention;
 mod run_log;
+mod sessions;
 mod slots;
 
 use std::collections::{BTreeMap, HashMap};
@@ -44,6 +45,8 @@ struct State {
     windows: BTreeMap<(String, u64), u64>,
     /// The runs debounced triggers will start, by template and key.
     pending: BTreeMap<(String, String), super::PendingStart>,
+    /// Agent sessions' turns, oldest first: run, step, turn.
+    sessions: BTreeMap<String, Vec<(String, String, String)>>,
     /// Why writes are refused, while they are (a full disk, for tests).
     refusing: Option<String>,
     /// Copies of the whole store after each commit, while they are kept.

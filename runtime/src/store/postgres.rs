@@ -13,6 +13,7 @@ mod listen;
 mod retention;
 mod rows;
 mod schema;
+mod sessions;
 mod slots;
 
 use std::time::Duration;

@@ -18,10 +18,24 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (11, "rate windows", V11),
     (12, "pending starts", V12),
     (13, "folded entries", V13),
+    (14, "session turns", V14),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 13;
+pub const LATEST: i64 = 14;
+
+/// Agent sessions' turns (spec/agents.md, "Sessions"), in order by `n`.
+const V14: &str = "
+CREATE TABLE session_turns (
+    session TEXT NOT NULL,
+    workflow_id TEXT NOT NULL,
+    step TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    turn TEXT NOT NULL,
+    PRIMARY KEY (session, workflow_id, step)
+) WITHOUT ROWID;
+CREATE INDEX session_turns_in_order ON session_turns (session, n);
+";
 
 /// Every log entry, a commit's several entries kept in one row unfolded
 /// (`store/folded.rs`, decision 0050): what queries across runs filter.

@@ -14,7 +14,7 @@ use super::entry::Entry;
 use super::home::CallDir;
 use super::permission::Permissions;
 use super::role::Role;
-use super::session::Session;
+use super::session::{Prefix, Session};
 use super::snapshot::Snapshot;
 use super::task::{self, Budget, Task};
 use super::transcript::{self, Transcript};
@@ -62,7 +62,10 @@ pub async fn run(
     )?;
     let scratch = (role == Role::Runner).then(|| dir.scratch());
     let session = Session::of(&call.params, call.session.as_deref(), &agents.sessions)?;
-    let prefix = session.as_ref().map(Session::prefix).unwrap_or_default();
+    let prefix = match &session {
+        Some(session) => session.prefix(services).await,
+        None => Prefix::default(),
+    };
     let task = task::build(
         call,
         role,
@@ -178,7 +181,7 @@ pub async fn run(
         );
     }
     if let Some(session) = &session {
-        remember(session, call, role, &result, observed.compacted()).await;
+        remember(session, services, call, role, &result, observed.compacted()).await;
     }
     Ok(result)
 }
@@ -187,6 +190,7 @@ pub async fn run(
 /// that cannot be written loses the turn, not the call.
 async fn remember(
     session: &Session,
+    services: &dyn Services,
     call: &Call,
     role: Role,
     result: &Value,
@@ -202,8 +206,14 @@ async fn remember(
     if let Some(compacted) = compacted {
         turn["compacted"] = json!(mask(compacted));
     }
-    let (session, run, step) = (session.clone(), call.run_id.clone(), call.step.clone());
-    let _ = tokio::task::spawn_blocking(move || session.record(&run, &step, turn)).await;
+    if let Err(e) = session.record(services, call, &turn).await {
+        services.log(
+            call,
+            "warn",
+            "the agent's turn was not kept in its session",
+            &json!({"session": session.id(), "error": e}),
+        );
+    }
 }
 
 /// The sandbox policy of a role: the step's block with the role's

@@ -1,16 +1,17 @@
 //! Session memory (spec/agents.md, "Sessions"): the turns of the
-//! `agent.*` steps that named the same `session`, kept in one file per
-//! session, given to the next turn as a bounded context prefix.
+//! `agent.*` steps that named the same `session`, kept in the store (the
+//! embedding's [`Services`]) so that every daemon sharing it gives the
+//! same memory, given to the next turn as a bounded context prefix. A
+//! session file an earlier build kept on the host is read until the
+//! session's next turn, which carries its turns into the store.
 
 use std::fmt::Write as _;
-use std::fs::File;
-use std::io::Write as _;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::{Flock, FlockArg};
 use opcode_vm::error::ActionError;
 use serde_json::{Value, json};
+
+use crate::call::{Call, Services};
 
 /// Turns given in full unless the step says (`history`).
 pub const DEFAULT_TURNS: i64 = 10;
@@ -39,6 +40,7 @@ pub fn valid_name(id: &str) -> bool {
 #[derive(Debug, Clone)]
 pub struct Session {
     id: String,
+    /// Where an earlier build kept its turns.
     file: PathBuf,
     turns: usize,
 }
@@ -56,7 +58,8 @@ pub struct Prefix {
 
 impl Session {
     /// The session a call belongs to (its `session` parameter, else its
-    /// run's session) with its `history`, kept under `dir`.
+    /// run's session) with its `history`; `dir` is where an earlier build
+    /// kept session files.
     pub fn of(
         params: &Value,
         run_session: Option<&str>,
@@ -96,9 +99,10 @@ impl Session {
     }
 
     /// The prefix of the next turn: the last turns in full, the older
-    /// ones compacted, within [`MAX_PREFIX`].
-    pub fn prefix(&self) -> Prefix {
-        let turns = self.read();
+    /// ones compacted, within [`MAX_PREFIX`]. A session the store cannot
+    /// read gives no prefix (the call goes on without its memory).
+    pub async fn prefix(&self, services: &dyn Services) -> Prefix {
+        let turns = self.turns(services).await.unwrap_or_default();
         if turns.is_empty() {
             return Prefix::default();
         }
@@ -147,41 +151,43 @@ impl Session {
         }
     }
 
-    /// Records the turn of `run`'s `step` (replacing one it recorded
-    /// before, on a re-run), under the session file's lock.
-    pub fn record(&self, run: &str, step: &str, turn: Value) -> Result<(), String> {
-        let dir = self.file.parent().unwrap_or(Path::new("."));
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| e.to_string())?;
-        let lock =
-            File::create(dir.join(format!(".{}.lock", self.id))).map_err(|e| e.to_string())?;
-        let _held = Flock::lock(lock, FlockArg::LockExclusive).map_err(|(_, e)| e.to_string())?;
-        let mut turns: Vec<Value> = self
-            .read()
-            .into_iter()
-            .filter(|t| !(t["run_id"] == run && t["step"] == step))
-            .collect();
-        let mut turn = turn;
-        turn["run_id"] = json!(run);
-        turn["step"] = json!(step);
-        turns.push(turn);
-        let kept = turns.len().saturating_sub(MAX_KEPT);
-        let text = turns[kept..].iter().fold(String::new(), |mut text, t| {
-            let _ = writeln!(text, "{t}");
-            text
-        });
-        let temporary = self.file.with_extension("jsonl.new");
-        let mut out = File::create(&temporary).map_err(|e| e.to_string())?;
-        out.write_all(text.as_bytes())
-            .and_then(|()| out.sync_all())
-            .map_err(|e| e.to_string())?;
-        std::fs::rename(&temporary, &self.file).map_err(|e| e.to_string())
+    /// Records `turn` as `call`'s (replacing the one its run and step
+    /// recorded before, on a re-run). The first turn recorded of a session
+    /// an earlier build kept in a file carries the file's turns over first.
+    pub async fn record(
+        &self,
+        services: &dyn Services,
+        call: &Call,
+        turn: &Value,
+    ) -> Result<(), String> {
+        if services.session_turns(&self.id).await?.is_empty() {
+            for old in self.filed() {
+                let mut from = call.clone();
+                from.run_id = old["run_id"].as_str().unwrap_or_default().to_owned();
+                from.step = old["step"].as_str().unwrap_or_default().to_owned();
+                services
+                    .record_turn(&self.id, &from, &old, MAX_KEPT)
+                    .await?;
+            }
+        }
+        let mut turn = turn.clone();
+        turn["run_id"] = json!(call.run_id);
+        turn["step"] = json!(call.step);
+        services.record_turn(&self.id, call, &turn, MAX_KEPT).await
     }
 
-    fn read(&self) -> Vec<Value> {
+    /// The session's turns: the store's, else an earlier build's file's.
+    async fn turns(&self, services: &dyn Services) -> Result<Vec<Value>, String> {
+        let stored = services.session_turns(&self.id).await?;
+        Ok(if stored.is_empty() {
+            self.filed()
+        } else {
+            stored
+        })
+    }
+
+    /// The turns an earlier build kept in the session's file, if it did.
+    fn filed(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.file)
             .unwrap_or_default()
             .lines()
@@ -208,27 +214,103 @@ fn cut(text: &str, most: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::sync::Mutex;
 
-    #[test]
-    fn recent_turns_in_full_older_ones_compacted_a_rerun_replaced() {
+    use opcode_vm::event::Ask;
+
+    use super::*;
+    use crate::call::{BoxFuture, Child};
+
+    /// Services keeping sessions' turns in memory, as a store would.
+    #[derive(Default)]
+    struct Turns(Mutex<Vec<(String, String, String, Value)>>);
+
+    impl Services for Turns {
+        fn log(&self, _: &Call, _: &str, _: &str, _: &Value) {}
+        fn emit(&self, _: &Call, _: &str, _: &Value) {}
+        fn notify(&self, _: &Call, _: &str, _: &Value) -> Value {
+            Value::Null
+        }
+        fn context_of<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Option<Value>> {
+            Box::pin(std::future::ready(None))
+        }
+        fn run_child<'a>(
+            &'a self,
+            _: &'a Call,
+            _: Child<'a>,
+        ) -> BoxFuture<'a, Result<Value, ActionError>> {
+            Box::pin(std::future::ready(Ok(Value::Null)))
+        }
+        fn session_turns<'a>(
+            &'a self,
+            session: &'a str,
+        ) -> BoxFuture<'a, Result<Vec<Value>, String>> {
+            let turns = self.0.lock().unwrap();
+            let of: Vec<Value> = turns
+                .iter()
+                .filter(|t| t.0 == session)
+                .map(|t| t.3.clone())
+                .collect();
+            Box::pin(std::future::ready(Ok(of)))
+        }
+        fn record_turn<'a>(
+            &'a self,
+            session: &'a str,
+            call: &'a Call,
+            turn: &'a Value,
+            keep: usize,
+        ) -> BoxFuture<'a, Result<(), String>> {
+            let mut turns = self.0.lock().unwrap();
+            turns.retain(|t| !(t.0 == session && t.1 == call.run_id && t.2 == call.step));
+            turns.push((
+                session.into(),
+                call.run_id.clone(),
+                call.step.clone(),
+                turn.clone(),
+            ));
+            let mine = turns.iter().filter(|t| t.0 == session).count();
+            let mut past = mine.saturating_sub(keep);
+            turns.retain(|t| {
+                let gone = past > 0 && t.0 == session;
+                past -= usize::from(gone);
+                !gone
+            });
+            Box::pin(std::future::ready(Ok(())))
+        }
+        fn ask<'a>(&'a self, _: &'a Call, ask: Ask) -> BoxFuture<'a, String> {
+            Box::pin(std::future::ready(ask.default))
+        }
+    }
+
+    fn call(run: &str) -> Call {
+        Call {
+            run_id: run.into(),
+            step: "fix".into(),
+            ..Call::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn recent_turns_in_full_older_ones_compacted_a_rerun_replaced() {
         let dir = tempfile::tempdir().unwrap();
+        let services = Turns::default();
         let params = json!({"session": "s1", "history": 2});
         let session = Session::of(&params, None, dir.path()).unwrap().unwrap();
-        assert_eq!(session.prefix(), Prefix::default());
+        assert_eq!(session.prefix(&services).await, Prefix::default());
         for n in 1..=3 {
             let turn = json!({"role": "worker", "prompt": format!("task {n}"), "summary": format!("did {n}. More words.")});
-            session.record(&format!("r{n}"), "fix", turn).unwrap();
+            session
+                .record(&services, &call(&format!("r{n}")), &turn)
+                .await
+                .unwrap();
         }
         // The second run's step ran again: its turn is replaced.
+        let again = json!({"role": "worker", "prompt": "task 2", "summary": "did 2 again"});
         session
-            .record(
-                "r2",
-                "fix",
-                json!({"role": "worker", "prompt": "task 2", "summary": "did 2 again"}),
-            )
+            .record(&services, &call("r2"), &again)
+            .await
             .unwrap();
-        let prefix = session.prefix();
+        let prefix = session.prefix(&services).await;
         assert_eq!((prefix.turns, prefix.compacted), (2, true));
         assert!(
             prefix
@@ -262,5 +344,34 @@ mod tests {
         let step = Session::of(&json!({"session": "mine"}), Some("chat-1"), dir.path()).unwrap();
         assert_eq!(step.unwrap().id(), "mine", "the step's own session first");
         assert!(Session::of(&json!({}), None, dir.path()).unwrap().is_none());
+    }
+
+    /// A session an earlier build kept in a file is read from it, and its
+    /// turns go to the store with the session's next turn.
+    #[tokio::test]
+    async fn a_session_file_of_an_earlier_build_carries_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = [
+            json!({"role": "scout", "prompt": "look", "summary": "looked.", "run_id": "r0", "step": "scan"}),
+            json!({"role": "worker", "prompt": "fix", "summary": "fixed.", "run_id": "r1", "step": "fix"}),
+        ];
+        let text = old.iter().fold(String::new(), |mut text, t| {
+            let _ = writeln!(text, "{t}");
+            text
+        });
+        std::fs::write(dir.path().join("kept.jsonl"), text).unwrap();
+        let services = Turns::default();
+        let session = Session::of(&json!({"session": "kept"}), None, dir.path())
+            .unwrap()
+            .unwrap();
+        assert_eq!(session.prefix(&services).await.turns, 2);
+        let turn = json!({"role": "worker", "prompt": "more", "summary": "more done."});
+        session.record(&services, &call("r2"), &turn).await.unwrap();
+        let stored = services.session_turns("kept").await.unwrap();
+        let runs: Vec<&str> = stored.iter().filter_map(|t| t["run_id"].as_str()).collect();
+        assert_eq!(runs, ["r0", "r1", "r2"]);
+        // The store is the truth from now on: the file is not read again.
+        std::fs::remove_file(dir.path().join("kept.jsonl")).unwrap();
+        assert_eq!(session.prefix(&services).await.turns, 3);
     }
 }

@@ -15,6 +15,7 @@ mod leases;
 mod migrate;
 mod retention;
 mod schedules;
+mod sessions;
 mod slots;
 mod vault;
 

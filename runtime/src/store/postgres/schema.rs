@@ -15,10 +15,24 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (7, "rate windows", V7),
     (8, "pending starts", V8),
     (9, "folded entries", V9),
+    (10, "session turns", V10),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 9;
+pub const LATEST: i64 = 10;
+
+/// Agent sessions' turns (spec/agents.md, "Sessions"), in order by `n`.
+const V10: &str = "
+CREATE TABLE session_turns (
+    session TEXT NOT NULL,
+    workflow_id TEXT NOT NULL,
+    step TEXT NOT NULL,
+    n BIGINT NOT NULL,
+    turn TEXT NOT NULL,
+    PRIMARY KEY (session, workflow_id, step)
+);
+CREATE INDEX session_turns_in_order ON session_turns (session, n);
+";
 
 /// Every log entry, a commit's several entries kept in one row unfolded
 /// (`store/folded.rs`, decision 0050): what queries across runs filter.
