@@ -12,6 +12,7 @@
 pub mod blobs;
 mod catalog;
 pub mod commit;
+mod delegated;
 mod entry;
 mod flow;
 #[cfg(any(feature = "libsql", feature = "postgres"))]
@@ -27,7 +28,6 @@ pub mod postgres;
 mod retention;
 #[cfg(feature = "libsql")]
 mod schema;
-mod sessions;
 #[cfg(any(feature = "libsql", feature = "postgres"))]
 mod slots;
 mod status;
@@ -36,11 +36,11 @@ mod status;
 #[cfg(feature = "libsql")]
 pub use schema::LATEST as SCHEMA_VERSION;
 
+pub use delegated::{SessionTurn, Sessions, Transcript, Transcripts};
 pub use entry::{EntryKind, EventName, LogEntry, NewEntry};
 pub use flow::{Admission, Admitted, Debounced, PendingStart, RateCall, Slots, Standing};
 pub use notice::Notice;
 pub use retention::{Expiry, Prune, PrunedFilter, PrunedRow};
-pub use sessions::{SessionTurn, Sessions};
 pub use status::{DecisionStatus, WorkflowStatus};
 
 pub use catalog::{
@@ -504,9 +504,9 @@ pub enum Claim {
 ///
 /// Every timestamp argument and column is RFC 3339 UTC with milliseconds
 /// (`2026-11-29T10:30:00.000Z`), so text order is time order.
-pub trait EventStore: RunLog + Catalog + Slots + Sessions {}
+pub trait EventStore: RunLog + Catalog + Slots + Sessions + Transcripts {}
 
-impl<T: RunLog + Catalog + Slots + Sessions> EventStore for T {}
+impl<T: RunLog + Catalog + Slots + Sessions + Transcripts> EventStore for T {}
 
 /// The runs: their logs with the derived rows, leases, timers and inboxes.
 /// Several processes may share one: every write is checked against the

@@ -12,6 +12,7 @@ use opcode_runtime::store::{
     TemplateFilter, WorkflowFilter, WorkflowState, WorkflowStatus, WorkflowUpdate,
 };
 
+mod delegated;
 mod folded;
 mod groups;
 mod leases;
@@ -19,7 +20,6 @@ mod listings;
 #[cfg(feature = "postgres")]
 mod pg;
 mod retention;
-mod sessions;
 mod slots;
 mod waits;
 

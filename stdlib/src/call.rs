@@ -203,6 +203,14 @@ pub trait Services: Send + Sync {
         turn: &'a Value,
         keep: usize,
     ) -> BoxFuture<'a, Result<(), String>>;
+    /// Keeps the whole transcript of `call`'s `attempt` once the call has
+    /// ended, replacing one kept for that attempt before.
+    fn keep_transcript<'a>(
+        &'a self,
+        call: &'a Call,
+        attempt: u32,
+        text: String,
+    ) -> BoxFuture<'a, Result<(), String>>;
     /// Asks `ask` (its `effect` is the call's) as a decision of the run and
     /// waits for the chosen option; the default answers `ask.default` at
     /// once, for embeddings that cannot ask anyone.

@@ -311,6 +311,14 @@ mod tests {
         ) -> BoxFuture<'a, Result<(), String>> {
             Box::pin(std::future::ready(Ok(())))
         }
+        fn keep_transcript<'a>(
+            &'a self,
+            _: &'a Call,
+            _: u32,
+            _: String,
+        ) -> BoxFuture<'a, Result<(), String>> {
+            Box::pin(std::future::ready(Ok(())))
+        }
     }
 
     /// A plugin providing the actions whose names start with its prefix.

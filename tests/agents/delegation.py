@@ -216,11 +216,16 @@ def main(binary):
                 transcript = done.get("transcript", {})
                 expect.that(transcript.get("lines", 0) > 3 and os.path.isfile(transcript.get("path", "")),
                             f"no transcript file: {transcript}")
+                expect.that(transcript.get("kept") is True, f"the transcript is kept in the store: {transcript}")
                 expect.that(done.get("steps", 0) >= 4 and done.get("tokens", {}).get("input", 0) >= 400,
                             f"steps and tokens: {done}")
                 served = read(daemon, f"opcode://runs/{worker['workflow_id']}/steps/fix/transcript")
                 expect.that(served == open(transcript["path"]).read() and "echo built" in served,
                             f"the transcript resource: {served[:300]}")
+                # The store's copy serves it: any daemon sharing the database, with no file.
+                os.remove(transcript["path"])
+                again = read(daemon, f"opcode://runs/{worker['workflow_id']}/steps/fix/transcript")
+                expect.that(again == served, f"the transcript from the store: {again[:300]}")
                 expect.section("a worker edits the workspace, not .git; the result says what changed, from a snapshot; "
                                "its transcript is a resource")
 

@@ -10,7 +10,7 @@ use opcode_vm::event::{Ask, Event};
 use serde_json::{Value, json};
 
 use super::{Delivery, ExecError, Inner, StartRequest, Until};
-use crate::store::{SessionTurn, WorkflowStatus};
+use crate::store::{SessionTurn, Transcript, WorkflowStatus};
 
 /// Why a service is not given: the executor has stopped.
 const STOPPED: &str = "the executor has stopped";
@@ -223,6 +223,28 @@ impl Services for RuntimeServices {
             inner
                 .store
                 .record_turn(turn, keep)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn keep_transcript<'a>(
+        &'a self,
+        call: &'a Call,
+        attempt: u32,
+        text: String,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let inner = self.inner.upgrade().ok_or(STOPPED)?;
+            let transcript = Transcript {
+                workflow_id: call.run_id.clone(),
+                step: call.step.clone(),
+                attempt,
+                text,
+            };
+            inner
+                .store
+                .keep_transcript(transcript)
                 .await
                 .map_err(|e| e.to_string())
         })

@@ -25,8 +25,8 @@ use super::{
     InboxMessage, Listing, LogEntry, PendingStart, Prune, PrunedFilter, PrunedRow, RateCall,
     RunLog, ScheduleAdvance, ScheduleRow, SecretRow, SessionTurn, Sessions, Slots, Source,
     Standing, StepDetail, StepRow, StoreError, StoreHealth, StoreResult, TemplateDraft,
-    TemplateFilter, TemplateRow, VaultHeader, WorkflowFilter, WorkflowRow, WorkflowState,
-    WorkflowStatus,
+    TemplateFilter, TemplateRow, Transcript, Transcripts, VaultHeader, WorkflowFilter, WorkflowRow,
+    WorkflowState, WorkflowStatus,
 };
 
 /// At most this many commits share one transaction.
@@ -500,6 +500,22 @@ impl Sessions for LibsqlStore {
 
     fn record_turn(&self, turn: SessionTurn, keep: u32) -> BoxFuture<'_, StoreResult<()>> {
         self.ask(move |db| db.record_turn(&turn, keep))
+    }
+}
+
+impl Transcripts for LibsqlStore {
+    fn keep_transcript(&self, transcript: Transcript) -> BoxFuture<'_, StoreResult<()>> {
+        self.ask(move |db| db.keep_transcript(&transcript))
+    }
+
+    fn transcript<'a>(
+        &'a self,
+        workflow_id: &'a str,
+        step: &'a str,
+        attempt: u32,
+    ) -> BoxFuture<'a, StoreResult<Option<String>>> {
+        let (id, step) = (workflow_id.to_owned(), step.to_owned());
+        self.ask(move |db| db.transcript(&id, &step, attempt))
     }
 }
 

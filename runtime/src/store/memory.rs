@@ -2,9 +2,9 @@
 //! store, nothing persisted.
 
 mod catalog;
+mod delegated;
 mod retention;
 mod run_log;
-mod sessions;
 mod slots;
 
 use std::collections::{BTreeMap, HashMap};
@@ -45,6 +45,8 @@ struct State {
     windows: BTreeMap<(String, u64), u64>,
     /// The runs debounced triggers will start, by template and key.
     pending: BTreeMap<(String, String), super::PendingStart>,
+    /// Calls' transcripts, by run, step and attempt.
+    transcripts: BTreeMap<(String, String, u32), String>,
     /// Agent sessions' turns, oldest first: run, step, turn.
     sessions: BTreeMap<String, Vec<(String, String, String)>>,
     /// Why writes are refused, while they are (a full disk, for tests).

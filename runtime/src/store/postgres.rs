@@ -9,11 +9,11 @@ mod catalog;
 mod commit;
 mod committer;
 mod connect;
+mod delegated;
 mod listen;
 mod retention;
 mod rows;
 mod schema;
-mod sessions;
 mod slots;
 
 use std::time::Duration;

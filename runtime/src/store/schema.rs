@@ -18,13 +18,14 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (11, "rate windows", V11),
     (12, "pending starts", V12),
     (13, "folded entries", V13),
-    (14, "session turns", V14),
+    (14, "sessions and transcripts", V14),
 ];
 
 /// The newest schema version this build knows.
 pub const LATEST: i64 = 14;
 
-/// Agent sessions' turns (spec/agents.md, "Sessions"), in order by `n`.
+/// Agent sessions' turns (spec/agents.md, "Sessions"), in order by `n`,
+/// and calls' transcripts, deleted with their run.
 const V14: &str = "
 CREATE TABLE session_turns (
     session TEXT NOT NULL,
@@ -35,6 +36,13 @@ CREATE TABLE session_turns (
     PRIMARY KEY (session, workflow_id, step)
 ) WITHOUT ROWID;
 CREATE INDEX session_turns_in_order ON session_turns (session, n);
+CREATE TABLE transcripts (
+    workflow_id TEXT NOT NULL,
+    step TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    PRIMARY KEY (workflow_id, step, attempt)
+) WITHOUT ROWID;
 ";
 
 /// Every log entry, a commit's several entries kept in one row unfolded

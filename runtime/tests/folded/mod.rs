@@ -124,7 +124,8 @@ fn a_log_written_a_row_an_entry_reads_on_after_the_upgrade() {
         let db = libsql::Builder::new_local(&path).build().await.unwrap();
         let conn = db.connect().unwrap();
         conn.execute_batch(
-            "DROP VIEW log_entries; DELETE FROM schema_version WHERE version >= 13;
+            "DROP VIEW log_entries; DROP TABLE session_turns; DROP TABLE transcripts;
+             DELETE FROM schema_version WHERE version >= 13;
              INSERT INTO workflows (id, name, source_hash, input_params, created_at, status,
                  last_seq, updated_at)
              VALUES ('old', 'wf', 'h', '{}', '2026-01-01T00:00:00.000Z', 'active', 3,

@@ -3,7 +3,7 @@
 
 use opcode_runtime::store::{
     Commit, DecisionChange, DecisionRow, EventStore, Expiry, Listing, NewEntry, Prune,
-    PrunedFilter, StepRow, StepStatus, WorkflowStatus,
+    PrunedFilter, StepRow, StepStatus, Transcript, WorkflowStatus,
 };
 
 use super::{at, block_on, create, entry, stores};
@@ -111,6 +111,15 @@ fn pruning_deletes_a_finished_run_whole_and_leaves_a_tombstone() {
             store.commit(more).await.unwrap();
             store.send("done", "{}".into(), at(11)).await.unwrap();
             store.commit(create("running")).await.unwrap();
+            for run in ["done", "running"] {
+                let kept = Transcript {
+                    workflow_id: run.into(),
+                    step: "fix".into(),
+                    attempt: 1,
+                    text: "{}\n".into(),
+                };
+                store.keep_transcript(kept).await.unwrap();
+            }
             let runs = vec![
                 Prune {
                     id: "done".into(),
@@ -127,6 +136,9 @@ fn pruning_deletes_a_finished_run_whole_and_leaves_a_tombstone() {
             ];
             let deleted = store.prune(runs, at(50)).await.unwrap();
             assert_eq!(deleted, ["done"], "{name}: only what has ended goes");
+            let transcript = |run| store.transcript(run, "fix", 1);
+            assert_eq!(transcript("done").await.unwrap(), None, "{name}");
+            assert!(transcript("running").await.unwrap().is_some(), "{name}");
             assert!(store.workflow("done").await.unwrap().is_none(), "{name}");
             assert!(
                 store.entries("done", 0, false).await.unwrap().is_empty(),

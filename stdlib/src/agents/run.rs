@@ -148,8 +148,11 @@ pub async fn run(
         "max_steps": budget.max_steps,
         "duration_ms": started.elapsed().as_millis() as u64,
         "exit_code": exit_code,
-        "transcript": transcript.finish().await,
     });
+    let mut reference = transcript.finish().await;
+    let attempt = attempt.parse().unwrap_or(1);
+    transcript::keep(&mut reference, services, call, attempt).await;
+    result["transcript"] = reference;
     if let Some(out) = result.as_object_mut() {
         out.extend(observed.fields(report.as_ref(), role == Role::Runner));
         if before.cut || after.cut {

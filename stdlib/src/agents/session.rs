@@ -277,6 +277,14 @@ mod tests {
             });
             Box::pin(std::future::ready(Ok(())))
         }
+        fn keep_transcript<'a>(
+            &'a self,
+            _: &'a Call,
+            _: u32,
+            _: String,
+        ) -> BoxFuture<'a, Result<(), String>> {
+            Box::pin(std::future::ready(Ok(())))
+        }
         fn ask<'a>(&'a self, _: &'a Call, ask: Ask) -> BoxFuture<'a, String> {
             Box::pin(std::future::ready(ask.default))
         }

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use crate::actions::crypto::hex;
+use crate::call::{Call, Services};
 
 /// The most bytes a transcript keeps.
 pub const MAX_BYTES: u64 = 128 << 20;
@@ -110,6 +111,30 @@ impl Transcript {
             "stored": stored,
         })
     }
+}
+
+/// Keeps the transcript `reference` names (what [`Transcript::finish`]
+/// gave) in the store through `services`, so that any daemon sharing it
+/// serves it; says so in the reference (`kept`). A transcript that cannot
+/// be kept stays in its file on this host.
+pub async fn keep(reference: &mut Value, services: &dyn Services, call: &Call, attempt: u32) {
+    let text = match reference["path"].as_str() {
+        Some(path) if reference["stored"] == true => tokio::fs::read_to_string(path).await,
+        _ => return,
+    };
+    let kept = match text {
+        Ok(text) => services.keep_transcript(call, attempt, text).await,
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = &kept {
+        services.log(
+            call,
+            "warn",
+            "the agent's transcript was not kept in the store",
+            &json!({"error": e}),
+        );
+    }
+    reference["kept"] = json!(kept.is_ok());
 }
 
 /// Tries of one call whose transcripts are kept apart.

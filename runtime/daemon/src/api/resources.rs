@@ -223,9 +223,10 @@ impl Api {
         Ok(out)
     }
 
-    /// The transcript of the last attempt of `step` of run `id`: the file
-    /// the agent's call wrote, named from the run, step and attempt (never
-    /// from a path a step's output holds).
+    /// The transcript of the last attempt of `step` of run `id`: as the
+    /// store keeps it once the call has ended (whichever daemon ran it),
+    /// else the file the call is writing on this host, named from the run,
+    /// step and attempt (never from a path a step's output holds).
     async fn transcript(&self, id: &str, step: &str) -> Result<String, ToolError> {
         let missing = || {
             ToolError::new(
@@ -238,6 +239,9 @@ impl Api {
             .iter()
             .find(|s| s.step_id == step)
             .ok_or_else(missing)?;
+        if let Some(text) = self.store().transcript(id, step, row.attempt).await? {
+            return Ok(text);
+        }
         let file = self.exec.agents().transcript_of(id, step, row.attempt);
         tokio::fs::read_to_string(&file)
             .await

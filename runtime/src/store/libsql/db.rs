@@ -11,11 +11,11 @@ use libsql::{Connection, Row, Rows, Statement, Value};
 
 mod catalog;
 mod columns;
+mod delegated;
 mod leases;
 mod migrate;
 mod retention;
 mod schedules;
-mod sessions;
 mod slots;
 mod vault;
 

@@ -67,6 +67,8 @@ impl State {
             let id = run.id;
             self.workflows.remove(&id);
             self.entries.remove(&id);
+            self.transcripts
+                .retain(|(workflow, _, _), _| workflow != &id);
             self.steps.remove(&id);
             self.timers.remove(&id);
             self.leases.remove(&id);

@@ -47,6 +47,7 @@ const RUN_TABLES: &[(&str, &str)] = &[
     ("pending_decisions", "workflow_id"),
     ("timers", "workflow_id"),
     ("inbox", "workflow_id"),
+    ("transcripts", "workflow_id"),
     ("workflows", "id"),
 ];
 

@@ -15,13 +15,14 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (7, "rate windows", V7),
     (8, "pending starts", V8),
     (9, "folded entries", V9),
-    (10, "session turns", V10),
+    (10, "sessions and transcripts", V10),
 ];
 
 /// The newest schema version this build knows.
 pub const LATEST: i64 = 10;
 
-/// Agent sessions' turns (spec/agents.md, "Sessions"), in order by `n`.
+/// Agent sessions' turns (spec/agents.md, "Sessions"), in order by `n`,
+/// and calls' transcripts, deleted with their run.
 const V10: &str = "
 CREATE TABLE session_turns (
     session TEXT NOT NULL,
@@ -32,6 +33,13 @@ CREATE TABLE session_turns (
     PRIMARY KEY (session, workflow_id, step)
 );
 CREATE INDEX session_turns_in_order ON session_turns (session, n);
+CREATE TABLE transcripts (
+    workflow_id TEXT NOT NULL,
+    step TEXT NOT NULL,
+    attempt BIGINT NOT NULL,
+    text TEXT NOT NULL,
+    PRIMARY KEY (workflow_id, step, attempt)
+);
 ";
 
 /// Every log entry, a commit's several entries kept in one row unfolded

@@ -39,6 +39,7 @@ const RUN_TABLES: &[(&str, &str)] = &[
     ("pending_decisions", "workflow_id"),
     ("timers", "workflow_id"),
     ("inbox", "workflow_id"),
+    ("transcripts", "workflow_id"),
     ("workflow_context", "workflow_id"),
     ("workflows", "id"),
 ];

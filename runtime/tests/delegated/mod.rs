@@ -1,8 +1,9 @@
-//! Agent sessions' turns on every backend (spec/agents.md, "Sessions"):
-//! in the order they were taken, a re-run's turn replacing its first, the
-//! oldest let go past the bound, each session its own.
+//! What delegated agents' calls leave, on every backend (spec/agents.md):
+//! sessions' turns in the order they were taken, a re-run's turn replacing
+//! its first, the oldest let go past the bound, each session its own; and
+//! calls' transcripts, a call made again replacing its attempt's.
 
-use opcode_runtime::store::SessionTurn;
+use opcode_runtime::store::{SessionTurn, Transcript};
 
 use super::{block_on, stores};
 
@@ -57,6 +58,33 @@ fn turns_keep_their_order_a_rerun_replaces_its_turn_and_the_oldest_go() {
             );
             assert_eq!(store.session_turns("other").await.unwrap().len(), 1);
             assert!(store.session_turns("none").await.unwrap().is_empty());
+        });
+    }
+}
+
+#[test]
+fn a_transcript_is_kept_by_run_step_and_attempt() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            let kept = |attempt, text: &str| Transcript {
+                workflow_id: "r1".into(),
+                step: "fix[0]".into(),
+                attempt,
+                text: text.into(),
+            };
+            store.keep_transcript(kept(1, "first\n")).await.unwrap();
+            store.keep_transcript(kept(2, "second\n")).await.unwrap();
+            // The call of attempt 1 made again (after a crash).
+            store.keep_transcript(kept(1, "again\n")).await.unwrap();
+            let read = |attempt| store.transcript("r1", "fix[0]", attempt);
+            assert_eq!(read(1).await.unwrap().as_deref(), Some("again\n"), "{name}");
+            assert_eq!(
+                read(2).await.unwrap().as_deref(),
+                Some("second\n"),
+                "{name}"
+            );
+            assert_eq!(read(3).await.unwrap(), None, "{name}");
+            assert_eq!(store.transcript("r2", "fix[0]", 1).await.unwrap(), None);
         });
     }
 }

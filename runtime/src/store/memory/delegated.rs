@@ -1,7 +1,8 @@
-//! Agent sessions' turns in memory.
+//! What delegated agents' calls leave, in memory: sessions' turns and
+//! transcripts.
 
 use super::MemoryStore;
-use crate::store::{BoxFuture, SessionTurn, Sessions, StoreResult};
+use crate::store::{BoxFuture, SessionTurn, Sessions, StoreResult, Transcript, Transcripts};
 
 impl Sessions for MemoryStore {
     fn session_turns<'a>(&'a self, session: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>> {
@@ -23,5 +24,24 @@ impl Sessions for MemoryStore {
         let past = turns.len().saturating_sub(keep as usize);
         turns.drain(..past);
         Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+impl Transcripts for MemoryStore {
+    fn keep_transcript(&self, transcript: Transcript) -> BoxFuture<'_, StoreResult<()>> {
+        let key = (transcript.workflow_id, transcript.step, transcript.attempt);
+        self.lock().transcripts.insert(key, transcript.text);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn transcript<'a>(
+        &'a self,
+        workflow_id: &'a str,
+        step: &'a str,
+        attempt: u32,
+    ) -> BoxFuture<'a, StoreResult<Option<String>>> {
+        let key = (workflow_id.to_owned(), step.to_owned(), attempt);
+        let text = self.lock().transcripts.get(&key).cloned();
+        Box::pin(std::future::ready(Ok(text)))
     }
 }
