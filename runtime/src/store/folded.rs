@@ -1,9 +1,10 @@
 //! A commit's log entries as the rows that keep them (decision 0050).
 //!
 //! One entry is a row of its own, as it always was. Several entries of one
-//! commit are folded into rows of up to [`FOLD`] entries: each such row is
-//! keyed by its last entry's sequence, its `event_type` is [`FOLDED`], its
-//! `version` [`FOLDED_VERSION`], and its payload lists the entries. So a
+//! commit with the same time are folded into rows of up to [`FOLD`]
+//! entries: each such row is keyed by its last entry's sequence, its `at`
+//! is every entry's, its `event_type` is [`FOLDED`], its `version`
+//! [`FOLDED_VERSION`], and its payload lists the entries. So a
 //! log's last sequence is still its rows' greatest `seq`, and the rows past
 //! a sequence still hold every entry after it. Backends write [`rows`] and
 //! read back through [`unfold`]; SQL that filters entries reads the
@@ -31,7 +32,7 @@ const FOLD: usize = 64;
 pub struct Row<'a> {
     /// Its last entry's sequence.
     pub seq: u64,
-    /// Its first entry's time.
+    /// Its entries' time (one time a row).
     pub at: &'a str,
     /// `input` when it holds an input (replay reads only those rows),
     /// else its first entry's kind.
@@ -51,10 +52,11 @@ pub fn rows(first_seq: u64, entries: &[NewEntry]) -> Vec<Row<'_>> {
     let mut out = Vec::with_capacity(entries.len().div_ceil(FOLD));
     let mut start = 0;
     while start < entries.len() {
+        let at = &entries[start].at;
         let foldable = entries[start..]
             .iter()
             .take(FOLD)
-            .take_while(|e| may_fold(e))
+            .take_while(|e| may_fold(e) && e.at == *at)
             .count();
         let chunk = &entries[start..start + foldable.max(1)];
         let last = first_seq + (start + chunk.len()) as u64 - 1;
@@ -102,10 +104,6 @@ fn folded(seq: u64, entries: &[NewEntry]) -> Row<'_> {
             text.push_str(",\"step_id\":");
             push_string(&mut text, step);
         }
-        if e.at != at {
-            text.push_str(",\"at\":");
-            push_string(&mut text, &e.at);
-        }
         text.push_str(",\"version\":");
         text.push_str(&e.version.to_string());
         text.push_str(",\"payload\":");
@@ -147,8 +145,6 @@ struct Stored<'a> {
     event_type: Cow<'a, str>,
     #[serde(default, borrow)]
     step_id: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    at: Option<Cow<'a, str>>,
     version: u16,
     #[serde(borrow)]
     payload: &'a RawValue,
@@ -198,7 +194,7 @@ pub fn unfold(
         }
         out.push(LogEntry {
             seq,
-            at: entry.at.map_or_else(|| row.at.clone(), Cow::into_owned),
+            at: row.at.clone(),
             kind,
             event_type: entry.event_type.into_owned(),
             step_id: entry.step_id.map(Cow::into_owned),
@@ -285,7 +281,8 @@ mod tests {
             .collect();
         let rows = rows(11, &entries);
         let keys: Vec<u64> = rows.iter().map(|r| r.seq).collect();
-        assert_eq!(keys, [74, 138, 160]);
+        // The first two share a time, the others another: rows never mix times.
+        assert_eq!(keys, [12, 76, 140, 160]);
         assert!(rows.iter().all(|r| r.event_type == FOLDED));
         let all: Vec<LogEntry> = (0..150).map(|i| entries[i].stored(11 + i as u64)).collect();
         assert_eq!(read(&rows, 10, false), all);
@@ -312,9 +309,9 @@ mod tests {
 
     #[test]
     fn a_row_of_records_only_is_not_an_input_row() {
-        let entries = [entry(1, EntryKind::Record), entry(3, EntryKind::Note)];
+        let entries = [entry(0, EntryKind::Record), entry(1, EntryKind::Note)];
         let rows = rows(1, &entries);
-        assert_eq!(rows[0].kind, EntryKind::Record);
+        assert_eq!((rows.len(), rows[0].kind), (1, EntryKind::Record));
         assert!(read(&rows, 0, true).is_empty());
     }
 

@@ -44,6 +44,31 @@ impl Dialect {
         }
     }
 
+    /// Every entry the rows of `source` (the columns of `events`) keep,
+    /// as the view `log_entries` unfolds them (its migration has the same
+    /// SQL).
+    fn unfolded(self, source: &str) -> String {
+        let single = format!(
+            "SELECT {ENTRY_COLUMNS} FROM {source} WHERE event_type <> 'entries' UNION ALL "
+        );
+        let folded = match self {
+            Dialect::Sqlite => format!(
+                "SELECT e.workflow_id, e.seq - json_array_length(e.payload) + 1 + j.key, e.at, \
+                 j.value ->> 'kind', j.value ->> 'event_type', j.value ->> 'step_id', \
+                 j.value ->> 'version', j.value -> 'payload' \
+                 FROM {source} AS e, json_each(e.payload) AS j WHERE e.event_type = 'entries'"
+            ),
+            Dialect::Postgres => format!(
+                "SELECT e.workflow_id, e.seq - json_array_length(e.payload::json) + j.ord, e.at, \
+                 j.value ->> 'kind', j.value ->> 'event_type', j.value ->> 'step_id', \
+                 (j.value ->> 'version')::integer, (j.value -> 'payload')::text \
+                 FROM {source} AS e CROSS JOIN LATERAL json_array_elements(e.payload::json) \
+                 WITH ORDINALITY AS j (value, ord) WHERE e.event_type = 'entries'"
+            ),
+        };
+        single + &folded
+    }
+
     /// Whether `column` holds the text of parameter `n`.
     fn contains(self, column: &str, n: usize) -> String {
         match self {
@@ -173,7 +198,8 @@ pub fn templates(d: Dialect, filter: &TemplateFilter) -> Query<'_> {
     q.ordered("name, version DESC")
 }
 
-/// Log entries: one workflow's in log order, else newest first.
+/// Log entries: one workflow's in log order, else newest first (every
+/// entry unfolded: `log_entries`).
 pub fn entries(d: Dialect, filter: &EventFilter) -> Query<'_> {
     let mut q = Query::select(d, ENTRY_COLUMNS, "log_entries");
     q.and("workflow_id", "=", filter.workflow_id.as_deref());
@@ -185,6 +211,38 @@ pub fn entries(d: Dialect, filter: &EventFilter) -> Query<'_> {
     } else {
         "at DESC, workflow_id, seq DESC"
     })
+}
+
+/// The page of log entries `filter` asks for (see [`entries`]).
+///
+/// A page of the newest entries of every run, filtered by time at most,
+/// unfolds only the rows that can hold it: every entry of a row has the
+/// row's time (decision 0050), and a row holds one entry or more, so the
+/// newest `offset + limit` entries lie in the newest `offset + limit`
+/// rows, found without reading a payload.
+pub fn entries_page(d: Dialect, filter: &EventFilter) -> Query<'_> {
+    let by_time_only =
+        filter.workflow_id.is_none() && filter.event_type.is_none() && filter.step_id.is_none();
+    let query = match (by_time_only, filter.limit) {
+        (true, Some(limit)) => {
+            let rows = u64::from(filter.offset) + u64::from(limit);
+            let mut q = Query {
+                sql: String::from("WITH newest AS (SELECT * FROM events WHERE TRUE"),
+                params: Vec::new(),
+                dialect: d,
+            };
+            q.and("at", ">=", filter.since.as_deref());
+            let _ = write!(
+                q.sql,
+                " ORDER BY at DESC, workflow_id, seq DESC LIMIT {rows}), unfolded AS ({}) \
+                 SELECT {ENTRY_COLUMNS} FROM unfolded",
+                d.unfolded("newest")
+            );
+            q.ordered("at DESC, workflow_id, seq DESC")
+        }
+        _ => entries(d, filter),
+    };
+    query.paged(filter.limit, filter.offset)
 }
 
 /// Pruned runs' tombstones, most recently pruned first.

@@ -46,15 +46,16 @@ CREATE TABLE transcripts (
 ";
 
 /// Every log entry, a commit's several entries kept in one row unfolded
-/// (`store/folded.rs`, decision 0050): what queries across runs filter.
+/// (`store/folded.rs`, decision 0050): what queries across runs filter
+/// (`store/listing.rs` unfolds the same way).
 const V13: &str = "
 CREATE VIEW log_entries (workflow_id, seq, at, kind, event_type, step_id, version, payload) AS
 SELECT workflow_id, seq, at, kind, event_type, step_id, version, payload FROM events
 WHERE event_type <> 'entries'
 UNION ALL
-SELECT e.workflow_id, e.seq - json_array_length(e.payload) + 1 + j.key,
-    COALESCE(j.value ->> 'at', e.at), j.value ->> 'kind', j.value ->> 'event_type',
-    j.value ->> 'step_id', j.value ->> 'version', j.value -> 'payload'
+SELECT e.workflow_id, e.seq - json_array_length(e.payload) + 1 + j.key, e.at,
+    j.value ->> 'kind', j.value ->> 'event_type', j.value ->> 'step_id',
+    j.value ->> 'version', j.value -> 'payload'
 FROM events AS e, json_each(e.payload) AS j WHERE e.event_type = 'entries';
 ";
 

@@ -107,6 +107,26 @@ fn a_commits_entries_read_back_whole_from_any_point() {
                 .unwrap();
             let seqs: Vec<u64> = page.iter().map(|f| f.entry.seq).collect();
             assert_eq!(seqs, [43, 47, 51, 55, 59], "{name}");
+            // A page of the newest entries of every run reads only the
+            // newest rows, and gives what the whole list gives.
+            store.commit(create("v")).await.unwrap();
+            let everything = store.find_entries(EventFilter::default()).await.unwrap();
+            for (offset, limit) in [(0, 1), (2, 5), (40, 30), (150, 20)] {
+                let page = store
+                    .find_entries(EventFilter {
+                        limit: Some(limit),
+                        offset,
+                        ..EventFilter::default()
+                    })
+                    .await
+                    .unwrap();
+                let end = (offset + limit).min(everything.len() as u32) as usize;
+                assert_eq!(
+                    page,
+                    everything[offset as usize..end],
+                    "{name} {offset}+{limit}"
+                );
+            }
         });
     }
 }

@@ -90,8 +90,8 @@ impl Catalog for PostgresStore {
 
     fn find_entries(&self, filter: EventFilter) -> BoxFuture<'_, StoreResult<Vec<FoundEntry>>> {
         Box::pin(async move {
-            let query = listing::entries(Dialect::Postgres, &filter);
-            self.listed(query.paged(filter.limit, filter.offset), |row| {
+            let query = listing::entries_page(Dialect::Postgres, &filter);
+            self.listed(query, |row| {
                 Ok(FoundEntry {
                     workflow_id: row.try_get(0).map_err(backend)?,
                     entry: log_entry(row, 1)?,

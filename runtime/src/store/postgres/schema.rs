@@ -43,15 +43,16 @@ CREATE TABLE transcripts (
 ";
 
 /// Every log entry, a commit's several entries kept in one row unfolded
-/// (`store/folded.rs`, decision 0050): what queries across runs filter.
+/// (`store/folded.rs`, decision 0050): what queries across runs filter
+/// (`store/listing.rs` unfolds the same way).
 const V9: &str = "
 CREATE VIEW log_entries (workflow_id, seq, at, kind, event_type, step_id, version, payload) AS
 SELECT workflow_id, seq, at, kind, event_type, step_id, version, payload FROM events
 WHERE event_type <> 'entries'
 UNION ALL
-SELECT e.workflow_id, e.seq - json_array_length(e.payload::json) + j.ord,
-    COALESCE(j.value ->> 'at', e.at), j.value ->> 'kind', j.value ->> 'event_type',
-    j.value ->> 'step_id', (j.value ->> 'version')::integer, (j.value -> 'payload')::text
+SELECT e.workflow_id, e.seq - json_array_length(e.payload::json) + j.ord, e.at,
+    j.value ->> 'kind', j.value ->> 'event_type', j.value ->> 'step_id',
+    (j.value ->> 'version')::integer, (j.value -> 'payload')::text
 FROM events AS e CROSS JOIN LATERAL json_array_elements(e.payload::json) WITH ORDINALITY AS j (value, ord)
 WHERE e.event_type = 'entries';
 ";

@@ -59,8 +59,7 @@ impl Db {
     /// Log entries across workflows: one workflow's in log order, else
     /// newest first.
     pub fn find_entries(&self, filter: &EventFilter) -> StoreResult<Vec<FoundEntry>> {
-        let (sql, params) =
-            listed(listing::entries(Dialect::Sqlite, filter).paged(filter.limit, filter.offset));
+        let (sql, params) = listed(listing::entries_page(Dialect::Sqlite, filter));
         self.block(self.query_all(&sql, params, |row| {
             Ok(FoundEntry {
                 workflow_id: get(row, 0)?,
