@@ -96,13 +96,13 @@ fn folded(seq: u64, entries: &[NewEntry]) -> Row<'_> {
         if i > 0 {
             text.push(',');
         }
-        text.push_str("{\"kind\":\"");
-        text.push_str(e.kind.as_str());
-        text.push_str("\",\"event_type\":");
-        push_string(&mut text, e.event_type);
+        text.push('{');
+        text.push_str(&field("kind", e.kind.as_str()));
+        text.push(',');
+        text.push_str(&field("event_type", e.event_type));
         if let Some(step) = &e.step_id {
-            text.push_str(",\"step_id\":");
-            push_string(&mut text, step);
+            text.push(',');
+            text.push_str(&field("step_id", step));
         }
         text.push_str(",\"version\":");
         text.push_str(&e.version.to_string());
@@ -127,13 +127,13 @@ fn folded(seq: u64, entries: &[NewEntry]) -> Row<'_> {
     }
 }
 
-/// `s` as a JSON string.
-fn push_string(out: &mut String, s: &str) {
-    match serde_json::to_string(s) {
-        Ok(quoted) => out.push_str(&quoted),
-        // Serializing a `str` cannot fail; an empty string keeps the row valid.
-        Err(_) => out.push_str("\"\""),
-    }
+/// `"name":"value"` as a folded row's payload writes a field of an entry,
+/// the value JSON-escaped: what a query across runs looks for in payloads
+/// to skip the rows that cannot hold the entries it wants.
+pub fn field(name: &str, value: &str) -> String {
+    // Serializing a `str` cannot fail; an empty string keeps the row valid.
+    let value = serde_json::to_string(value).unwrap_or_else(|_| "\"\"".into());
+    format!("\"{name}\":{value}")
 }
 
 /// One entry of a folded row, as stored.

@@ -3,9 +3,11 @@
 //! [`Query`], its SQL and its parameters (all text), unpaged; a backend
 //! pages it ([`Query::paged`]) or counts it (`catalog::count_query`).
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use super::catalog::count_query;
+use super::folded::{self, FOLDED};
 use super::{
     DecisionFilter, DecisionStatus, EventFilter, Listing, PrunedFilter, TemplateFilter,
     WorkflowFilter,
@@ -71,9 +73,14 @@ impl Dialect {
 
     /// Whether `column` holds the text of parameter `n`.
     fn contains(self, column: &str, n: usize) -> String {
+        self.contains_param(column, &self.param(n))
+    }
+
+    /// Whether `column` holds the text of `param` (`?N`/`$N`).
+    fn contains_param(self, column: &str, param: &str) -> String {
         match self {
-            Dialect::Sqlite => format!("instr({column}, ?{n}) > 0"),
-            Dialect::Postgres => format!("strpos({column}, ${n}) > 0"),
+            Dialect::Sqlite => format!("instr({column}, {param}) > 0"),
+            Dialect::Postgres => format!("strpos({column}, {param}) > 0"),
         }
     }
 }
@@ -84,7 +91,7 @@ pub struct Query<'f> {
     /// The SQL.
     pub sql: String,
     /// Its parameters.
-    pub params: Vec<&'f str>,
+    pub params: Vec<Cow<'f, str>>,
     dialect: Dialect,
 }
 
@@ -99,8 +106,8 @@ impl<'f> Query<'f> {
     }
 
     /// The next parameter, `value`.
-    fn param(&mut self, value: &'f str) -> String {
-        self.params.push(value);
+    fn param(&mut self, value: impl Into<Cow<'f, str>>) -> String {
+        self.params.push(value.into());
         self.dialect.param(self.params.len())
     }
 
@@ -114,7 +121,7 @@ impl<'f> Query<'f> {
 
     /// Only rows that meet `condition`, which reads the parameter given.
     fn and_where(&mut self, value: &'f str, condition: impl FnOnce(Dialect, usize) -> String) {
-        self.params.push(value);
+        self.params.push(value.into());
         let condition = condition(self.dialect, self.params.len());
         let _ = write!(self.sql, " AND {condition}");
     }
@@ -125,9 +132,18 @@ impl<'f> Query<'f> {
         self
     }
 
-    /// How many rows the query gives.
-    pub fn counted(mut self) -> Query<'f> {
-        self.sql = count_query(&self.sql);
+    /// How many rows the query gives (one with a `WITH` counts its
+    /// result; others count from their own `FROM`, so their indexes serve).
+    fn counted(mut self) -> Query<'f> {
+        self.sql = if self.sql.starts_with("WITH ") {
+            let rows = self
+                .sql
+                .rfind(" ORDER BY ")
+                .map_or(self.sql.as_str(), |at| &self.sql[..at]);
+            format!("SELECT COUNT(*) FROM ({rows}) AS listed")
+        } else {
+            count_query(&self.sql)
+        };
         self
     }
 
@@ -152,7 +168,7 @@ impl<'f> Query<'f> {
 
 /// The query of `listing`, unpaged; `workflow_columns` as the backend
 /// reads a workflow row.
-pub fn of<'f>(d: Dialect, workflow_columns: &str, listing: &'f Listing) -> Query<'f> {
+fn of<'f>(d: Dialect, workflow_columns: &str, listing: &'f Listing) -> Query<'f> {
     match listing {
         Listing::Workflows(filter) => workflows(d, workflow_columns, filter),
         Listing::Templates(filter) => templates(d, filter),
@@ -198,51 +214,99 @@ pub fn templates(d: Dialect, filter: &TemplateFilter) -> Query<'_> {
     q.ordered("name, version DESC")
 }
 
-/// Log entries: one workflow's in log order, else newest first (every
-/// entry unfolded: `log_entries`).
+/// Log entries: one workflow's in log order (every entry unfolded:
+/// `log_entries`), else newest first ([`across_runs`]).
 pub fn entries(d: Dialect, filter: &EventFilter) -> Query<'_> {
+    let Some(id) = filter.workflow_id.as_deref() else {
+        return across_runs(d, filter, None);
+    };
     let mut q = Query::select(d, ENTRY_COLUMNS, "log_entries");
-    q.and("workflow_id", "=", filter.workflow_id.as_deref());
+    q.and("workflow_id", "=", Some(id));
     q.and("event_type", "=", filter.event_type.as_deref());
     q.and("step_id", "=", filter.step_id.as_deref());
     q.and("at", ">=", filter.since.as_deref());
-    q.ordered(if filter.workflow_id.is_some() {
-        "seq"
-    } else {
-        "at DESC, workflow_id, seq DESC"
-    })
+    q.ordered("seq")
 }
 
-/// The page of log entries `filter` asks for (see [`entries`]).
-///
-/// A page of the newest entries of every run, filtered by time at most,
-/// unfolds only the rows that can hold it: every entry of a row has the
-/// row's time (decision 0050), and a row holds one entry or more, so the
-/// newest `offset + limit` entries lie in the newest `offset + limit`
-/// rows, found without reading a payload.
+/// The page of log entries `filter` asks for (see [`entries`]). A page of
+/// the newest entries of every run, filtered by time at most, unfolds only
+/// the newest `offset + limit` rows: each holds one entry or more, all of
+/// its time (decision 0050).
 pub fn entries_page(d: Dialect, filter: &EventFilter) -> Query<'_> {
     let by_time_only =
         filter.workflow_id.is_none() && filter.event_type.is_none() && filter.step_id.is_none();
     let query = match (by_time_only, filter.limit) {
         (true, Some(limit)) => {
-            let rows = u64::from(filter.offset) + u64::from(limit);
-            let mut q = Query {
-                sql: String::from("WITH newest AS (SELECT * FROM events WHERE TRUE"),
-                params: Vec::new(),
-                dialect: d,
-            };
-            q.and("at", ">=", filter.since.as_deref());
-            let _ = write!(
-                q.sql,
-                " ORDER BY at DESC, workflow_id, seq DESC LIMIT {rows}), unfolded AS ({}) \
-                 SELECT {ENTRY_COLUMNS} FROM unfolded",
-                d.unfolded("newest")
-            );
-            q.ordered("at DESC, workflow_id, seq DESC")
+            across_runs(d, filter, Some(u64::from(filter.offset) + u64::from(limit)))
         }
         _ => entries(d, filter),
     };
     query.paged(filter.limit, filter.offset)
+}
+
+/// Entries of every run, newest first, unfolding only the rows that can
+/// hold them: a folded row is read only when its payload has the name and
+/// step asked for (as [`folded::field`] writes them; a payload holding
+/// that text elsewhere only costs its parse, the entries are filtered
+/// exactly after); with `newest`, only that many newest rows.
+fn across_runs(d: Dialect, filter: &EventFilter, newest: Option<u64>) -> Query<'_> {
+    let mut q = Query {
+        sql: String::from("WITH candidate AS (SELECT * FROM events WHERE TRUE"),
+        params: Vec::new(),
+        dialect: d,
+    };
+    for (column, value) in [
+        ("event_type", filter.event_type.as_deref()),
+        ("step_id", filter.step_id.as_deref()),
+    ] {
+        if let Some(value) = value {
+            let alone = q.param(value);
+            let folded = q.param(folded::field(column, value));
+            let holds = d.contains_param("payload", &folded);
+            let _ = write!(
+                q.sql,
+                " AND ({column} = {alone} OR (event_type = '{FOLDED}' AND {holds}))"
+            );
+        }
+    }
+    q.and("at", ">=", filter.since.as_deref());
+    if let Some(rows) = newest {
+        let _ = write!(
+            q.sql,
+            " ORDER BY at DESC, workflow_id, seq DESC LIMIT {rows}"
+        );
+    }
+    let _ = write!(
+        q.sql,
+        "), unfolded AS ({}) SELECT {ENTRY_COLUMNS} FROM unfolded WHERE TRUE",
+        d.unfolded("candidate")
+    );
+    q.and("event_type", "=", filter.event_type.as_deref());
+    q.and("step_id", "=", filter.step_id.as_deref());
+    q.ordered("at DESC, workflow_id, seq DESC")
+}
+
+/// The query counting the rows of `listing`. Every entry of every run is
+/// counted from the runs' last sequences (a log is numbered from 1 without
+/// gaps), without reading a payload.
+pub fn count<'f>(d: Dialect, workflow_columns: &str, listing: &'f Listing) -> Query<'f> {
+    match listing {
+        Listing::Entries(EventFilter {
+            workflow_id: None,
+            event_type: None,
+            step_id: None,
+            since: None,
+            ..
+        }) => Query {
+            sql: String::from(
+                "SELECT CAST(COALESCE(SUM(last), 0) AS BIGINT) FROM \
+                 (SELECT MAX(seq) AS last FROM events GROUP BY workflow_id) AS runs",
+            ),
+            params: Vec::new(),
+            dialect: d,
+        },
+        _ => of(d, workflow_columns, listing).counted(),
+    }
 }
 
 /// Pruned runs' tombstones, most recently pruned first.

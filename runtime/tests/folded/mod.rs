@@ -127,6 +127,48 @@ fn a_commits_entries_read_back_whole_from_any_point() {
                     "{name} {offset}+{limit}"
                 );
             }
+            // A payload holding the text a filter looks for is only read:
+            // the entries are filtered exactly.
+            let tricky = |kind, event_type, payload: &str| NewEntry {
+                at: at(59),
+                kind,
+                event_type,
+                step_id: None,
+                version: 1,
+                payload: payload.into(),
+            };
+            let more = Commit {
+                workflow_id: "v".into(),
+                after_seq: 2,
+                entries: vec![
+                    tricky(
+                        EntryKind::Record,
+                        "step_completed",
+                        r#"{"output":{"event_type":"action_completed"}}"#,
+                    ),
+                    tricky(EntryKind::Input, "action_completed", "{}"),
+                ],
+                ..Commit::default()
+            };
+            store.commit(more).await.unwrap();
+            let across = EventFilter {
+                event_type: Some("action_completed".into()),
+                ..EventFilter::default()
+            };
+            let found = store.find_entries(across.clone()).await.unwrap();
+            assert_eq!(found.len(), 39, "{name}");
+            assert!(
+                found
+                    .iter()
+                    .all(|f| f.entry.event_type == "action_completed")
+            );
+            assert_eq!(
+                (found[0].workflow_id.as_str(), found[0].entry.seq),
+                ("v", 4)
+            );
+            assert_eq!(store.count(Listing::Entries(across)).await.unwrap(), 39);
+            let all = store.count(Listing::Entries(EventFilter::default())).await;
+            assert_eq!(all.unwrap(), 152 + 4, "{name}: every entry of both runs");
         });
     }
 }

@@ -356,8 +356,7 @@ impl Db {
 
     /// How many rows `listing` has, unpaged.
     pub fn count(&self, listing: &Listing) -> StoreResult<u64> {
-        let (sql, params) =
-            listed(listing::of(Dialect::Sqlite, WORKFLOW_COLUMNS, listing).counted());
+        let (sql, params) = listed(listing::count(Dialect::Sqlite, WORKFLOW_COLUMNS, listing));
         let counted = self.block(self.query_one(&sql, params, |row| get::<i64>(row, 0)))?;
         Ok(counted.unwrap_or(0) as u64)
     }
@@ -592,7 +591,11 @@ async fn run(stmt: &Statement, params: Vec<Value>) -> StoreResult<usize> {
 
 /// A listing's query as libSQL takes it.
 fn listed(query: listing::Query<'_>) -> (String, Vec<Value>) {
-    let params = query.params.iter().map(|&p| Value::from(p)).collect();
+    let params = query
+        .params
+        .iter()
+        .map(|p| Value::from(p.as_ref()))
+        .collect();
     (query.sql, params)
 }
 

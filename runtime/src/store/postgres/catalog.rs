@@ -103,7 +103,7 @@ impl Catalog for PostgresStore {
 
     fn count(&self, listing: Listing) -> BoxFuture<'_, StoreResult<u64>> {
         Box::pin(async move {
-            let query = listing::of(Dialect::Postgres, WORKFLOW_COLUMNS, &listing).counted();
+            let query = listing::count(Dialect::Postgres, WORKFLOW_COLUMNS, &listing);
             let counted = self
                 .listed(query, |row| row.try_get::<_, i64>(0).map_err(backend))
                 .await?;
