@@ -36,7 +36,7 @@ mod status;
 #[cfg(feature = "libsql")]
 pub use schema::LATEST as SCHEMA_VERSION;
 
-pub use delegated::{SessionTurn, Sessions, Transcript, Transcripts};
+pub use delegated::{SessionTurn, Sessions, Transcript, Transcripts, WorktreeLease, Worktrees};
 pub use entry::{EntryKind, EventName, LogEntry, NewEntry};
 pub use flow::{Admission, Admitted, Debounced, PendingStart, RateCall, Slots, Standing};
 pub use notice::Notice;
@@ -504,9 +504,9 @@ pub enum Claim {
 ///
 /// Every timestamp argument and column is RFC 3339 UTC with milliseconds
 /// (`2026-11-29T10:30:00.000Z`), so text order is time order.
-pub trait EventStore: RunLog + Catalog + Slots + Sessions + Transcripts {}
+pub trait EventStore: RunLog + Catalog + Slots + Sessions + Transcripts + Worktrees {}
 
-impl<T: RunLog + Catalog + Slots + Sessions + Transcripts> EventStore for T {}
+impl<T: RunLog + Catalog + Slots + Sessions + Transcripts + Worktrees> EventStore for T {}
 
 /// The runs: their logs with the derived rows, leases, timers and inboxes.
 /// Several processes may share one: every write is checked against the

@@ -211,6 +211,22 @@ pub trait Services: Send + Sync {
         attempt: u32,
         text: String,
     ) -> BoxFuture<'a, Result<(), String>>;
+    /// Takes `worktree` for `holder` (a run and step) across the daemons
+    /// sharing the embedding's store: `None` when taken, else who holds
+    /// it. The default takes it at once, for embeddings alone on their
+    /// worktrees.
+    fn take_worktree<'a>(
+        &'a self,
+        _worktree: &'a Path,
+        _holder: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, String>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+    /// Lets go at once of the worktrees this process no longer holds
+    /// ([`crate::agents::worktree::held`]); the default does nothing.
+    fn let_go_worktrees(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
     /// Asks `ask` (its `effect` is the call's) as a decision of the run and
     /// waits for the chosen option; the default answers `ask.default` at
     /// once, for embeddings that cannot ask anyone.

@@ -261,6 +261,7 @@ async fn reload_stranded(inner: &Arc<Inner>) {
 /// health; once the leases have lapsed, every loaded run stops (another
 /// process may take it) and is loaded again when the store takes writes.
 async fn renew(inner: &Arc<Inner>, since: Duration) -> bool {
+    super::services::keep_worktrees(inner).await;
     let renewed = inner
         .store
         .renew(owner::current(), inner.config.lease_ttl)

@@ -1,7 +1,7 @@
 //! What the runtime gives actions: logs on stderr, live `workflow.emit`
 //! events, other runs' contexts, and durable child workflows.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Weak;
 
 use opcode_stdlib::exec::{BoxFuture, Call, Child, Services, child_workflow_id, template_file};
@@ -10,7 +10,8 @@ use opcode_vm::event::{Ask, Event};
 use serde_json::{Value, json};
 
 use super::{Delivery, ExecError, Inner, StartRequest, Until};
-use crate::store::{SessionTurn, Transcript, WorkflowStatus};
+use crate::owner;
+use crate::store::{SessionTurn, Transcript, WorkflowStatus, WorktreeLease};
 
 /// Why a service is not given: the executor has stopped.
 const STOPPED: &str = "the executor has stopped";
@@ -250,6 +251,38 @@ impl Services for RuntimeServices {
         })
     }
 
+    fn take_worktree<'a>(
+        &'a self,
+        worktree: &'a Path,
+        holder: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, String>> {
+        Box::pin(async move {
+            let inner = self.inner.upgrade().ok_or(STOPPED)?;
+            let me = owner::current();
+            let lease = WorktreeLease {
+                worktree: worktree.to_string_lossy().into_owned(),
+                owner: me.to_owned(),
+                holder: holder.to_owned(),
+            };
+            let ttl = inner.config.lease_ttl;
+            let take = |over| inner.store.take_worktree(lease.clone(), ttl, over);
+            let mut held = take(None).await.map_err(|e| e.to_string())?;
+            // A holder on this host whose process is gone left it.
+            if held.owner != me && owner::is_dead(&held.owner) {
+                held = take(Some(held.owner)).await.map_err(|e| e.to_string())?;
+            }
+            Ok((held.owner != me).then(|| format!("{}, daemon {}", held.holder, held.owner)))
+        })
+    }
+
+    fn let_go_worktrees(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if let Some(inner) = self.inner.upgrade() {
+                keep_worktrees(&inner).await;
+            }
+        })
+    }
+
     fn ask<'a>(&'a self, call: &'a Call, ask: Ask) -> BoxFuture<'a, String> {
         Box::pin(async move {
             let Some(inner) = self.inner.upgrade() else {
@@ -376,4 +409,21 @@ async fn template_source(
     let source = std::fs::read_to_string(&path)
         .map_err(|e| ActionError::execution(format!("cannot read {}: {e}", path.display())))?;
     Ok((source, path))
+}
+
+/// Keeps this process's leases on the worktrees it holds and lets go of
+/// the others (a call ended, or was cancelled); a failure is retried at
+/// the next renewal of its leases.
+pub(super) async fn keep_worktrees(inner: &Inner) {
+    let held = opcode_stdlib::agents::worktree::held()
+        .iter()
+        .map(|tree| tree.to_string_lossy().into_owned())
+        .collect();
+    let kept = inner
+        .store
+        .keep_worktrees(owner::current(), held, inner.config.lease_ttl)
+        .await;
+    if let Err(error) = kept {
+        tracing::warn!(%error, "keeping this process's worktree leases failed; trying again");
+    }
 }

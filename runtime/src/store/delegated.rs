@@ -4,6 +4,8 @@
 //! call's transcript, whichever ran it. The SQL is written once for both
 //! SQL backends (`?N`; PostgreSQL's `$N` by [`super::slots::numbered`]).
 
+use std::time::Duration;
+
 use super::{BoxFuture, StoreResult};
 
 /// One turn to record.
@@ -57,6 +59,46 @@ pub trait Transcripts: Send + Sync {
         attempt: u32,
     ) -> BoxFuture<'a, StoreResult<Option<String>>>;
 }
+
+/// A worktree's writer, as its lease in the store names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorktreeLease {
+    /// The worktree (its canonical path).
+    pub worktree: String,
+    /// The process holding it (`host:pid:start`).
+    pub owner: String,
+    /// The run and step writing it.
+    pub holder: String,
+}
+
+/// One writer per worktree across the daemons sharing the store
+/// (spec/agents.md, "Roles"): a lease each, renewed by its owner.
+pub trait Worktrees: Send + Sync {
+    /// Takes `lease` for `ttl` unless another owner's lease on its
+    /// worktree is live and that owner is not `over` (an owner found
+    /// dead); answers the lease that holds the worktree afterwards (the
+    /// caller's when taken).
+    fn take_worktree(
+        &self,
+        lease: WorktreeLease,
+        ttl: Duration,
+        over: Option<String>,
+    ) -> BoxFuture<'_, StoreResult<WorktreeLease>>;
+
+    /// Keeps the leases of `owner` on the worktrees in `held` for `ttl`
+    /// more, and lets go of its others.
+    fn keep_worktrees<'a>(
+        &'a self,
+        owner: &'a str,
+        held: Vec<String>,
+        ttl: Duration,
+    ) -> BoxFuture<'a, StoreResult<()>>;
+}
+
+/// The lease on worktree `?1`.
+#[cfg(any(feature = "libsql", feature = "postgres"))]
+pub const WORKTREE: &str =
+    "SELECT worktree, owner, holder FROM worktree_leases WHERE worktree = ?1";
 
 /// Keeps transcript `?4` of run `?1`, step `?2`, attempt `?3`.
 #[cfg(any(feature = "libsql", feature = "postgres"))]

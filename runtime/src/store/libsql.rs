@@ -26,7 +26,7 @@ use super::{
     RunLog, ScheduleAdvance, ScheduleRow, SecretRow, SessionTurn, Sessions, Slots, Source,
     Standing, StepDetail, StepRow, StoreError, StoreHealth, StoreResult, TemplateDraft,
     TemplateFilter, TemplateRow, Transcript, Transcripts, VaultHeader, WorkflowFilter, WorkflowRow,
-    WorkflowState, WorkflowStatus,
+    WorkflowState, WorkflowStatus, WorktreeLease, Worktrees,
 };
 
 /// At most this many commits share one transaction.
@@ -516,6 +516,27 @@ impl Transcripts for LibsqlStore {
     ) -> BoxFuture<'a, StoreResult<Option<String>>> {
         let (id, step) = (workflow_id.to_owned(), step.to_owned());
         self.ask(move |db| db.transcript(&id, &step, attempt))
+    }
+}
+
+impl Worktrees for LibsqlStore {
+    fn take_worktree(
+        &self,
+        lease: WorktreeLease,
+        ttl: Duration,
+        over: Option<String>,
+    ) -> BoxFuture<'_, StoreResult<WorktreeLease>> {
+        self.ask(move |db| db.take_worktree(&lease, ttl, over.as_deref()))
+    }
+
+    fn keep_worktrees<'a>(
+        &'a self,
+        owner: &'a str,
+        held: Vec<String>,
+        ttl: Duration,
+    ) -> BoxFuture<'a, StoreResult<()>> {
+        let owner = owner.to_owned();
+        self.ask(move |db| db.keep_worktrees(&owner, &held, ttl))
     }
 }
 

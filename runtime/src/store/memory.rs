@@ -45,6 +45,8 @@ struct State {
     windows: BTreeMap<(String, u64), u64>,
     /// The runs debounced triggers will start, by template and key.
     pending: BTreeMap<(String, String), super::PendingStart>,
+    /// Worktrees' writer leases and until when (milliseconds), by worktree.
+    worktrees: BTreeMap<String, (super::WorktreeLease, u64)>,
     /// Calls' transcripts, by run, step and attempt.
     transcripts: BTreeMap<(String, String, u32), String>,
     /// Agent sessions' turns, oldest first: run, step, turn.

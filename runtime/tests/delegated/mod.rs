@@ -88,3 +88,45 @@ fn a_transcript_is_kept_by_run_step_and_attempt() {
         });
     }
 }
+
+#[test]
+fn one_writer_per_worktree_across_processes_by_lease() {
+    use opcode_runtime::store::WorktreeLease;
+    use std::time::Duration;
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            let lease = |owner: &str, holder: &str| WorktreeLease {
+                worktree: "/srv/repo".into(),
+                owner: owner.into(),
+                holder: holder.into(),
+            };
+            let minute = Duration::from_mins(1);
+            let took = store.take_worktree(lease("a:1:1", "r1/fix"), minute, None);
+            assert_eq!(took.await.unwrap(), lease("a:1:1", "r1/fix"), "{name}");
+            // Another process while the lease lives: refused, told who holds it.
+            let refused = store.take_worktree(lease("b:2:2", "r2/fix"), minute, None);
+            assert_eq!(refused.await.unwrap(), lease("a:1:1", "r1/fix"), "{name}");
+            // Its holder found dead: taken over.
+            let over = store.take_worktree(lease("b:2:2", "r2/fix"), minute, Some("a:1:1".into()));
+            assert_eq!(over.await.unwrap(), lease("b:2:2", "r2/fix"), "{name}");
+            // Let go of (the holder keeps none), then free for the next.
+            store
+                .keep_worktrees("b:2:2", Vec::new(), minute)
+                .await
+                .unwrap();
+            let next = store.take_worktree(lease("c:3:3", "r3/fix"), Duration::ZERO, None);
+            assert_eq!(next.await.unwrap(), lease("c:3:3", "r3/fix"), "{name}");
+            // A lease not renewed lapses.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let after = store.take_worktree(lease("d:4:4", "r4/fix"), minute, None);
+            assert_eq!(after.await.unwrap(), lease("d:4:4", "r4/fix"), "{name}");
+            // Kept by its owner, it holds.
+            store
+                .keep_worktrees("d:4:4", vec!["/srv/repo".into()], minute)
+                .await
+                .unwrap();
+            let later = store.take_worktree(lease("e:5:5", "r5/fix"), minute, None);
+            assert_eq!(later.await.unwrap().owner, "d:4:4", "{name}");
+        });
+    }
+}

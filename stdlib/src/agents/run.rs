@@ -81,7 +81,21 @@ pub async fn run(
         let holder = format!("{}/{}", call.run_id, call.step);
         let locks = agents.calls.join(".worktrees");
         let tree = worktree::canonical(&workspace);
-        cleanup.writer = Some(Writer::acquire(tree, &holder, Some(&locks))?);
+        let writer = Writer::acquire(tree.clone(), &holder, Some(&locks))?;
+        let refused = match services.take_worktree(&tree, &holder).await {
+            Ok(None) => None,
+            Ok(Some(other)) => Some(worktree::held_by(&tree, other)),
+            Err(e) => Some(ActionError::execution(format!(
+                "cannot take the lease of the worktree {} in the store: {e}",
+                tree.display()
+            ))),
+        };
+        if let Some(refused) = refused {
+            writer.release();
+            services.let_go_worktrees().await;
+            return Err(refused);
+        }
+        cleanup.writer = Some(writer);
     }
     let argv = entry.argv(&placeholders(call, role, &budget, &workspace, &task));
     let (program, arguments) = argv.split_first().map_or_else(
@@ -129,6 +143,9 @@ pub async fn run(
         full = crate::isolation::disk::full(places, policy.disk) => Err(full),
     };
     let cleaned = cleanup.finish();
+    if role.writes() {
+        services.let_go_worktrees().await;
+    }
     let outcome = match driven {
         Ok(outcome) => outcome,
         Err(full) => return Err(crate::isolation::over_disk(&full, policy.disk)),

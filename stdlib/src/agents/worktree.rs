@@ -1,10 +1,12 @@
 //! One writer per worktree (spec/agents.md, "Roles"): a worker holds its
 //! worktree `active` while its agent works and `cleaning` while the call's
 //! processes and home go; a failed cleanup leaves it `quarantined` until
-//! the daemon restarts. Kept in this process's memory, and, where the
+//! the daemon restarts. Kept in this process's memory; where the
 //! embedding names a directory for them, in a lock file per worktree that
 //! other daemons on the host respect (`flock`; a quarantined worktree
-//! keeps its lock until this process ends).
+//! keeps its lock until this process ends); and, through the embedding's
+//! [`Services`](crate::call::Services), as a lease in the store that
+//! daemons on other hosts respect, kept while [`held`] names it.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -47,6 +49,18 @@ pub fn canonical(workspace: &Path) -> PathBuf {
         .ancestors()
         .find(|dir| dir.join(".git").exists())
         .map_or_else(|| resolved.clone(), Path::to_path_buf)
+}
+
+/// The worktrees this process holds: written, being cleaned, or
+/// quarantined (the leases its store keeps for it).
+pub fn held() -> Vec<PathBuf> {
+    with(|all| all.keys().cloned().collect())
+}
+
+/// The refusal of a writer because `holder` (a run and step of another
+/// daemon) holds `worktree` (R0132).
+pub fn held_by(worktree: &Path, holder: String) -> ActionError {
+    busy(worktree, &State::Active { holder })
 }
 
 /// The state of `worktree`, if any writer left one.

@@ -22,7 +22,8 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
 pub const LATEST: i64 = 10;
 
 /// Agent sessions' turns (spec/agents.md, "Sessions"), in order by `n`,
-/// and calls' transcripts, deleted with their run.
+/// calls' transcripts, deleted with their run, and worktrees' writer
+/// leases, judged by the database's clock.
 const V10: &str = "
 CREATE TABLE session_turns (
     session TEXT NOT NULL,
@@ -40,6 +41,13 @@ CREATE TABLE transcripts (
     text TEXT NOT NULL,
     PRIMARY KEY (workflow_id, step, attempt)
 );
+CREATE TABLE worktree_leases (
+    worktree TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    holder TEXT NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX worktree_leases_by_owner ON worktree_leases (owner);
 ";
 
 /// Every log entry, a commit's several entries kept in one row unfolded
