@@ -47,15 +47,18 @@ async fn migrate_one(conn: &Connection, version: i64, name: &str, sql: &str) -> 
     if current >= version {
         return Ok(());
     }
+    let failed =
+        |e: libsql::Error| StoreError::Backend(format!("migration {version} ({name}) failed: {e}"));
+    conn.execute_batch(sql).await.map_err(failed)?;
+    // Recorded with parameters: a name is text, never SQL.
     let at = crate::time::rfc3339(crate::time::now_ms());
-    let script = format!(
-        "{sql}\nINSERT INTO schema_version (version, name, applied_at) \
-         VALUES ({version}, '{name}', '{at}');"
-    );
-    conn.execute_batch(&script)
-        .await
-        .map(|_| ())
-        .map_err(|e| StoreError::Backend(format!("migration {version} ({name}) failed: {e}")))
+    conn.execute(
+        "INSERT INTO schema_version (version, name, applied_at) VALUES (?1, ?2, ?3)",
+        libsql::params![version, name, at],
+    )
+    .await
+    .map(|_| ())
+    .map_err(failed)
 }
 
 #[cfg(test)]
@@ -92,6 +95,35 @@ mod tests {
                 migrate_one(&conn, version, name, sql).await.unwrap();
             }
             conn.execute_batch(sql).await.unwrap();
+        });
+    }
+
+    /// A migration's name is recorded as text, whatever it holds (a quote
+    /// in one once failed the migration: it was written into the SQL).
+    #[test]
+    fn a_name_with_quotes_is_recorded_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        left_by_schema(&dir.path().join("t.db"), 0, "");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let conn = libsql::Builder::new_local(dir.path().join("t.db"))
+                .build()
+                .await
+                .unwrap()
+                .connect()
+                .unwrap();
+            let name = "agents' \"notes\"; DROP TABLE schema_version; --";
+            migrate_one(&conn, 1, name, "CREATE TABLE x (a TEXT)")
+                .await
+                .unwrap();
+            let mut rows = conn
+                .query("SELECT name FROM schema_version WHERE version = 1", ())
+                .await
+                .unwrap();
+            let row = rows.next().await.unwrap().unwrap();
+            assert_eq!(get::<String>(&row, 0).unwrap(), name);
         });
     }
 
