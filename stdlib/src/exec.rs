@@ -280,46 +280,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    struct NoServices;
-
-    impl Services for NoServices {
-        fn log(&self, _: &Call, _: &str, _: &str, _: &Value) {}
-        fn emit(&self, _: &Call, _: &str, _: &Value) {}
-        fn notify(&self, _: &Call, _: &str, _: &Value) -> Value {
-            Value::Null
-        }
-        fn context_of<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Option<Value>> {
-            Box::pin(std::future::ready(None))
-        }
-        fn run_child<'a>(
-            &'a self,
-            _: &'a Call,
-            _: Child<'a>,
-        ) -> BoxFuture<'a, Result<Value, ActionError>> {
-            Box::pin(std::future::ready(Ok(Value::Null)))
-        }
-        fn session_turns<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Vec<Value>, String>> {
-            Box::pin(std::future::ready(Ok(Vec::new())))
-        }
-        fn record_turn<'a>(
-            &'a self,
-            _: &'a str,
-            _: &'a Call,
-            _: &'a Value,
-            _: usize,
-        ) -> BoxFuture<'a, Result<(), String>> {
-            Box::pin(std::future::ready(Ok(())))
-        }
-        fn keep_transcript<'a>(
-            &'a self,
-            _: &'a Call,
-            _: u32,
-            _: String,
-        ) -> BoxFuture<'a, Result<(), String>> {
-            Box::pin(std::future::ready(Ok(())))
-        }
-    }
+    use crate::call::testing::Turns;
 
     /// A plugin providing the actions whose names start with its prefix.
     struct Plugin(&'static str);
@@ -355,7 +316,7 @@ mod tests {
 
     #[test]
     fn only_calls_that_may_touch_the_workspace_need_it() {
-        let actions = Actions::new(Arc::new(NoServices), PathBuf::from("."));
+        let actions = Actions::new(Arc::new(Turns::default()), PathBuf::from("."));
         let ws = Path::new("/var/lib/opcode/workspaces/r1");
         let uses = |action: &str, params: Value| actions.uses_workspace(action, &params, ws);
         assert!(!uses("http.get", json!({"url": "http://example.com"})));
@@ -385,14 +346,14 @@ mod tests {
             "expr.eval",
             json!({"expression": "1", "language": "jq"})
         ));
-        let plugged = Actions::new(Arc::new(NoServices), PathBuf::from("."))
+        let plugged = Actions::new(Arc::new(Turns::default()), PathBuf::from("."))
             .with_external(Some(Arc::new(Plugin("crypto."))));
         assert!(plugged.uses_workspace("crypto.hash", &json!({}), ws));
     }
 
     #[test]
     fn immediate_actions_are_computations_in_process() {
-        let actions = Actions::new(Arc::new(NoServices), PathBuf::from("."));
+        let actions = Actions::new(Arc::new(Turns::default()), PathBuf::from("."));
         let none = json!({});
         let cel = json!({"expression": "1", "language": "cel"});
         let expr = json!({"expression": "1..9", "language": "expr"});
@@ -432,7 +393,7 @@ mod tests {
         assert!(actions.immediate("workflow.context", &own, "r"));
         assert!(!actions.immediate("workflow.context", &other, "r"));
         // A plugin that takes a built-in family's names runs them its way.
-        let plugged = Actions::new(Arc::new(NoServices), PathBuf::from("."))
+        let plugged = Actions::new(Arc::new(Turns::default()), PathBuf::from("."))
             .with_external(Some(Arc::new(Plugin("crypto."))));
         assert!(!plugged.immediate("crypto.hash", &none, "r"));
         assert!(plugged.immediate("expr.eval", &cel, "r"));
@@ -440,7 +401,7 @@ mod tests {
 
     #[test]
     fn only_reads_of_files_start_before_their_commit() {
-        let actions = Actions::new(Arc::new(NoServices), PathBuf::from("."));
+        let actions = Actions::new(Arc::new(Turns::default()), PathBuf::from("."));
         let reads: Vec<String> = crate::catalog()
             .into_iter()
             .filter(|spec| actions.reads_only(&spec.name))
@@ -449,7 +410,7 @@ mod tests {
         assert_eq!(reads, ["fs.read", "fs.list", "fs.stat"]);
         assert!(!actions.reads_only("no.such"));
         // A plugin's `fs.read` may do anything.
-        let plugged = Actions::new(Arc::new(NoServices), PathBuf::from("."))
+        let plugged = Actions::new(Arc::new(Turns::default()), PathBuf::from("."))
             .with_external(Some(Arc::new(Plugin("fs."))));
         assert!(!plugged.reads_only("fs.read"));
     }

@@ -214,81 +214,8 @@ fn cut(text: &str, most: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
-    use opcode_vm::event::Ask;
-
     use super::*;
-    use crate::call::{BoxFuture, Child};
-
-    /// Services keeping sessions' turns in memory, as a store would.
-    #[derive(Default)]
-    struct Turns(Mutex<Vec<(String, String, String, Value)>>);
-
-    impl Services for Turns {
-        fn log(&self, _: &Call, _: &str, _: &str, _: &Value) {}
-        fn emit(&self, _: &Call, _: &str, _: &Value) {}
-        fn notify(&self, _: &Call, _: &str, _: &Value) -> Value {
-            Value::Null
-        }
-        fn context_of<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Option<Value>> {
-            Box::pin(std::future::ready(None))
-        }
-        fn run_child<'a>(
-            &'a self,
-            _: &'a Call,
-            _: Child<'a>,
-        ) -> BoxFuture<'a, Result<Value, ActionError>> {
-            Box::pin(std::future::ready(Ok(Value::Null)))
-        }
-        fn session_turns<'a>(
-            &'a self,
-            session: &'a str,
-        ) -> BoxFuture<'a, Result<Vec<Value>, String>> {
-            let turns = self.0.lock().unwrap();
-            let of: Vec<Value> = turns
-                .iter()
-                .filter(|t| t.0 == session)
-                .map(|t| t.3.clone())
-                .collect();
-            Box::pin(std::future::ready(Ok(of)))
-        }
-        fn record_turn<'a>(
-            &'a self,
-            session: &'a str,
-            call: &'a Call,
-            turn: &'a Value,
-            keep: usize,
-        ) -> BoxFuture<'a, Result<(), String>> {
-            let mut turns = self.0.lock().unwrap();
-            turns.retain(|t| !(t.0 == session && t.1 == call.run_id && t.2 == call.step));
-            turns.push((
-                session.into(),
-                call.run_id.clone(),
-                call.step.clone(),
-                turn.clone(),
-            ));
-            let mine = turns.iter().filter(|t| t.0 == session).count();
-            let mut past = mine.saturating_sub(keep);
-            turns.retain(|t| {
-                let gone = past > 0 && t.0 == session;
-                past -= usize::from(gone);
-                !gone
-            });
-            Box::pin(std::future::ready(Ok(())))
-        }
-        fn keep_transcript<'a>(
-            &'a self,
-            _: &'a Call,
-            _: u32,
-            _: String,
-        ) -> BoxFuture<'a, Result<(), String>> {
-            Box::pin(std::future::ready(Ok(())))
-        }
-        fn ask<'a>(&'a self, _: &'a Call, ask: Ask) -> BoxFuture<'a, String> {
-            Box::pin(std::future::ready(ask.default))
-        }
-    }
+    use crate::call::testing::Turns;
 
     fn call(run: &str) -> Call {
         Call {
