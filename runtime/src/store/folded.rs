@@ -153,7 +153,7 @@ struct Stored<'a> {
 /// Adds the entries `row` keeps that come after `after_seq` (only inputs
 /// when `inputs_only`) to `out`, in order. A row of one entry is that
 /// entry.
-pub fn unfold(
+fn unfold(
     row: LogEntry,
     after_seq: u64,
     inputs_only: bool,
@@ -300,9 +300,19 @@ mod tests {
     fn an_entry_that_may_hold_nul_keeps_a_row_of_its_own() {
         let mut entries: Vec<NewEntry> = (0..5).map(|i| entry(i, EntryKind::Record)).collect();
         entries[2].payload = r#"{"text": "a\u0000b"}"#.into();
+        // The same for NUL in a step's name, which the row's JSON escapes.
+        entries[4].step_id = Some("x\0y".into());
         let rows = rows(1, &entries);
         let shape: Vec<(u64, &str)> = rows.iter().map(|r| (r.seq, r.event_type)).collect();
-        assert_eq!(shape, [(2, FOLDED), (3, "step_started"), (5, FOLDED)]);
+        assert_eq!(
+            shape,
+            [
+                (2, FOLDED),
+                (3, "step_started"),
+                (4, "step_started"),
+                (5, "step_started")
+            ]
+        );
         let all: Vec<LogEntry> = (0..5).map(|i| entries[i].stored(1 + i as u64)).collect();
         assert_eq!(read(&rows, 0, false), all);
     }
