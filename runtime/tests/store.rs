@@ -600,6 +600,37 @@ fn creating_a_run_notes_its_agent_as_seen() {
 }
 
 #[test]
+fn an_agent_seen_again_moves_forward_only_and_to_within_a_second() {
+    let time = |t: &str| format!("2026-01-01T00:00:{t}Z");
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            let seen = || async {
+                let agents = store.agents().await.unwrap();
+                assert_eq!(agents.len(), 1, "{name}");
+                agents[0].last_seen_at.clone()
+            };
+            store.touch_agent("bot", &time("07.000")).await.unwrap();
+            assert_eq!(seen().await, time("07.000"), "{name}");
+            let mut run = create("w");
+            if let Some(new) = run.create.as_mut() {
+                new.agent_id = Some("bot".into());
+                new.created_at = time("07.500");
+            }
+            store.commit(run).await.unwrap();
+            let within = seen().await;
+            assert!(
+                [time("07.000"), time("07.500")].contains(&within),
+                "{name}: {within}"
+            );
+            store.touch_agent("bot", &time("09.000")).await.unwrap();
+            assert_eq!(seen().await, time("09.000"), "{name}");
+            store.touch_agent("bot", &time("03.000")).await.unwrap();
+            assert_eq!(seen().await, time("09.000"), "{name}: never back");
+        });
+    }
+}
+
+#[test]
 fn a_run_of_what_was_the_latest_template_is_refused_once_outdated() {
     for (name, store, _dir) in stores() {
         block_on(async {

@@ -147,7 +147,9 @@ impl State {
                 created_at: at.to_owned(),
                 last_seen_at: String::new(),
             });
-        at.clone_into(&mut agent.last_seen_at);
+        if agent.last_seen_at.as_str() < at {
+            at.clone_into(&mut agent.last_seen_at);
+        }
     }
 
     /// Grants the lease of `id` to `owner` for `ttl`, at the next epoch

@@ -564,11 +564,7 @@ async fn prepare(conn: &Connection) -> StoreResult<Writes> {
         )
         .await?,
         take_inbox: p("DELETE FROM inbox WHERE id = ?1").await?,
-        see_agent: p(
-            "INSERT INTO agents (id, name, created_at, last_seen_at) VALUES (?1, ?1, ?2, ?2) \
-             ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at",
-        )
-        .await?,
+        see_agent: p(catalog::SEE_AGENT).await?,
         take_lease: p(
             "UPDATE workflows SET lease_owner = ?2, lease_expires_at = ?3, \
              lease_epoch = lease_epoch + (lease_owner IS NOT ?2) WHERE id = ?1",

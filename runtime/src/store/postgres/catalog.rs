@@ -113,7 +113,7 @@ impl Catalog for PostgresStore {
 
     fn touch_agent<'a>(&'a self, id: &'a str, at: &'a str) -> BoxFuture<'a, StoreResult<()>> {
         Box::pin(async move {
-            self.execute(commit::SEE_AGENT, &[&id, &at])
+            self.execute(commit::SEE_AGENT, &[&id, &at, &commit::seen_before(at)])
                 .await
                 .map(|_| ())
         })

@@ -202,9 +202,25 @@ impl<'a> Columns<'a> {
     }
 }
 
-/// Marks an agent seen at `at`, adding it if new.
-pub(super) const SEE_AGENT: &str = "INSERT INTO agents (id, name, created_at, last_seen_at) \
-    VALUES ($1, $1, $2, $2) ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at";
+/// Marks agent `$1` seen at `$2`, adding it if new; a known agent's time
+/// moves only when it was last seen before `$3` (a second before `$2`,
+/// [`seen_before`]). Every run an agent starts would otherwise update its
+/// one row, and the row's lock, held to the end of the transaction's WAL
+/// flush, made every daemon's transactions that start its runs commit one
+/// after another (decision 0051).
+pub(super) const SEE_AGENT: &str = "WITH added AS (INSERT INTO agents (id, name, created_at, \
+    last_seen_at) VALUES ($1, $1, $2, $2) ON CONFLICT (id) DO NOTHING RETURNING 1) \
+    UPDATE agents SET last_seen_at = $2 WHERE id = $1 AND last_seen_at < $3 \
+    AND NOT EXISTS (SELECT 1 FROM added)";
+
+/// A second before `at` (RFC 3339, whose text order is time order); `at`
+/// itself when it cannot be read.
+pub(super) fn seen_before(at: &str) -> String {
+    crate::time::parse_ms(at).map_or_else(
+        || at.to_owned(),
+        |ms| crate::time::rfc3339(ms.saturating_sub(1000)),
+    )
+}
 
 /// The statements of one write other than the fence and the compare and
 /// set (`statements` writes those).
@@ -269,7 +285,11 @@ fn statements_of<'a>(id: &'a str, write: &Write<'a>, out: &mut Vec<Statement<'a>
             if let Some(agent) = &new.agent_id {
                 out.push(Statement::new(
                     SEE_AGENT,
-                    vec![Box::new(agent.as_str()), Box::new(new.created_at.as_str())],
+                    vec![
+                        Box::new(agent.as_str()),
+                        Box::new(new.created_at.as_str()),
+                        Box::new(seen_before(&new.created_at)),
+                    ],
                 ));
             }
         }

@@ -9,6 +9,12 @@ use crate::store::{
     TemplateRow, WorkflowStatus,
 };
 
+/// Registers agent `?1` seen at `?2`, or notes it was seen again: its
+/// time only moves forward (spec/store.md, "Agents").
+pub(super) const SEE_AGENT: &str = "INSERT INTO agents (id, name, created_at, last_seen_at) \
+    VALUES (?1, ?1, ?2, ?2) ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at \
+    WHERE excluded.last_seen_at > agents.last_seen_at";
+
 impl Db {
     /// Stores `draft` as the next version of its name, in one statement.
     pub fn define_template(&self, draft: &TemplateDraft) -> StoreResult<TemplateRow> {
@@ -128,11 +134,7 @@ impl Db {
     pub fn touch_agent(&self, id: &str, at: &str) -> StoreResult<()> {
         self.block(async {
             self.conn
-                .execute(
-                    "INSERT INTO agents (id, name, created_at, last_seen_at) VALUES (?1, ?1, ?2, ?2) \
-                     ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at",
-                    vec![Value::from(id), at.into()],
-                )
+                .execute(SEE_AGENT, vec![Value::from(id), at.into()])
                 .await
                 .map(|_| ())
                 .map_err(backend)
