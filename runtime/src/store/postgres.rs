@@ -377,9 +377,15 @@ impl RunLog for PostgresStore {
     fn renew<'a>(&'a self, owner: &'a str, ttl: Duration) -> BoxFuture<'a, StoreResult<()>> {
         Box::pin(async move {
             let ttl = seconds(ttl);
+            // The rows are locked in the order of their ids' bytes (`C`,
+            // whatever the database's collation), as a group of commits
+            // locks them (`committer.rs`): in any other order a renewal and
+            // a group each held a row the other waited for, and one of them
+            // failed after PostgreSQL's deadlock timeout (decision 0052).
             self.execute(
                 "UPDATE workflows SET lease_expires_at = now() + make_interval(secs => $2) \
-                 WHERE lease_owner = $1 AND status IN ('pending', 'active', 'suspended')",
+                 WHERE lease_owner = $1 AND id IN (SELECT id FROM workflows WHERE lease_owner = $1 \
+                 AND status IN ('pending', 'active', 'suspended') ORDER BY id COLLATE \"C\" FOR UPDATE)",
                 &[&owner, &ttl],
             )
             .await

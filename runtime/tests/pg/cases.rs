@@ -94,6 +94,52 @@ fn every_commit_is_announced_to_the_other_stores() {
     });
 }
 
+/// A lease renewal locks its runs' rows in the order a group of commits
+/// does (their ids'), so that neither holds a row the other waits for
+/// while waiting itself: here a writer holding `a` then taking `b` goes
+/// on while the renewal waits for `a` (locking `b` first, the renewal and
+/// the writer waited for each other until PostgreSQL's deadlock timeout
+/// failed one of them).
+#[test]
+fn a_lease_renewal_locks_rows_in_the_order_commits_do() {
+    use opcode_runtime::store::RunLog as _;
+    use opcode_runtime::store::postgres::PostgresStore;
+    let Some(url) = fresh_database() else {
+        return;
+    };
+    block_on(async {
+        let store = std::sync::Arc::new(PostgresStore::connect(&url).await.unwrap());
+        // `b` first: the table's own order is not the ids'.
+        for id in ["b", "a"] {
+            let created = created_held(id, "me", Duration::from_mins(1));
+            store.commit(created).await.unwrap();
+        }
+        let (writer, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let touch =
+            |id: &str| format!("UPDATE workflows SET updated_at = updated_at WHERE id = '{id}'");
+        writer.batch_execute("BEGIN").await.unwrap();
+        writer.batch_execute(&touch("a")).await.unwrap();
+        let renewing = store.clone();
+        let renewal =
+            tokio::spawn(async move { renewing.renew("me", Duration::from_mins(1)).await });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let b = touch("b");
+        let next = tokio::time::timeout(Duration::from_secs(5), writer.batch_execute(&b));
+        let took = next
+            .await
+            .expect("the renewal holds no row the writer wants");
+        took.unwrap();
+        writer.batch_execute("COMMIT").await.unwrap();
+        renewal
+            .await
+            .unwrap()
+            .expect("the renewal lands once the writer commits");
+    });
+}
+
 /// A database written at schema 4 (before commits raised their refusals,
 /// its logs a row an entry) upgrades when a newer build connects: its runs
 /// read back, and commits to them land or are refused as before.

@@ -82,7 +82,12 @@ async fn serve(pool: Pool, mut jobs: mpsc::UnboundedReceiver<Job>) {
 
 /// Writes `group` together, or each alone when that fails, and answers.
 /// A commit its plan refuses is answered at once, and the others go on.
-async fn write_group(pool: &Pool, jobs: Vec<Job>) {
+/// The group's commits are written in the order of their workflows' ids
+/// (bytes), so that its rows of `workflows` are locked in the order every
+/// writer locks them (lease renewals too): two transactions never each
+/// hold a row the other waits for (decision 0052).
+async fn write_group(pool: &Pool, mut jobs: Vec<Job>) {
+    jobs.sort_by(|(a, _), (b, _)| a.workflow_id.cmp(&b.workflow_id));
     let mut group = Vec::with_capacity(jobs.len());
     for (c, reply) in jobs {
         match crate::store::commit::plan(&c) {
