@@ -1,4 +1,4 @@
-//! Group commit on PostgreSQL: commits that arrive while the lanes are
+//! Group commit on PostgreSQL: commits that arrive while their lane is
 //! busy are written together, in one transaction, and every statement of
 //! a transaction — `BEGIN`, each commit's checks and changes, `COMMIT`,
 //! then the commits' notices — is sent at once: one round trip for the
@@ -11,18 +11,18 @@
 //! takeover, a race with another writer), so a group almost always lands
 //! whole.
 
-use std::sync::Arc;
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 use deadpool_postgres::{Object, Pool};
 use futures::future::join_all;
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::ToSql;
 
 use super::commit::{self, Statement};
 use super::{CHANNEL, backend, pool_error};
 use crate::store::{Commit, StoreError, StoreResult};
 
-/// At most this many transactions are in flight at once.
+/// At most this many transactions are in flight at once: one a lane.
 const LANES: usize = 4;
 
 /// At most this many commits share one transaction.
@@ -31,40 +31,47 @@ const MAX_GROUP: usize = 256;
 /// A commit waiting for its turn, and where its answer goes.
 type Job = (Commit, oneshot::Sender<StoreResult<()>>);
 
-/// The queue of commits to write; written by a task of its own, so a
-/// caller that gives up never leaves a transaction halfway.
+/// The queues of commits to write, one a lane, each written by a task of
+/// its own, so a caller that gives up never leaves a transaction halfway.
+/// A run's commits always take the same lane, which writes one group after
+/// another: they land in the order they were sent, and two lanes never
+/// write one run's rows.
 pub(super) struct Committer {
-    queue: mpsc::UnboundedSender<Job>,
+    lanes: Vec<mpsc::UnboundedSender<Job>>,
 }
 
 impl Committer {
-    /// Starts the task that writes on connections from `pool`; it ends
-    /// when the committer is dropped, after the commits queued.
+    /// Starts the lanes' tasks, writing on connections from `pool`; they
+    /// end when the committer is dropped, after the commits queued.
     pub fn start(pool: Pool) -> Committer {
-        let (queue, jobs) = mpsc::unbounded_channel();
-        tokio::spawn(serve(pool, jobs));
-        Committer { queue }
+        let lanes = (0..LANES)
+            .map(|_| {
+                let (queue, jobs) = mpsc::unbounded_channel();
+                tokio::spawn(serve(pool.clone(), jobs));
+                queue
+            })
+            .collect();
+        Committer { lanes }
     }
 
     /// Writes `commit`, all or nothing.
     pub async fn commit(&self, commit: Commit) -> StoreResult<()> {
         let (reply, answer) = oneshot::channel();
         let commit = crate::store::blobs::outlined(commit);
-        self.queue
+        let mut hasher = DefaultHasher::new();
+        commit.workflow_id.hash(&mut hasher);
+        let lane = usize::try_from(hasher.finish() % LANES as u64).unwrap_or_default();
+        self.lanes[lane]
             .send((commit, reply))
             .map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?
     }
 }
 
-/// Takes every commit queued when a lane frees up, and writes them as one
-/// group on that lane.
+/// One lane: takes every commit queued when the last group is written, and
+/// writes them as the next group.
 async fn serve(pool: Pool, mut jobs: mpsc::UnboundedReceiver<Job>) {
-    let lanes = Arc::new(Semaphore::new(LANES));
     while let Some(first) = jobs.recv().await {
-        let Ok(lane) = lanes.clone().acquire_owned().await else {
-            return;
-        };
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
             match jobs.try_recv() {
@@ -72,11 +79,7 @@ async fn serve(pool: Pool, mut jobs: mpsc::UnboundedReceiver<Job>) {
                 Err(_) => break,
             }
         }
-        let pool = pool.clone();
-        tokio::spawn(async move {
-            write_group(&pool, group).await;
-            drop(lane);
-        });
+        write_group(&pool, group).await;
     }
 }
 
