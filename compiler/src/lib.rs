@@ -23,6 +23,7 @@
 #![deny(clippy::disallowed_methods)]
 #![warn(missing_docs)]
 
+pub mod agent;
 pub mod ast;
 pub mod check;
 pub mod codegen;

@@ -25,6 +25,7 @@ pub mod memory;
 mod notice;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod registry;
 mod retention;
 #[cfg(feature = "libsql")]
 mod schema;
@@ -40,6 +41,7 @@ pub use delegated::{SessionTurn, Sessions, Transcript, Transcripts, WorktreeLeas
 pub use entry::{EntryKind, EventName, LogEntry, NewEntry};
 pub use flow::{Admission, Admitted, Debounced, PendingStart, RateCall, Slots, Standing};
 pub use notice::Notice;
+pub use registry::{AgentRelease, Published, Registry, SkillText};
 pub use retention::{Expiry, Prune, PrunedFilter, PrunedRow};
 pub use status::{DecisionStatus, WorkflowStatus};
 
@@ -504,9 +506,12 @@ pub enum Claim {
 ///
 /// Every timestamp argument and column is RFC 3339 UTC with milliseconds
 /// (`2026-11-29T10:30:00.000Z`), so text order is time order.
-pub trait EventStore: RunLog + Catalog + Slots + Sessions + Transcripts + Worktrees {}
+pub trait EventStore:
+    RunLog + Catalog + Slots + Sessions + Transcripts + Worktrees + Registry
+{
+}
 
-impl<T: RunLog + Catalog + Slots + Sessions + Transcripts + Worktrees> EventStore for T {}
+impl<T: RunLog + Catalog + Slots + Sessions + Transcripts + Worktrees + Registry> EventStore for T {}
 
 /// The runs: their logs with the derived rows, leases, timers and inboxes.
 /// Several processes may share one: every write is checked against the

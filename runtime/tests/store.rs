@@ -19,6 +19,7 @@ mod leases;
 mod listings;
 #[cfg(feature = "postgres")]
 mod pg;
+mod registry;
 mod retention;
 mod slots;
 mod waits;

@@ -110,6 +110,16 @@ code_registry! { ALL, "../../../spec/errors/";
     E0062 = "never-interpolated",
     /// A concurrency key reads what is not known when a run starts.
     E0063 = "concurrency-key",
+    /// A field of an agent definition is unknown or malformed.
+    E0064 = "agent-definition",
+    /// An agent's version is not a semantic version.
+    E0065 = "not-semver",
+    /// A skill's path leaves the agent definition's folder.
+    E0066 = "skill-outside-folder",
+    /// An agent's version is published already, with other content.
+    E0067 = "version-published",
+    /// No published agent has this name or version.
+    E0068 = "unknown-agent",
     /// A field the language does not know is ignored.
     W0001 = "unknown-field",
     /// An action parameter the action does not know is ignored.

@@ -3,6 +3,7 @@
 
 mod catalog;
 mod delegated;
+mod registry;
 mod retention;
 mod run_log;
 mod slots;
@@ -51,6 +52,10 @@ struct State {
     transcripts: BTreeMap<(String, String, u32), String>,
     /// Agent sessions' turns, oldest first: run, step, turn.
     sessions: BTreeMap<String, Vec<(String, String, String)>>,
+    /// Published agent releases, by name and version.
+    agent_releases: BTreeMap<(String, String), super::AgentRelease>,
+    /// Agents' skills' text, by hash.
+    agent_skills: BTreeMap<String, String>,
     /// Why writes are refused, while they are (a full disk, for tests).
     refusing: Option<String>,
     /// Copies of the whole store after each commit, while they are kept.

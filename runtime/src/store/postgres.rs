@@ -11,6 +11,7 @@ mod committer;
 mod connect;
 mod delegated;
 mod listen;
+mod registry;
 mod retention;
 mod rows;
 mod schema;

@@ -19,10 +19,11 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (12, "pending starts", V12),
     (13, "folded entries", V13),
     (14, "sessions and transcripts", V14),
+    (15, "agent registry", super::registry::TABLES),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 14;
+pub const LATEST: i64 = 15;
 
 /// Agent sessions' turns (spec/agents.md, "Sessions"), in order by `n`,
 /// calls' transcripts, deleted with their run, and worktrees' writer

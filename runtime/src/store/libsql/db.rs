@@ -14,6 +14,7 @@ mod columns;
 mod delegated;
 mod leases;
 mod migrate;
+mod registry;
 mod retention;
 mod schedules;
 mod slots;

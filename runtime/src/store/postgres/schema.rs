@@ -16,10 +16,11 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (8, "pending starts", V8),
     (9, "folded entries", V9),
     (10, "sessions and transcripts", V10),
+    (11, "agent registry", crate::store::registry::TABLES),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 10;
+pub const LATEST: i64 = 11;
 
 /// Agent sessions' turns (spec/agents.md, "Sessions"), in order by `n`,
 /// calls' transcripts, deleted with their run, and worktrees' writer

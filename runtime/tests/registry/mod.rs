@@ -1,0 +1,90 @@
+//! Published agent releases, on every backend (spec/registry.md, "Store"):
+//! a release is added once, the same release again changes nothing, another
+//! release of a taken version is refused with nothing of it kept, and the
+//! skills' text is kept once by hash.
+
+use opcode_runtime::store::{AgentRelease, Published, SkillText, StoreError};
+
+use super::{at, block_on, stores};
+
+fn release(name: &str, version: &str, digest: &str, s: u32) -> AgentRelease {
+    AgentRelease {
+        name: name.into(),
+        version: version.into(),
+        definition: format!("{{\"name\":\"{name}\",\"version\":\"{version}\"}}"),
+        digest: digest.into(),
+        published_at: at(s),
+        published_by: (s % 2 == 0).then(|| "alice".into()),
+    }
+}
+
+fn skill(hash: &str, content: &str) -> Vec<SkillText> {
+    vec![SkillText {
+        hash: hash.into(),
+        content: content.into(),
+    }]
+}
+
+#[test]
+fn a_release_is_kept_once_and_a_taken_version_refuses_other_content() {
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            let first = release("db", "1.0.0", "sha256:a", 1);
+            let published = store
+                .publish_agent(first.clone(), skill("sha256:s1", "one"))
+                .await;
+            assert_eq!(published.unwrap(), Published::Added, "{name}");
+            let again = store
+                .publish_agent(first.clone(), skill("sha256:s1", "one"))
+                .await;
+            assert_eq!(again.unwrap(), Published::Unchanged, "{name}");
+
+            let changed = release("db", "1.0.0", "sha256:b", 2);
+            let refused = store
+                .publish_agent(changed, skill("sha256:s2", "two"))
+                .await;
+            assert_eq!(
+                refused,
+                Err(StoreError::Exists("db@1.0.0".into())),
+                "{name}"
+            );
+            assert_eq!(
+                store.agent_skill("sha256:s2").await.unwrap(),
+                None,
+                "{name}: half-written"
+            );
+
+            let next = release("db", "1.0.1", "sha256:b", 3);
+            store
+                .publish_agent(next.clone(), skill("sha256:s1", "one"))
+                .await
+                .unwrap();
+            let other = release("api", "0.1.0-rc.1", "sha256:c", 4);
+            store
+                .publish_agent(other.clone(), Vec::new())
+                .await
+                .unwrap();
+
+            assert_eq!(
+                store.agent_releases(Some("db")).await.unwrap(),
+                vec![first.clone(), next.clone()],
+                "{name}"
+            );
+            assert_eq!(
+                store.agent_releases(None).await.unwrap(),
+                vec![other, first, next],
+                "{name}"
+            );
+            assert_eq!(
+                store.agent_releases(Some("none")).await.unwrap(),
+                vec![],
+                "{name}"
+            );
+            assert_eq!(
+                store.agent_skill("sha256:s1").await.unwrap().as_deref(),
+                Some("one"),
+                "{name}"
+            );
+        });
+    }
+}
