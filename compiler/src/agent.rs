@@ -223,18 +223,15 @@ impl Reader<'_> {
         }
         let field = |key: &str| members.iter().find(|m| m.key == key).map(|m| &m.value);
         let max_steps = field("max_steps").and_then(|node| {
-            let steps = node.to_value().as_u64();
-            match steps.filter(|n| (4..=256).contains(n)) {
-                Some(n) => u32::try_from(n).ok(),
-                None => {
-                    self.budget(
-                        node,
-                        "/budgets/max_steps",
-                        "`max_steps` is a whole number from 4 to 256",
-                    );
-                    None
-                }
+            let steps = node.to_value().as_u64().filter(|n| (4..=256).contains(n));
+            if steps.is_none() {
+                self.budget(
+                    node,
+                    "/budgets/max_steps",
+                    "`max_steps` is a whole number from 4 to 256",
+                );
             }
+            steps.and_then(|n| u32::try_from(n).ok())
         });
         let timeout = field("timeout").and_then(|node| {
             let text = self.string(node, "/budgets/timeout")?;
@@ -303,13 +300,11 @@ impl Reader<'_> {
     }
 
     pub(crate) fn string(&mut self, node: &Node<'_>, pointer: &str) -> Option<String> {
-        match node.as_str() {
-            Some(text) => Some(text.to_owned()),
-            None => {
-                self.wrong_type(node, pointer, "a string");
-                None
-            }
+        let text = node.as_str().map(str::to_owned);
+        if text.is_none() {
+            self.wrong_type(node, pointer, "a string");
         }
+        text
     }
 
     pub(crate) fn wrong_type(&mut self, node: &Node<'_>, pointer: &str, wanted: &str) {
@@ -376,7 +371,7 @@ fn mcp_problem(server: &Value) -> Option<&'static str> {
             }
         }
         (Some(command), None) => {
-            if !command.as_str().is_some_and(|c| !c.is_empty()) {
+            if command.as_str().is_none_or(str::is_empty) {
                 Some("has a `command` that is not a program name")
             } else if fields.get("args").is_some_and(|a| !strings(a)) {
                 Some("has `args` that are not a list of strings")

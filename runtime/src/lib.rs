@@ -22,6 +22,7 @@ pub mod executor;
 pub mod golden;
 pub mod log;
 pub mod owner;
+pub mod registry;
 pub mod rerun;
 pub mod retention;
 #[cfg(feature = "schedule")]

@@ -5,6 +5,7 @@ use std::path::{Component, Path};
 
 use crate::diagnostics::Diagnostic;
 use crate::diagnostics::codes::{E0064, E0066};
+use crate::source::Span;
 use crate::syntax::node::Node;
 
 use super::Reader;
@@ -16,6 +17,9 @@ pub struct Skill {
     pub name: String,
     /// Where its text is.
     pub source: SkillSource,
+    /// Where the skill is written in the definition (for what reading
+    /// its file finds).
+    pub span: Span,
 }
 
 /// Where a skill's text is.
@@ -90,32 +94,23 @@ impl Reader<'_> {
             self.unknown(member, pointer, "a skill", &KNOWN);
         }
         let field = |key: &str| members.iter().find(|m| m.key == key).map(|m| &m.value);
-        let name = match field("name") {
-            Some(node) => {
-                let name = self.string(node, &format!("{pointer}/name"))?;
-                if !is_skill_name(&name) {
-                    self.sink.push(
-                        Diagnostic::error(
-                            E0064,
-                            node.span,
-                            format!("`{name}` cannot name a skill"),
-                        )
-                        .with_pointer(format!("{pointer}/name"))
-                        .with_help("a skill's name is letters, digits, `-` and `_`, at most 64"),
-                    );
-                    return None;
-                }
-                name
-            }
-            None => {
-                self.sink.push(
-                    Diagnostic::error(E0064, item.span, "a skill needs a `name`")
-                        .with_pointer(pointer.to_owned())
-                        .with_help(shape),
-                );
-                return None;
-            }
+        let Some(node) = field("name") else {
+            self.sink.push(
+                Diagnostic::error(E0064, item.span, "a skill needs a `name`")
+                    .with_pointer(pointer.to_owned())
+                    .with_help(shape),
+            );
+            return None;
         };
+        let name = self.string(node, &format!("{pointer}/name"))?;
+        if !is_skill_name(&name) {
+            self.sink.push(
+                Diagnostic::error(E0064, node.span, format!("`{name}` cannot name a skill"))
+                    .with_pointer(format!("{pointer}/name"))
+                    .with_help("a skill's name is letters, digits, `-` and `_`, at most 64"),
+            );
+            return None;
+        }
         let source = match (field("content"), field("path")) {
             (Some(content), None) => {
                 SkillSource::Content(self.string(content, &format!("{pointer}/content"))?)
@@ -153,6 +148,10 @@ impl Reader<'_> {
                 return None;
             }
         };
-        Some(Skill { name, source })
+        Some(Skill {
+            name,
+            source,
+            span: item.span,
+        })
     }
 }

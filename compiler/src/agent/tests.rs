@@ -29,17 +29,16 @@ fn a_whole_definition_reads_field_by_field() {
     assert_eq!(definition.version.to_string(), "1.2.0-rc.1");
     assert_eq!(definition.role, "worker");
     assert_eq!(definition.runs_on.as_deref(), Some("opencode"));
+    let skills: Vec<(&str, &SkillSource)> = definition
+        .skills
+        .iter()
+        .map(|s| (s.name.as_str(), &s.source))
+        .collect();
     assert_eq!(
-        definition.skills,
+        skills,
         vec![
-            Skill {
-                name: "db".into(),
-                source: SkillSource::Path("skills/db/SKILL.md".into())
-            },
-            Skill {
-                name: "style".into(),
-                source: SkillSource::Content("Be brief.".into())
-            },
+            ("db", &SkillSource::Path("skills/db/SKILL.md".into())),
+            ("style", &SkillSource::Content("Be brief.".into())),
         ]
     );
     assert_eq!(definition.mcp.len(), 2);
@@ -152,7 +151,7 @@ fn mcp_servers_and_budgets_are_checked() {
     };
     for bad in [
         r#"{"command": "x", "url": "https://a"}"#,
-        r#"{}"#,
+        r"{}",
         r#"{"url": "file:///etc/passwd"}"#,
         r#"{"command": ""}"#,
         r#"{"command": "x", "args": "-y"}"#,

@@ -1,5 +1,6 @@
 //! The `opcode` command line.
 
+mod agent;
 mod common;
 mod database;
 mod doctor;
@@ -60,6 +61,8 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     /// Print the agent skill, or install it into a skills directory.
     Skill(skill::Args),
+    /// Agent definitions as versioned releases: init, check, publish, list, show, diff.
+    Agent(agent::Args),
 }
 
 /// What `opcode --version` prints after the name: the version, the commit
@@ -110,6 +113,7 @@ pub fn main(cli: Cli) -> u8 {
             Command::Secret(args) => secret::secret(args).await,
             Command::Doctor(args) => doctor::doctor(&args).await,
             Command::Skill(args) => skill::skill(&args),
+            Command::Agent(args) => agent::agent(args).await,
         }
     });
     // Do not wait for actions still running: they are recorded as in

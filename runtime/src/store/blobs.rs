@@ -85,13 +85,19 @@ fn outline(value: &Value, json: String, blobs: &mut Vec<Blob>) -> Value {
     }
 }
 
-/// A reference to the blob of `json`, which is added to `blobs`.
-fn reference(json: String, blobs: &mut Vec<Blob>) -> Value {
-    let digest = Sha256::digest(json.as_bytes());
-    let hash = digest.iter().fold(String::from("sha256:"), |mut h, b| {
+/// `sha256:` and the hex SHA-256 of `text`: how the store names what it
+/// keeps by content.
+pub fn sha256_of(text: &str) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    digest.iter().fold(String::from("sha256:"), |mut h, b| {
         let _ = write!(h, "{b:02x}");
         h
-    });
+    })
+}
+
+/// A reference to the blob of `json`, which is added to `blobs`.
+fn reference(json: String, blobs: &mut Vec<Blob>) -> Value {
+    let hash = sha256_of(&json);
     let mut r = Map::new();
     r.insert(KEY.into(), hash.clone().into());
     r.insert("bytes".into(), json.len().into());

@@ -65,7 +65,7 @@ impl PostgresStore {
         let (notices, _) = broadcast::channel(1024);
         let listener = listen::Listener::start(target, notices.clone()).await?;
         Ok(PostgresStore {
-            committer: committer::Committer::start(pool.clone()),
+            committer: committer::Committer::start(&pool),
             pool,
             notices,
             _listener: listener,

@@ -14,7 +14,7 @@ fn release(name: &str, version: &str, digest: &str, s: u32) -> AgentRelease {
         definition: format!("{{\"name\":\"{name}\",\"version\":\"{version}\"}}"),
         digest: digest.into(),
         published_at: at(s),
-        published_by: (s % 2 == 0).then(|| "alice".into()),
+        published_by: s.is_multiple_of(2).then(|| "alice".into()),
     }
 }
 

@@ -43,7 +43,7 @@ pub(super) struct Committer {
 impl Committer {
     /// Starts the lanes' tasks, writing on connections from `pool`; they
     /// end when the committer is dropped, after the commits queued.
-    pub fn start(pool: Pool) -> Committer {
+    pub fn start(pool: &Pool) -> Committer {
         let lanes = (0..LANES)
             .map(|_| {
                 let (queue, jobs) = mpsc::unbounded_channel();

@@ -1,0 +1,335 @@
+//! `opcode agent init|check|publish|list|show|diff`: agent definitions,
+//! published as immutable releases in the database (spec/registry.md).
+
+mod file;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use opcode_runtime::registry::{self, Failure};
+use opcode_runtime::store::{AgentRelease, EventStore, Published};
+use opcode_runtime::time::{now_ms, rfc3339};
+use serde_json::{Value, json};
+
+use super::common::{DbArgs, Exit, fail};
+
+/// Arguments of `agent`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+    #[command(flatten)]
+    db: DbArgs,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Write NAME.agent.json and skills/NAME/SKILL.md to start from.
+    Init {
+        /// The agent's name (lower-case letters, digits, `-`).
+        name: String,
+        /// The sandbox it gets.
+        #[arg(long, default_value = "scout", value_parser = ["scout", "worker", "runner"])]
+        role: String,
+        /// Where to write them.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Check a definition and its skills; exit 2 on errors.
+    Check {
+        /// The definition file.
+        file: PathBuf,
+    },
+    /// Check a definition, then publish it as a release.
+    Publish {
+        /// The definition file.
+        file: PathBuf,
+        /// Who publishes it (default: $USER).
+        #[arg(long)]
+        by: Option<String>,
+    },
+    /// Each agent's newest release.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A release, its skills' text included, as JSON.
+    Show {
+        /// NAME (its newest release) or NAME@VERSION.
+        agent: String,
+    },
+    /// What changed between two releases or files; exit 1 when they differ.
+    Diff {
+        /// NAME, NAME@VERSION or a definition file.
+        from: String,
+        /// NAME, NAME@VERSION or a definition file.
+        to: String,
+    },
+}
+
+/// Runs `agent`.
+pub async fn agent(args: Args) -> Exit {
+    match args.command {
+        Command::Init { name, role, dir } => init(&name, &role, &dir),
+        Command::Check { file } => match file::read(&file) {
+            Ok(read) => {
+                let warnings = match read.warnings {
+                    0 => String::new(),
+                    n => format!(", {n} warning(s)"),
+                };
+                println!(
+                    "{}: {}@{} is ready to publish{warnings}",
+                    file.display(),
+                    read.definition.name,
+                    read.definition.version
+                );
+                Exit::Ok
+            }
+            Err(exit) => exit,
+        },
+        Command::Publish { file, by } => {
+            let Ok(read) = file::read(&file) else {
+                return Exit::Usage;
+            };
+            let store = match args.db.open().await {
+                Ok(store) => store,
+                Err(exit) => return exit,
+            };
+            let by = by
+                .or_else(|| std::env::var("USER").ok())
+                .filter(|b| !b.is_empty());
+            let (release, skills) =
+                registry::release_of(&read.definition, &read.texts, rfc3339(now_ms()), by);
+            let (name, version, digest) = (
+                release.name.clone(),
+                release.version.clone(),
+                release.digest.clone(),
+            );
+            match registry::publish(store.as_ref(), release, skills).await {
+                Ok(Published::Added) => println!("published {name}@{version} ({digest})"),
+                Ok(Published::Unchanged) => {
+                    println!("{name}@{version} is published already, the same ({digest})");
+                }
+                Err(e) => return refused(&e),
+            }
+            Exit::Ok
+        }
+        Command::List { json } => list(&args.db, json).await,
+        Command::Show { agent } => {
+            let store = match args.db.open().await {
+                Ok(store) => store,
+                Err(exit) => return exit,
+            };
+            match shown(store.as_ref(), &agent).await {
+                Ok(value) => {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&value).unwrap_or_default()
+                    );
+                    Exit::Ok
+                }
+                Err(e) => refused(&e),
+            }
+        }
+        Command::Diff { from, to } => diff(&args.db, &from, &to).await,
+    }
+}
+
+/// Prints a refusal or a store failure.
+fn refused(e: &Failure) -> Exit {
+    eprintln!("{e}");
+    Exit::Usage
+}
+
+/// A release with its skills' text and where it came from.
+async fn shown(store: &dyn EventStore, agent: &str) -> Result<Value, Failure> {
+    let name = agent.split_once('@').map_or(agent, |(name, _)| name);
+    let releases = store.agent_releases(Some(name)).await?;
+    let everything = if releases.is_empty() {
+        store.agent_releases(None).await?
+    } else {
+        releases
+    };
+    let release = registry::find(&everything, agent).map_err(Failure::Refused)?;
+    let definition = registry::expanded(store, release).await?;
+    Ok(json!({
+        "name": release.name,
+        "version": release.version,
+        "digest": release.digest,
+        "published_at": release.published_at,
+        "published_by": release.published_by,
+        "definition": definition,
+    }))
+}
+
+async fn list(db: &DbArgs, as_json: bool) -> Exit {
+    let store = match db.open().await {
+        Ok(store) => store,
+        Err(exit) => return exit,
+    };
+    let releases = match store.agent_releases(None).await {
+        Ok(releases) => releases,
+        Err(e) => return fail(e),
+    };
+    let mut rows = Vec::new();
+    let mut names: Vec<&str> = releases.iter().map(|r| r.name.as_str()).collect();
+    names.dedup();
+    for name in names {
+        let of_name: Vec<&AgentRelease> = releases.iter().filter(|r| r.name == name).collect();
+        let Some(newest) = registry::newest(&of_name) else {
+            continue;
+        };
+        rows.push(json!({
+            "name": name,
+            "newest": newest.version,
+            "releases": of_name.len(),
+            "published_at": newest.published_at,
+            "published_by": newest.published_by,
+            "digest": newest.digest,
+        }));
+    }
+    if as_json {
+        println!("{}", Value::Array(rows));
+        return Exit::Ok;
+    }
+    if rows.is_empty() {
+        println!("no agent is published");
+        return Exit::Ok;
+    }
+    println!(
+        "{:<24} {:<14} {:>8}  {:<24}  DIGEST",
+        "NAME", "NEWEST", "RELEASES", "PUBLISHED"
+    );
+    for row in rows {
+        let digest = row["digest"].as_str().unwrap_or_default();
+        println!(
+            "{:<24} {:<14} {:>8}  {:<24}  {}",
+            row["name"].as_str().unwrap_or_default(),
+            row["newest"].as_str().unwrap_or_default(),
+            row["releases"].as_u64().unwrap_or_default(),
+            row["published_at"].as_str().unwrap_or_default(),
+            digest.get(..19).unwrap_or(digest),
+        );
+    }
+    Exit::Ok
+}
+
+async fn diff(db: &DbArgs, from: &str, to: &str) -> Exit {
+    let mut store = None;
+    let mut sides = Vec::new();
+    for side in [from, to] {
+        let text = if Path::new(side).is_file() {
+            let Ok(read) = file::read(Path::new(side)) else {
+                return Exit::Usage;
+            };
+            let (release, skills) =
+                registry::release_of(&read.definition, &read.texts, String::new(), None);
+            registry::with_skills(&release, &skills).map_err(Failure::Store)
+        } else {
+            if store.is_none() {
+                match db.open().await {
+                    Ok(opened) => store = Some(opened),
+                    Err(exit) => return exit,
+                }
+            }
+            let Some(store) = &store else {
+                return Exit::Usage;
+            };
+            shown(store.as_ref(), side)
+                .await
+                .map(|mut shown| shown["definition"].take())
+        };
+        match text {
+            Ok(definition) => sides.push(document(&definition)),
+            Err(e) => return refused(&e),
+        }
+    }
+    if sides[0] == sides[1] {
+        println!("{from} and {to} are the same");
+        return Exit::Ok;
+    }
+    let diff = similar::TextDiff::from_lines(&sides[0], &sides[1]);
+    print!("{}", diff.unified_diff().context_radius(3).header(from, to));
+    Exit::Failed
+}
+
+/// A definition as lines to compare: its fields as JSON, then each skill's
+/// text under a heading of its own.
+fn document(definition: &Value) -> String {
+    let mut fields = definition.clone();
+    let mut texts: Vec<(String, String)> = Vec::new();
+    for skill in fields["skills"].as_array_mut().into_iter().flatten() {
+        let name = skill["name"].as_str().unwrap_or_default().to_owned();
+        let content = skill.as_object_mut().and_then(|s| s.remove("content"));
+        texts.push((
+            name,
+            content
+                .and_then(|c| c.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+        ));
+    }
+    let mut out = serde_json::to_string_pretty(&fields).unwrap_or_default();
+    out.push('\n');
+    for (name, content) in texts {
+        let _ = write!(out, "\n## skill {name}\n{content}");
+        if !content.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Writes the files a new agent starts from, never over one.
+fn init(name: &str, role: &str, dir: &Path) -> Exit {
+    if !opcode_compiler::agent::is_agent_name(name) {
+        return fail(format!(
+            "[E0064] `{name}` cannot name an agent: lower-case letters, digits and `-`, starting with a letter, at most 64"
+        ));
+    }
+    let definition = dir.join(format!("{name}.agent.json"));
+    let skill = dir.join("skills").join(name).join("SKILL.md");
+    for path in [&definition, &skill] {
+        if path.exists() {
+            return fail(format!(
+                "{} exists: init never writes over a file",
+                path.display()
+            ));
+        }
+    }
+    let body = json!({
+        "name": name,
+        "version": "0.1.0",
+        "description": format!("What {name} is for."),
+        "role": role,
+        "skills": [{"name": name, "path": format!("skills/{name}/SKILL.md")}],
+        "budgets": {"max_steps": 16, "timeout": "5m"},
+        "permissions": "ask",
+    });
+    let skill_text = format!(
+        "---\nname: {name}\ndescription: What {name} knows how to do.\n---\n\n# {name}\n\n1. Say what to look at first.\n2. Say what a good answer holds.\n"
+    );
+    let written = std::fs::create_dir_all(skill.parent().unwrap_or(dir))
+        .and_then(|()| {
+            std::fs::write(
+                &definition,
+                format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&body).unwrap_or_default()
+                ),
+            )
+        })
+        .and_then(|()| std::fs::write(&skill, skill_text));
+    match written {
+        Ok(()) => {
+            println!("wrote {} and {}", definition.display(), skill.display());
+            println!(
+                "next: edit them, `opcode agent check {}`, then `opcode agent publish {}`",
+                definition.display(),
+                definition.display()
+            );
+            Exit::Ok
+        }
+        Err(e) => fail(format!("cannot write the agent's files: {e}")),
+    }
+}

@@ -1,0 +1,292 @@
+//! The agent registry's rules (spec/registry.md): a checked definition and
+//! its skills' text made into a release (canonical form, digest), published
+//! once, and found again by `name` or `name@version`.
+
+use opcode_compiler::agent::AgentDefinition;
+use opcode_compiler::diagnostics::codes::{E0067, E0068};
+use opcode_compiler::diagnostics::did_you_mean;
+use opcode_vm::Code;
+use serde_json::{Map, Value, json};
+
+use crate::store::blobs::sha256_of as hash_of;
+use crate::store::{AgentRelease, Published, Registry, SkillText, StoreError};
+
+/// A registry request refused, with its code and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryError {
+    /// The stable code (spec/errors).
+    pub code: Code,
+    /// What went wrong.
+    pub message: String,
+    /// The likely fix, in words.
+    pub help: Option<String>,
+}
+
+impl std::fmt::Display for RegistryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "error[{}]: {}", self.code.id, self.message)?;
+        if let Some(help) = &self.help {
+            write!(f, "\n  help: {help}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a registry call failed: refused, or the store failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// Refused, with a code.
+    Refused(RegistryError),
+    /// The store failed.
+    Store(StoreError),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Refused(e) => e.fmt(f),
+            Failure::Store(e) => write!(f, "error: the store: {e}"),
+        }
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Failure {
+        Failure::Store(e)
+    }
+}
+
+/// The release of `definition`, whose skills' text is `texts` (in the
+/// order of its skills), published at `at` by `by`, and the skills' text
+/// by hash.
+pub fn release_of(
+    definition: &AgentDefinition,
+    texts: &[String],
+    at: String,
+    by: Option<String>,
+) -> (AgentRelease, Vec<SkillText>) {
+    let skills: Vec<SkillText> = texts
+        .iter()
+        .map(|text| SkillText {
+            hash: hash_of(text),
+            content: text.clone(),
+        })
+        .collect();
+    let mut canonical = Map::new();
+    canonical.insert("name".into(), json!(definition.name));
+    canonical.insert("version".into(), json!(definition.version.to_string()));
+    let optional = [
+        ("description", &definition.description),
+        ("role", &Some(definition.role.clone())),
+        ("runs_on", &definition.runs_on),
+        ("model", &definition.model),
+        ("variant", &definition.variant),
+    ];
+    for (key, value) in optional {
+        if let Some(value) = value {
+            canonical.insert(key.into(), json!(value));
+        }
+    }
+    let by_hash: Vec<Value> = definition
+        .skills
+        .iter()
+        .zip(&skills)
+        .map(|(skill, text)| json!({"name": skill.name, "sha256": text.hash}))
+        .collect();
+    canonical.insert("skills".into(), Value::Array(by_hash));
+    canonical.insert("mcp".into(), sorted(&Value::Object(definition.mcp.clone())));
+    let mut budgets = Map::new();
+    if let Some(steps) = definition.max_steps {
+        budgets.insert("max_steps".into(), json!(steps));
+    }
+    if let Some(timeout) = &definition.timeout {
+        budgets.insert("timeout".into(), json!(timeout));
+    }
+    canonical.insert("budgets".into(), Value::Object(budgets));
+    if let Some(permissions) = &definition.permissions {
+        canonical.insert("permissions".into(), json!(permissions));
+    }
+    let text = Value::Object(canonical).to_string();
+    let release = AgentRelease {
+        name: definition.name.clone(),
+        version: definition.version.to_string(),
+        digest: hash_of(&text),
+        definition: text,
+        published_at: at,
+        published_by: by,
+    };
+    (release, skills)
+}
+
+/// Publishes `release`; a taken version with other content is refused
+/// with E0067, naming the next free patch version.
+pub async fn publish(
+    store: &dyn Registry,
+    release: AgentRelease,
+    skills: Vec<SkillText>,
+) -> Result<Published, Failure> {
+    let (name, version) = (release.name.clone(), release.version.clone());
+    match store.publish_agent(release, skills).await {
+        Err(StoreError::Exists(_)) => {
+            let taken = store.agent_releases(Some(&name)).await?;
+            let next = next_free_patch(&version, &taken);
+            Err(Failure::Refused(RegistryError {
+                code: E0067,
+                message: format!("{name}@{version} is published already, with other content"),
+                help: Some(format!(
+                    "a release never changes: publish the change as {name}@{next} (or another new version)"
+                )),
+            }))
+        }
+        other => Ok(other?),
+    }
+}
+
+/// The release `spec` names among `releases` (one agent's or all):
+/// `name@version`, or `name` for its newest.
+pub fn find<'r>(
+    releases: &'r [AgentRelease],
+    spec: &str,
+) -> Result<&'r AgentRelease, RegistryError> {
+    let (name, version) = match spec.split_once('@') {
+        Some((name, version)) => (name, Some(version)),
+        None => (spec, None),
+    };
+    let of_name: Vec<&AgentRelease> = releases.iter().filter(|r| r.name == name).collect();
+    if of_name.is_empty() {
+        let mut names: Vec<&str> = releases.iter().map(|r| r.name.as_str()).collect();
+        names.dedup();
+        let help = match did_you_mean(name, &names) {
+            Some(close) => format!("did you mean `{close}`?"),
+            None if names.is_empty() => {
+                "no agent is published yet: `opcode agent publish FILE`".into()
+            }
+            None => format!("published: {}", names.join(", ")),
+        };
+        return Err(unknown(format!("no agent `{name}` is published"), help));
+    }
+    let Some(version) = version else {
+        let newest = newest(&of_name).unwrap_or(of_name[0]);
+        return Ok(newest);
+    };
+    of_name
+        .iter()
+        .copied()
+        .find(|r| r.version == version)
+        .ok_or_else(|| {
+            let versions: Vec<&str> = of_name.iter().map(|r| r.version.as_str()).collect();
+            let help = match did_you_mean(version, &versions) {
+                Some(close) => format!("did you mean `{name}@{close}`?"),
+                None => format!("published versions: {}", versions.join(", ")),
+            };
+            unknown(format!("agent `{name}` has no release {version}"), help)
+        })
+}
+
+/// The newest of one agent's releases by semantic-version precedence,
+/// leaving out pre-releases unless there is nothing else.
+pub fn newest<'r>(releases: &[&'r AgentRelease]) -> Option<&'r AgentRelease> {
+    let parsed = |r: &&'r AgentRelease| semver::Version::parse(&r.version).ok().map(|v| (v, *r));
+    let all: Vec<(semver::Version, &AgentRelease)> = releases.iter().filter_map(parsed).collect();
+    let best = |pre: bool| {
+        all.iter()
+            .filter(|(v, _)| pre || v.pre.is_empty())
+            .max_by(|a, b| a.0.cmp(&b.0))
+            .map(|(_, r)| *r)
+    };
+    best(false).or_else(|| best(true))
+}
+
+/// The release's definition with each skill's text in place of its hash
+/// (`{"name", "content"}`), as `show` and `diff` print it.
+pub async fn expanded(store: &dyn Registry, release: &AgentRelease) -> Result<Value, Failure> {
+    let mut texts = Vec::new();
+    for hash in skill_hashes(&release.definition) {
+        if let Some(text) = store.agent_skill(&hash).await? {
+            texts.push(SkillText {
+                hash,
+                content: text,
+            });
+        }
+    }
+    Ok(with_skills(release, &texts)?)
+}
+
+/// The release's definition with the text of each of its skills found in
+/// `texts` (empty when missing).
+pub fn with_skills(release: &AgentRelease, texts: &[SkillText]) -> Result<Value, StoreError> {
+    let mut definition: Value = serde_json::from_str(&release.definition).map_err(|e| {
+        StoreError::Backend(format!("release {}@{}: {e}", release.name, release.version))
+    })?;
+    if let Some(skills) = definition.get_mut("skills").and_then(Value::as_array_mut) {
+        for skill in skills {
+            let hash = skill["sha256"].as_str().unwrap_or_default();
+            let content = texts
+                .iter()
+                .find(|t| t.hash == hash)
+                .map(|t| t.content.as_str());
+            *skill = json!({"name": skill["name"], "content": content.unwrap_or_default()});
+        }
+    }
+    Ok(definition)
+}
+
+/// The hashes of the skills a canonical definition names.
+fn skill_hashes(definition: &str) -> Vec<String> {
+    let value: Value = serde_json::from_str(definition).unwrap_or_default();
+    value["skills"]
+        .as_array()
+        .map(|skills| {
+            skills
+                .iter()
+                .filter_map(|s| s["sha256"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn unknown(message: String, help: String) -> RegistryError {
+    RegistryError {
+        code: E0068,
+        message,
+        help: Some(help),
+    }
+}
+
+/// The first patch version after `version` (pre-release dropped) that no
+/// release in `taken` has.
+fn next_free_patch(version: &str, taken: &[AgentRelease]) -> String {
+    let Ok(mut next) = semver::Version::parse(version) else {
+        return version.to_owned();
+    };
+    next.pre = semver::Prerelease::EMPTY;
+    next.build = semver::BuildMetadata::EMPTY;
+    loop {
+        next.patch += 1;
+        let text = next.to_string();
+        if !taken.iter().any(|r| r.version == text) {
+            return text;
+        }
+    }
+}
+
+/// `value` with every object's keys in order, so the same definition
+/// always has the same text.
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
