@@ -74,6 +74,11 @@ pub fn read(src: &str) -> (Option<AgentDefinition>, Diagnostics) {
     (definition, sink)
 }
 
+/// Whether the file `name` holds an agent definition (`*.agent.json`).
+pub fn is_definition_file(name: &str) -> bool {
+    name.ends_with(".agent.json")
+}
+
 /// Whether `name` may name an agent: a lower-case letter, then lower-case
 /// letters, digits and `-`, at most 64 in all.
 pub fn is_agent_name(name: &str) -> bool {

@@ -197,6 +197,62 @@ pub fn newest<'r>(releases: &[&'r AgentRelease]) -> Option<&'r AgentRelease> {
     best(false).or_else(|| best(true))
 }
 
+/// Release `spec` (`name` for its newest, or `name@version`) as `show`
+/// and the `opcode://agents/…` resources give it: where it came from and
+/// its definition with its skills' text.
+pub async fn view(store: &dyn Registry, spec: &str) -> Result<Value, Failure> {
+    let name = spec.split_once('@').map_or(spec, |(name, _)| name);
+    let mut releases = store.agent_releases(Some(name)).await?;
+    if releases.is_empty() {
+        // Every name, for the closest one.
+        releases = store.agent_releases(None).await?;
+    }
+    let release = find(&releases, spec).map_err(Failure::Refused)?;
+    let definition = expanded(store, release).await?;
+    let versions: Vec<&str> = releases
+        .iter()
+        .filter(|r| r.name == release.name)
+        .map(|r| r.version.as_str())
+        .collect();
+    Ok(json!({
+        "name": release.name,
+        "version": release.version,
+        "digest": release.digest,
+        "published_at": release.published_at,
+        "published_by": release.published_by,
+        "versions": versions,
+        "definition": definition,
+    }))
+}
+
+/// Each agent's newest release: name, version, role, description, how
+/// many releases it has, when and by whom the newest was published, its
+/// digest.
+pub async fn catalog(store: &dyn Registry) -> Result<Vec<Value>, StoreError> {
+    let releases = store.agent_releases(None).await?;
+    let mut names: Vec<&str> = releases.iter().map(|r| r.name.as_str()).collect();
+    names.dedup();
+    let mut rows = Vec::new();
+    for name in names {
+        let of_name: Vec<&AgentRelease> = releases.iter().filter(|r| r.name == name).collect();
+        let Some(newest) = newest(&of_name) else {
+            continue;
+        };
+        let definition: Value = serde_json::from_str(&newest.definition).unwrap_or_default();
+        rows.push(json!({
+            "name": name,
+            "newest": newest.version,
+            "role": definition["role"],
+            "description": definition["description"],
+            "releases": of_name.len(),
+            "published_at": newest.published_at,
+            "published_by": newest.published_by,
+            "digest": newest.digest,
+        }));
+    }
+    Ok(rows)
+}
+
 /// The release's definition with each skill's text in place of its hash
 /// (`{"name", "content"}`), as `show` and `diff` print it.
 pub async fn expanded(store: &dyn Registry, release: &AgentRelease) -> Result<Value, Failure> {

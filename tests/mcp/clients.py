@@ -16,6 +16,8 @@ Usage: python clients.py PATH_TO_OPCODE
 import asyncio
 import base64
 import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -318,6 +320,39 @@ async def exposed_scenario(base):
           "reach a 2025-11-25 session and a 2026-07-28 subscriptions/listen")
 
 
+def publish_agent(binary, home, db):
+    """Publishes an agent with `opcode agent publish` into the daemon's
+    database, while it serves."""
+    folder = f"{home}/agents"
+    os.makedirs(f"{folder}/skills/db", exist_ok=True)
+    with open(f"{folder}/skills/db/SKILL.md", "w") as f:
+        f.write("Read the indexes first.\n")
+    with open(f"{folder}/db-analyzer.agent.json", "w") as f:
+        json.dump({"name": "db-analyzer", "version": "1.0.0", "role": "scout",
+                   "description": "Reads schemas.",
+                   "skills": [{"name": "db", "path": "skills/db/SKILL.md"}]}, f)
+    out = subprocess.run([binary, "agent", "publish", f"{folder}/db-analyzer.agent.json", "--db", db],
+                         capture_output=True, text=True, env=dict(os.environ, HOME=home))
+    check(out.returncode == 0 and "published db-analyzer@1.0.0" in out.stdout, f"agent publish: {out}")
+
+
+async def agents_scenario(client, transport):
+    """The published agent as resources, and an unknown one as the SDK's error."""
+    listed = {r.uri for r in (await client.list_resources()).resources}
+    check({"opcode://agents", "opcode://agents/db-analyzer"} <= listed, f"{transport}: agents {listed}")
+    catalog = json.loads((await client.read_resource("opcode://agents")).contents[0].text)
+    check(catalog["agents"][0]["newest"] == "1.0.0", f"{transport}: agent catalog {catalog}")
+    release = json.loads((await client.read_resource("opcode://agents/db-analyzer/1.0.0")).contents[0].text)
+    check(release["definition"]["skills"] == [{"name": "db", "content": "Read the indexes first.\n"}],
+          f"{transport}: agent release {release}")
+    try:
+        await client.read_resource("opcode://agents/db-analyser")
+        check(False, f"{transport}: an unknown agent was read")
+    except Exception as e:  # the SDK raises the JSON-RPC error: resource not found, coded
+        check("db-analyser" in str(e), f"{transport}: unknown agent error {e}")
+    print(f"ok - {transport}: a published agent is listed and read as resources; an unknown one is not found")
+
+
 def refused(url, method="GET", origin="https://evil.example"):
     request = urllib.request.Request(url, method=method, headers={"Origin": origin, "Content-Type": "application/json"},
                                      data=b"{}" if method == "POST" else None)
@@ -334,10 +369,13 @@ async def main(binary):
         daemon.start()
         base = daemon.url
         try:
+            publish_agent(binary, home, daemon.db)
             async with Client(f"{base}/mcp") as client:
                 await scenario(client, "streamable-http")
+                await agents_scenario(client, "streamable-http")
             async with Client(sse_client(f"{base}/sse")) as client:
                 await scenario(client, "sse")
+                await agents_scenario(client, "sse")
             await notify_scenario(base, "sse", lambda: sse_client(f"{base}/sse"))
             await notify_scenario(base, "streamable-http", lambda: f"{base}/mcp")
             await exposed_scenario(base)

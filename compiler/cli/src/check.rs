@@ -11,7 +11,8 @@ use crate::output::{ColorChoice, Format, eprint_line, print};
 /// Arguments of `check`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Workflow files (JSON, bare or in opcode's wrapper format, or `.opc`).
+    /// Workflow files (JSON, bare or in opcode's wrapper format, or `.opc`),
+    /// or agent definitions (`*.agent.json`).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Output format; `json` is a JSON array of diagnostics.
@@ -51,8 +52,7 @@ pub fn check_file(compiler: &Compiler, path: &PathBuf) -> Result<Checked, String
     let file = path.display().to_string();
     match decode_utf8(&bytes) {
         Ok(text) => {
-            let syntax = opcode_compiler::Syntax::of_file(&file);
-            let diagnostics = compiler.check_as(text, syntax).into_sorted();
+            let diagnostics = diagnose(compiler, &file, text);
             // An oversized file is reported at its start; keep only what the
             // report shows instead of rendering megabytes.
             let shown = if text.len() > MAX_SOURCE_BYTES {
@@ -74,6 +74,16 @@ pub fn check_file(compiler: &Compiler, path: &PathBuf) -> Result<Checked, String
     }
 }
 
+/// What checking `text`, the file `file`, finds: an agent definition
+/// (`*.agent.json`, spec/registry.md) or a workflow of either syntax.
+pub fn diagnose(compiler: &Compiler, file: &str, text: &str) -> Vec<Diagnostic> {
+    if opcode_compiler::agent::is_definition_file(file) {
+        return opcode_compiler::agent::read(text).1.into_sorted();
+    }
+    let syntax = opcode_compiler::Syntax::of_file(file);
+    compiler.check_as(text, syntax).into_sorted()
+}
+
 /// Applies the fixes of one file's diagnostics in place (repeating while
 /// fixes reveal more, at most a few rounds).
 fn fix_file(compiler: &Compiler, path: &PathBuf) -> Result<(), String> {
@@ -93,11 +103,11 @@ fn fix_file(compiler: &Compiler, path: &PathBuf) -> Result<(), String> {
 /// `text` (of the file `path`) with every fix applied, repeating while
 /// fixes reveal more (at most a few rounds), and how many were applied.
 fn fixed_text(compiler: &Compiler, path: &std::path::Path, text: &str) -> (String, usize) {
-    let syntax = opcode_compiler::Syntax::of_file(&path.display().to_string());
+    let file = path.display().to_string();
     let mut text = text.to_owned();
     let mut total = 0;
     for _ in 0..4 {
-        let diagnostics = compiler.check_as(&text, syntax).into_sorted();
+        let diagnostics = diagnose(compiler, &file, &text);
         let (fixed, applied) = apply_fixes(&text, &diagnostics);
         if applied == 0 {
             break;

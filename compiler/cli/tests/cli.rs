@@ -144,6 +144,28 @@ fn fix_rewrites_the_file() {
 }
 
 #[test]
+fn agent_definitions_are_checked_and_fixed_like_workflows() {
+    let path = temp_file(
+        "db.agent.json",
+        br#"{"name": "db", "version": "v1.2", "role": "scot", "modle": "m"}"#,
+    );
+    let (code, diagnostics) = json_diagnostics(&path);
+    let codes: Vec<&str> = diagnostics
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
+    assert_eq!((code, codes), (1, vec!["E0065", "E0014", "E0064"]));
+    let p = path.to_str().unwrap();
+    let fixed = opcodec(&["check", "--fix", p]);
+    assert_eq!(fixed.status.code(), Some(0), "{}", stdout(&fixed));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(
+        text,
+        r#"{"name": "db", "version": "1.2.0", "role": "scout", "model": "m"}"#
+    );
+}
+
+#[test]
 fn fix_applies_what_an_agent_would_and_check_only_says_so() {
     let broken = br#"{"steps": [
   {"id": "a", "action": "http.get", "params": {"timeout": 30}},

@@ -11,6 +11,8 @@ use opcode_runtime::store::memory::MemoryStore;
 use opcode_stdlib::exec::EnvSecrets;
 use serde_json::{Value, json};
 
+#[path = "api/agents.rs"]
+mod agents;
 #[path = "api/answers.rs"]
 mod answers;
 #[path = "api/idempotency.rs"]

@@ -46,6 +46,12 @@ impl Document {
                 index: None,
                 inputs: Vec::new(),
             })
+        } else if opcode_compiler::agent::is_definition_file(uri) {
+            Some(Analysis {
+                diagnostics: opcode_compiler::agent::read(&text).1.into_sorted(),
+                index: None,
+                inputs: Vec::new(),
+            })
         } else {
             is_workflow(&text, syntax).then(|| analyse(&text, syntax, compiler))
         };
@@ -183,5 +189,15 @@ mod tests {
         assert_eq!(doc.index_offset(cursor), good.find("\"x\"}").unwrap() + 3);
         assert_eq!(doc.index_offset(3), 3);
         assert_eq!(doc.index_offset(typing.len()), good.len());
+    }
+
+    #[test]
+    fn an_agent_definition_gets_its_own_diagnostics() {
+        let compiler = crate::check::compiler();
+        let text = r#"{"name": "db", "version": "1.2", "role": "scout"}"#;
+        let doc = Document::new("file:///a/db.agent.json", None, text.to_owned(), &compiler);
+        let analysis = doc.analysis.expect("analysed");
+        let codes: Vec<&str> = analysis.diagnostics.iter().map(|d| d.code.id).collect();
+        assert_eq!(codes, ["E0065"]);
     }
 }

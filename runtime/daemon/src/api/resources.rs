@@ -1,6 +1,7 @@
 //! The `opcode://` resources (spec/mcp.md, "Resources"): the action
-//! catalog, the language reference, each template, each run and the values
-//! too big to inline in a tool result, readable whole or in byte ranges.
+//! catalog, the language reference, each template, each published agent
+//! (`api/agents.rs`), each run and the values too big to inline in a tool
+//! result, readable whole or in byte ranges.
 
 use opcode_runtime::summary::{self, View};
 use opcode_vm::codes;
@@ -39,7 +40,7 @@ pub struct Listed {
 }
 
 /// The URI templates of the resources that are not listed one by one.
-pub const TEMPLATES: [(&str, &str, &str); 7] = [
+pub const TEMPLATES: [(&str, &str, &str); 8] = [
     (
         "opcode://runs/{workflow_id}",
         "run",
@@ -74,6 +75,11 @@ pub const TEMPLATES: [(&str, &str, &str); 7] = [
         "opcode://templates/{name}",
         "template",
         "A template's newest version (definition, schemas, versions, diagram); /v3 for another.",
+    ),
+    (
+        "opcode://agents/{name}",
+        "agent",
+        "A published agent's newest release (definition with its skills' text, digest, versions); /1.2.0 for another.",
     ),
 ];
 
@@ -128,6 +134,7 @@ impl Api {
                 mime_type: "application/json",
             });
         }
+        listed.extend(self.agents_listed().await?);
         Ok(listed)
     }
 
@@ -162,6 +169,21 @@ impl Api {
                     .ok_or_else(|| unknown(uri))?;
                 let found = self.template_resource(name, Some(number)).await?;
                 (found.to_string(), "application/json")
+            }
+            ["agents"] => (
+                self.agent_resource(None).await?.to_string(),
+                "application/json",
+            ),
+            ["agents", name] => (
+                self.agent_resource(Some(name)).await?.to_string(),
+                "application/json",
+            ),
+            ["agents", name, version] => {
+                let spec = format!("{name}@{version}");
+                (
+                    self.agent_resource(Some(&spec)).await?.to_string(),
+                    "application/json",
+                )
             }
             ["runs", id, "steps", step, "transcript"] => {
                 (self.transcript(id, step).await?, "application/x-ndjson")

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use opcode_runtime::registry::{self, Failure};
-use opcode_runtime::store::{AgentRelease, EventStore, Published};
+use opcode_runtime::store::Published;
 use opcode_runtime::time::{now_ms, rfc3339};
 use serde_json::{Value, json};
 
@@ -121,7 +121,7 @@ pub async fn agent(args: Args) -> Exit {
                 Ok(store) => store,
                 Err(exit) => return exit,
             };
-            match shown(store.as_ref(), &agent).await {
+            match registry::view(store.as_ref(), &agent).await {
                 Ok(value) => {
                     println!(
                         "{}",
@@ -142,53 +142,15 @@ fn refused(e: &Failure) -> Exit {
     Exit::Usage
 }
 
-/// A release with its skills' text and where it came from.
-async fn shown(store: &dyn EventStore, agent: &str) -> Result<Value, Failure> {
-    let name = agent.split_once('@').map_or(agent, |(name, _)| name);
-    let releases = store.agent_releases(Some(name)).await?;
-    let everything = if releases.is_empty() {
-        store.agent_releases(None).await?
-    } else {
-        releases
-    };
-    let release = registry::find(&everything, agent).map_err(Failure::Refused)?;
-    let definition = registry::expanded(store, release).await?;
-    Ok(json!({
-        "name": release.name,
-        "version": release.version,
-        "digest": release.digest,
-        "published_at": release.published_at,
-        "published_by": release.published_by,
-        "definition": definition,
-    }))
-}
-
 async fn list(db: &DbArgs, as_json: bool) -> Exit {
     let store = match db.open().await {
         Ok(store) => store,
         Err(exit) => return exit,
     };
-    let releases = match store.agent_releases(None).await {
-        Ok(releases) => releases,
+    let rows = match registry::catalog(store.as_ref()).await {
+        Ok(rows) => rows,
         Err(e) => return fail(e),
     };
-    let mut rows = Vec::new();
-    let mut names: Vec<&str> = releases.iter().map(|r| r.name.as_str()).collect();
-    names.dedup();
-    for name in names {
-        let of_name: Vec<&AgentRelease> = releases.iter().filter(|r| r.name == name).collect();
-        let Some(newest) = registry::newest(&of_name) else {
-            continue;
-        };
-        rows.push(json!({
-            "name": name,
-            "newest": newest.version,
-            "releases": of_name.len(),
-            "published_at": newest.published_at,
-            "published_by": newest.published_by,
-            "digest": newest.digest,
-        }));
-    }
     if as_json {
         println!("{}", Value::Array(rows));
         return Exit::Ok;

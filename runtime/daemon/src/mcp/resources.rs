@@ -69,7 +69,7 @@ fn failed(error: ToolError, uri: &str) -> ErrorData {
     }
     let data = Some(data);
     match error.code.id {
-        "R0120" | "R0121" | "R0122" => ErrorData::resource_not_found(error.message, data),
+        "R0120" | "R0121" | "R0122" | "E0068" => ErrorData::resource_not_found(error.message, data),
         _ => ErrorData::internal_error(error.message, data),
     }
 }
