@@ -198,7 +198,7 @@ async fn diff(db: &DbArgs, from: &str, to: &str) -> Exit {
             let Some(store) = &store else {
                 return Exit::Usage;
             };
-            shown(store.as_ref(), side)
+            registry::view(store.as_ref(), side)
                 .await
                 .map(|mut shown| shown["definition"].take())
         };
