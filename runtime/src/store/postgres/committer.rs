@@ -1,4 +1,4 @@
-//! Group commit on PostgreSQL: commits that arrive while their lane is
+//! Group commit on PostgreSQL: commits that arrive while the lanes are
 //! busy are written together, in one transaction, and every statement of
 //! a transaction — `BEGIN`, each commit's checks and changes, `COMMIT`,
 //! then the commits' notices — is sent at once: one round trip for the
@@ -11,18 +11,19 @@
 //! takeover, a race with another writer), so a group almost always lands
 //! whole.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use deadpool_postgres::{Object, Pool};
 use futures::future::join_all;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 use tokio_postgres::types::ToSql;
 
 use super::commit::{self, Statement};
 use super::{CHANNEL, backend, pool_error};
 use crate::store::{Commit, StoreError, StoreResult};
 
-/// At most this many transactions are in flight at once: one a lane.
+/// At most this many transactions are in flight at once.
 const LANES: usize = 4;
 
 /// At most this many commits share one transaction.
@@ -31,56 +32,117 @@ const MAX_GROUP: usize = 256;
 /// A commit waiting for its turn, and where its answer goes.
 type Job = (Commit, oneshot::Sender<StoreResult<()>>);
 
-/// The queues of commits to write, one a lane, each written by a task of
-/// its own, so a caller that gives up never leaves a transaction halfway.
-/// A run's commits always take the same lane, which writes one group after
-/// another: they land in the order they were sent, and two lanes never
-/// write one run's rows.
+/// The queue of commits to write; written by a task of its own, so a
+/// caller that gives up never leaves a transaction halfway.
 pub(super) struct Committer {
-    lanes: Vec<mpsc::UnboundedSender<Job>>,
+    queue: mpsc::UnboundedSender<Job>,
 }
 
 impl Committer {
-    /// Starts the lanes' tasks, writing on connections from `pool`; they
-    /// end when the committer is dropped, after the commits queued.
+    /// Starts the task that writes on connections from `pool`; it ends
+    /// when the committer is dropped, after the commits queued.
     pub fn start(pool: &Pool) -> Committer {
-        let lanes = (0..LANES)
-            .map(|_| {
-                let (queue, jobs) = mpsc::unbounded_channel();
-                tokio::spawn(serve(pool.clone(), jobs));
-                queue
-            })
-            .collect();
-        Committer { lanes }
+        let (queue, jobs) = mpsc::unbounded_channel();
+        tokio::spawn(serve(pool.clone(), jobs));
+        Committer { queue }
     }
 
     /// Writes `commit`, all or nothing.
     pub async fn commit(&self, commit: Commit) -> StoreResult<()> {
         let (reply, answer) = oneshot::channel();
         let commit = crate::store::blobs::outlined(commit);
-        let mut hasher = DefaultHasher::new();
-        commit.workflow_id.hash(&mut hasher);
-        let lane = usize::try_from(hasher.finish() % LANES as u64).unwrap_or_default();
-        self.lanes[lane]
+        self.queue
             .send((commit, reply))
             .map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?
     }
 }
 
-/// One lane: takes every commit queued when the last group is written, and
-/// writes them as the next group.
+/// Takes every commit queued when a lane frees up, and writes them as one
+/// group on that lane; but a commit of a run whose earlier commit a lane
+/// is still writing waits for that lane (with every later commit of its
+/// run), so a run's commits land in the order they were sent (decision
+/// 0054).
 async fn serve(pool: Pool, mut jobs: mpsc::UnboundedReceiver<Job>) {
-    while let Some(first) = jobs.recv().await {
-        let mut group = vec![first];
-        while group.len() < MAX_GROUP {
-            match jobs.try_recv() {
-                Ok(job) => group.push(job),
-                Err(_) => break,
+    let lanes = Arc::new(Semaphore::new(LANES));
+    let in_flight: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let written = Arc::new(Notify::new());
+    let mut waiting: VecDeque<Job> = VecDeque::new();
+    let mut open = true;
+    loop {
+        if waiting.is_empty() {
+            match jobs.recv().await {
+                Some(job) => waiting.push_back(job),
+                None => return,
             }
         }
-        write_group(&pool, group).await;
+        let Ok(lane) = lanes.clone().acquire_owned().await else {
+            return;
+        };
+        while open {
+            match jobs.try_recv() {
+                Ok(job) => waiting.push_back(job),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => open = false,
+            }
+        }
+        let group = {
+            let mut busy = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+            let group = take_group(&mut waiting, |(c, _)| &c.workflow_id, &busy, MAX_GROUP);
+            busy.extend(group.iter().map(|(c, _)| c.workflow_id.clone()));
+            group
+        };
+        if group.is_empty() {
+            // Every waiting commit follows one being written: wait for a
+            // lane to finish, or for a commit of another run.
+            drop(lane);
+            tokio::select! {
+                () = written.notified() => {}
+                job = jobs.recv(), if open => match job {
+                    Some(job) => waiting.push_back(job),
+                    None => open = false,
+                },
+            }
+            continue;
+        }
+        let (pool, in_flight, written) = (pool.clone(), in_flight.clone(), written.clone());
+        tokio::spawn(async move {
+            let ids: Vec<String> = group.iter().map(|(c, _)| c.workflow_id.clone()).collect();
+            write_group(&pool, group).await;
+            let mut busy = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+            for id in &ids {
+                busy.remove(id);
+            }
+            drop(busy);
+            drop(lane);
+            written.notify_one();
+        });
     }
+}
+
+/// The next group from `waiting`, in order, at most `most`: each item
+/// whose run (`run_of`) is not `busy` and has no earlier item left
+/// waiting. What is not taken stays waiting, in order.
+fn take_group<T>(
+    waiting: &mut VecDeque<T>,
+    run_of: impl Fn(&T) -> &String,
+    busy: &HashSet<String>,
+    most: usize,
+) -> Vec<T> {
+    let mut group = Vec::new();
+    let mut left = VecDeque::new();
+    let mut held: HashSet<String> = HashSet::new();
+    for item in waiting.drain(..) {
+        let run = run_of(&item);
+        if group.len() < most && !busy.contains(run) && !held.contains(run) {
+            group.push(item);
+        } else {
+            held.insert(run.clone());
+            left.push_back(item);
+        }
+    }
+    *waiting = left;
+    group
 }
 
 /// Writes `group` together, or each alone when that fails, and answers.
@@ -199,4 +261,34 @@ async fn write(client: &Object, commits: &[&Commit]) -> Result<(), Failed> {
         result?;
     }
     committed.map_err(|e| Failed::Other(backend(e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_skips_busy_runs_and_keeps_each_runs_order() {
+        let mut waiting: VecDeque<(String, u32)> =
+            [("a", 1), ("b", 1), ("a", 2), ("c", 1), ("b", 2)]
+                .into_iter()
+                .map(|(run, n)| (run.to_owned(), n))
+                .collect();
+        let busy: HashSet<String> = ["b".to_owned()].into();
+        let group = take_group(&mut waiting, |(run, _)| run, &busy, 2);
+        assert_eq!(group, [("a".to_owned(), 1), ("a".to_owned(), 2)]);
+        // `c` is past the cap; `b` is busy: both wait, in order.
+        let left: Vec<(String, u32)> = waiting.iter().cloned().collect();
+        assert_eq!(
+            left,
+            [
+                ("b".to_owned(), 1),
+                ("c".to_owned(), 1),
+                ("b".to_owned(), 2)
+            ]
+        );
+        let next = take_group(&mut waiting, |(run, _)| run, &HashSet::new(), 10);
+        assert_eq!(next.len(), 3);
+        assert!(waiting.is_empty());
+    }
 }
