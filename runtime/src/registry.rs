@@ -3,7 +3,7 @@
 //! once, and found again by `name` or `name@version`.
 
 use opcode_compiler::agent::AgentDefinition;
-use opcode_compiler::diagnostics::codes::{E0067, E0068};
+use opcode_compiler::diagnostics::codes::{E0067, E0068, E0069};
 use opcode_compiler::diagnostics::did_you_mean;
 use opcode_vm::Code;
 use serde_json::{Map, Value, json};
@@ -116,6 +116,53 @@ pub fn release_of(
         published_by: by,
     };
     (release, skills)
+}
+
+/// The MCP servers of `definition` that `allowed` (the settings'
+/// `agent_mcp`: programs, and URL prefixes) does not allow, each refused
+/// with E0069; none when there is no list.
+pub fn refused_servers(
+    definition: &AgentDefinition,
+    allowed: Option<&[String]>,
+) -> Vec<RegistryError> {
+    let Some(allowed) = allowed else {
+        return Vec::new();
+    };
+    let permitted = |server: &Value| match (server["command"].as_str(), server["url"].as_str()) {
+        (Some(command), _) => allowed.iter().any(|a| a == command),
+        (None, Some(url)) => allowed.iter().any(|a| url_under(url, a)),
+        (None, None) => false,
+    };
+    definition
+        .mcp
+        .iter()
+        .filter(|(_, server)| !permitted(server))
+        .map(|(name, server)| {
+            let what = server["command"]
+                .as_str()
+                .or_else(|| server["url"].as_str())
+                .unwrap_or_default();
+            RegistryError {
+                code: E0069,
+                message: format!("MCP server `{name}` ({what}) is not one the settings allow (/mcp/{name})"),
+                help: Some(format!(
+                    "the operator's `agent_mcp` allows: {}; ask for it to be added, or drop the server",
+                    if allowed.is_empty() { "none".to_owned() } else { allowed.join(", ") }
+                )),
+            }
+        })
+        .collect()
+}
+
+/// Whether `url` is at or under `prefix` (a URL): the prefix ends where a
+/// host, port or path ends, so `https://a.example` does not take in
+/// `https://a.example.evil`.
+fn url_under(url: &str, prefix: &str) -> bool {
+    let Some(rest) = url.strip_prefix(prefix) else {
+        return false;
+    };
+    prefix.contains("://")
+        && (prefix.ends_with('/') || rest.is_empty() || rest.starts_with(['/', '?', '#', ':']))
 }
 
 /// Publishes `release`; a taken version with other content is refused

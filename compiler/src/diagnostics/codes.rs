@@ -120,6 +120,8 @@ code_registry! { ALL, "../../../spec/errors/";
     E0067 = "version-published",
     /// No published agent has this name or version.
     E0068 = "unknown-agent",
+    /// An agent names an MCP server the settings do not allow.
+    E0069 = "mcp-server-not-allowed",
     /// A field the language does not know is ignored.
     W0001 = "unknown-field",
     /// An action parameter the action does not know is ignored.

@@ -154,6 +154,11 @@ pub struct Settings {
     /// protocol, …}}` (file only; spec/agents.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agents: Option<serde_json::Value>,
+    /// The MCP servers a published agent may name: a server's `command`
+    /// (the program), or the start of its `url` (file only;
+    /// spec/registry.md). Any server without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_mcp: Option<Vec<String>>,
     /// Tenants: `{name: {tokens, db?, grants?}}`, each with a database and
     /// everything in it of its own (file only; spec/security.md).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -216,6 +221,7 @@ impl Settings {
             priority_highest: None,
             priority_aging: None,
             agents: None,
+            agent_mcp: None,
             tenants: None,
             retention: None,
         }
@@ -249,6 +255,7 @@ impl Settings {
             priority_highest: over.priority_highest.or(self.priority_highest),
             priority_aging: over.priority_aging.or(self.priority_aging),
             agents: over.agents.or(self.agents),
+            agent_mcp: over.agent_mcp.or(self.agent_mcp),
             tenants: over.tenants.or(self.tenants),
             retention: over.retention.or(self.retention),
         }

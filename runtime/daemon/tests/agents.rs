@@ -17,6 +17,7 @@ fn agent(dir: &Path, args: &[&str]) -> Output {
         .arg("--db")
         .arg(dir.join("o.db"))
         .current_dir(dir)
+        .env("HOME", dir)
         .env("USER", "alice")
         .output()
         .expect("opcode runs")
@@ -199,6 +200,30 @@ fn bad_definitions_are_refused_with_codes_and_nothing_is_published() {
         "{}",
         text(&unknown)
     );
+    // The operator allows some MCP servers: others are refused.
+    std::fs::create_dir_all(path.join(".opcode")).unwrap();
+    let settings = json!({"agent_mcp": ["npx", "https://mcp.example.com"]});
+    std::fs::write(path.join(".opcode/settings.json"), settings.to_string()).unwrap();
+    for (server, code) in [
+        (json!({"command": "bash", "args": ["-c", "id"]}), Some(2)),
+        (json!({"url": "https://mcp.example.com.evil/sse"}), Some(2)),
+        (json!({"url": "http://mcp.example.com/sse"}), Some(2)),
+        (json!({"command": "npx-evil"}), Some(2)),
+        (json!({"command": "npx", "args": ["-y", "pg-mcp"]}), Some(0)),
+        (json!({"url": "https://mcp.example.com/sse"}), Some(0)),
+    ] {
+        let definition =
+            json!({"name": "a", "version": "1.0.0", "role": "scout", "mcp": {"s": server}});
+        std::fs::write(path.join("a.agent.json"), definition.to_string()).unwrap();
+        let out = agent(path, &["check", "a.agent.json"]);
+        assert_eq!(out.status.code(), code, "{server}: {}", text(&out));
+        assert_eq!(
+            text(&out).contains("[E0069]"),
+            code == Some(2),
+            "{server}: {}",
+            text(&out)
+        );
+    }
     let bad_name = agent(path, &["init", "../x"]);
     assert_eq!(bad_name.status.code(), Some(2));
     assert!(!path.join("../x.agent.json").exists());

@@ -11,7 +11,10 @@ use opcode_runtime::store::Published;
 use opcode_runtime::time::{now_ms, rfc3339};
 use serde_json::{Value, json};
 
-use super::common::{DbArgs, Exit, fail};
+use opcode_compiler::agent::AgentDefinition;
+use opcode_daemon::settings::Settings;
+
+use super::common::{DbArgs, Exit, fail, home};
 
 /// Arguments of `agent`.
 #[derive(Debug, clap::Args)]
@@ -73,6 +76,7 @@ pub async fn agent(args: Args) -> Exit {
     match args.command {
         Command::Init { name, role, dir } => init(&name, &role, &dir),
         Command::Check { file } => match file::read(&file) {
+            Ok(read) if servers_allowed(&read.definition).is_err() => Exit::Usage,
             Ok(read) => {
                 let warnings = match read.warnings {
                     0 => String::new(),
@@ -92,6 +96,9 @@ pub async fn agent(args: Args) -> Exit {
             let Ok(read) = file::read(&file) else {
                 return Exit::Usage;
             };
+            if let Err(exit) = servers_allowed(&read.definition) {
+                return exit;
+            }
             let store = match args.db.open().await {
                 Ok(store) => store,
                 Err(exit) => return exit,
@@ -133,6 +140,21 @@ pub async fn agent(args: Args) -> Exit {
             }
         }
         Command::Diff { from, to } => diff(&args.db, &from, &to).await,
+    }
+}
+
+/// Whether the settings (`agent_mcp`) allow every MCP server of
+/// `definition`; prints each refusal.
+fn servers_allowed(definition: &AgentDefinition) -> Result<(), Exit> {
+    let settings = Settings::load(&Settings::file_in(&home())).map_err(fail)?;
+    let refused = registry::refused_servers(definition, settings.agent_mcp.as_deref());
+    for refusal in &refused {
+        eprintln!("{refusal}");
+    }
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(Exit::Usage)
     }
 }
 
