@@ -8,7 +8,7 @@ mod skills;
 use serde_json::{Map, Value};
 
 use crate::diagnostics::codes::{E0010, E0011, E0014, E0057, E0064, E0065};
-use crate::diagnostics::{Diagnostic, Diagnostics, Fix, did_you_mean};
+use crate::diagnostics::{Diagnostic, Diagnostics, Fix, PatchOp, did_you_mean};
 use crate::source::Span;
 use crate::syntax::node::{Member, Node, child_pointer};
 
@@ -122,12 +122,7 @@ impl Reader<'_> {
                 "a name is lower-case letters, digits and `-`, starting with a letter, at most 64",
             );
             if is_agent_name(&plain) {
-                d = d.with_fix(Fix::replace(
-                    format!("write `{plain}`"),
-                    node.span,
-                    Value::from(plain).to_string(),
-                    None,
-                ));
+                d = d.with_fix(written_as(node.span, "/name", &plain));
             }
             self.sink.push(d);
             None
@@ -176,12 +171,7 @@ impl Reader<'_> {
                 .with_pointer("/version")
                 .with_help("write MAJOR.MINOR.PATCH, as `1.2.0` (semver.org)");
                 if let Some(close) = completed_version(&text) {
-                    d = d.with_fix(Fix::replace(
-                        format!("write `{close}`"),
-                        node.span,
-                        Value::from(close).to_string(),
-                        None,
-                    ));
+                    d = d.with_fix(written_as(node.span, "/version", &close));
                 }
                 self.sink.push(d);
                 None
@@ -274,12 +264,7 @@ impl Reader<'_> {
         )
         .with_pointer(pointer);
         if let Some(close) = did_you_mean(&text, allowed) {
-            d = d.with_fix(Fix::replace(
-                format!("write `{close}`"),
-                node.span,
-                Value::from(close).to_string(),
-                None,
-            ));
+            d = d.with_fix(written_as(node.span, pointer, close));
         }
         self.sink.push(d);
         None
@@ -348,6 +333,20 @@ impl Reader<'_> {
         }
         self.sink.push(d);
     }
+}
+
+/// The fix that writes `text` (a JSON string) at `span`, the value at
+/// `pointer`.
+fn written_as(span: Span, pointer: &str, text: &str) -> Fix {
+    Fix::replace(
+        format!("write `{text}`"),
+        span,
+        Value::from(text).to_string(),
+        Some(PatchOp::Replace {
+            path: pointer.to_owned(),
+            value: Value::from(text),
+        }),
+    )
 }
 
 /// What is wrong with an MCP server entry, if anything.

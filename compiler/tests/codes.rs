@@ -80,8 +80,14 @@ fn every_page_example_triggers_its_code() {
                 assert!(program.is_none(), "E0059: a program despite the failure");
                 (source.to_owned(), found.into_sorted())
             }
-            // A workflow test file's: opcodec's lint tests run these.
-            (_, "test-json") => continue,
+            // A workflow test file's (opcodec's lint tests run these), and a
+            // command with what it prints: the registry's refusals, which
+            // need a store or the settings (runtime/daemon/tests/agents.rs).
+            (_, "test-json" | "console") => continue,
+            (_, "agent-json") => (
+                source.to_owned(),
+                opcode_compiler::agent::read(source).1.into_sorted(),
+            ),
             (_, "json") => (source.to_owned(), compiler.check(source).into_sorted()),
             (_, "opc") => (
                 source.to_owned(),
@@ -115,6 +121,7 @@ fn every_fix_removes_its_own_diagnostic() {
         let (lang, source) = example(code.doc);
         let check = |text: &str| match lang {
             "json" => compiler.check(text).into_sorted(),
+            "agent-json" => opcode_compiler::agent::read(text).1.into_sorted(),
             "opc" => compiler.check_as(text, Syntax::Opc).into_sorted(),
             _ => Vec::new(),
         };
@@ -132,7 +139,7 @@ fn every_fix_removes_its_own_diagnostic() {
         left.sort_unstable();
         unfixed.sort_unstable();
         assert_eq!(left, unfixed, "{}: after its fixes:\n{fixed}", code.id);
-        if lang == "json" {
+        if lang == "json" || lang == "agent-json" {
             patches_make_what_edits_make(code.id, source, &before);
         }
     }
