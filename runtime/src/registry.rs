@@ -2,6 +2,8 @@
 //! its skills' text made into a release (canonical form, digest), published
 //! once, and found again by `name` or `name@version`.
 
+use std::fmt::Write as _;
+
 use opcode_compiler::agent::AgentDefinition;
 use opcode_compiler::diagnostics::codes::{E0067, E0068, E0069};
 use opcode_compiler::diagnostics::did_you_mean;
@@ -300,6 +302,22 @@ pub async fn catalog(store: &dyn Registry) -> Result<Vec<Value>, StoreError> {
     Ok(rows)
 }
 
+/// The release of the same agent just before `release` by semantic-version
+/// precedence, if any.
+pub fn before<'r>(
+    releases: &'r [AgentRelease],
+    release: &AgentRelease,
+) -> Option<&'r AgentRelease> {
+    let version = semver::Version::parse(&release.version).ok()?;
+    releases
+        .iter()
+        .filter(|r| r.name == release.name)
+        .filter_map(|r| semver::Version::parse(&r.version).ok().map(|v| (v, r)))
+        .filter(|(v, _)| *v < version)
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, r)| r)
+}
+
 /// The release's definition with each skill's text in place of its hash
 /// (`{"name", "content"}`), as `show` and `diff` print it.
 pub async fn expanded(store: &dyn Registry, release: &AgentRelease) -> Result<Value, Failure> {
@@ -346,6 +364,32 @@ fn skill_hashes(definition: &str) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A definition as lines to compare: its fields as JSON, then each skill's
+/// text under a heading of its own.
+pub fn document(definition: &Value) -> String {
+    let mut fields = definition.clone();
+    let mut texts: Vec<(String, String)> = Vec::new();
+    for skill in fields["skills"].as_array_mut().into_iter().flatten() {
+        let name = skill["name"].as_str().unwrap_or_default().to_owned();
+        let content = skill.as_object_mut().and_then(|s| s.remove("content"));
+        texts.push((
+            name,
+            content
+                .and_then(|c| c.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+        ));
+    }
+    let mut out = serde_json::to_string_pretty(&fields).unwrap_or_default();
+    out.push('\n');
+    for (name, content) in texts {
+        let _ = write!(out, "\n## skill {name}\n{content}");
+        if !content.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out
 }
 
 fn unknown(message: String, help: String) -> RegistryError {

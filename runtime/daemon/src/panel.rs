@@ -16,6 +16,7 @@ mod live;
 mod login;
 mod plugins;
 mod pruned;
+mod registry;
 mod scheduler;
 mod secrets;
 pub mod session;
@@ -158,6 +159,8 @@ pub fn router(panel: Panel) -> Router {
         .route("/scheduler/{id}/{action}", post(scheduler::act))
         .route("/events", get(events::list))
         .route("/agents", get(events::agents))
+        .route("/registry", get(registry::list))
+        .route("/registry/{name}", get(registry::detail))
         .route("/plugins", get(plugins::list))
         .route("/secrets", get(secrets::list).post(secrets::set))
         .route("/secrets/{name}/delete", post(secrets::delete))

@@ -594,3 +594,62 @@ async fn probes_may_answer_without_the_token() {
         assert_eq!(metrics.status(), StatusCode::UNAUTHORIZED);
     }
 }
+
+/// The agent registry's pages: the catalog, a release with its skills, and
+/// what changed since the release before it.
+#[tokio::test]
+async fn published_agents_have_pages_with_their_changes() {
+    let store: Arc<dyn EventStore> = Arc::new(MemoryStore::new());
+    for (version, skill) in [
+        ("1.0.0", "Read the indexes.\n"),
+        ("1.1.0", "Read the indexes.\nNever drop a table.\n"),
+    ] {
+        let src = format!(
+            r#"{{"name": "db-analyzer", "version": "{version}", "role": "scout",
+                "description": "Reads schemas.", "skills": [{{"name": "db", "content": "x"}}]}}"#
+        );
+        let definition = opcode_compiler::agent::read(&src).0.unwrap();
+        let (release, skills) = opcode_runtime::registry::release_of(
+            &definition,
+            &[skill.to_owned()],
+            "2026-12-06T00:00:00.000Z".into(),
+            Some("alice".into()),
+        );
+        opcode_runtime::registry::publish(store.as_ref(), release, skills)
+            .await
+            .unwrap();
+    }
+    let api = Api::new(Executor::new(
+        store,
+        Arc::new(EnvSecrets),
+        Config::default(),
+    ));
+    let base = serve_api(api, None, true).await;
+    let http = client();
+    let (cookie, _) = session(&http, &base).await;
+    let list = get_in(&http, &base, &cookie, "/registry")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        list.contains("href=\"/registry/db-analyzer\"") && list.contains("1.1.0"),
+        "{list}"
+    );
+    let newest = get_in(&http, &base, &cookie, "/registry/db-analyzer").await;
+    assert_eq!(newest.status(), StatusCode::OK);
+    let newest = newest.text().await.unwrap();
+    assert!(newest.contains("Changes from 1.0.0"), "{newest}");
+    assert!(
+        newest.contains(r#"<span class="add">+Never drop a table."#),
+        "{newest}"
+    );
+    let first = get_in(&http, &base, &cookie, "/registry/db-analyzer?version=1.0.0").await;
+    let first = first.text().await.unwrap();
+    assert!(
+        first.contains("nothing before it") && !first.contains("Never drop"),
+        "{first}"
+    );
+    let unknown = get_in(&http, &base, &cookie, "/registry/db-analyser").await;
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+}

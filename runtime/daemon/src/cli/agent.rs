@@ -3,7 +3,6 @@
 
 mod file;
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use opcode_runtime::registry::{self, Failure};
@@ -225,7 +224,7 @@ async fn diff(db: &DbArgs, from: &str, to: &str) -> Exit {
                 .map(|mut shown| shown["definition"].take())
         };
         match text {
-            Ok(definition) => sides.push(document(&definition)),
+            Ok(definition) => sides.push(registry::document(&definition)),
             Err(e) => return refused(&e),
         }
     }
@@ -236,32 +235,6 @@ async fn diff(db: &DbArgs, from: &str, to: &str) -> Exit {
     let diff = similar::TextDiff::from_lines(&sides[0], &sides[1]);
     print!("{}", diff.unified_diff().context_radius(3).header(from, to));
     Exit::Failed
-}
-
-/// A definition as lines to compare: its fields as JSON, then each skill's
-/// text under a heading of its own.
-fn document(definition: &Value) -> String {
-    let mut fields = definition.clone();
-    let mut texts: Vec<(String, String)> = Vec::new();
-    for skill in fields["skills"].as_array_mut().into_iter().flatten() {
-        let name = skill["name"].as_str().unwrap_or_default().to_owned();
-        let content = skill.as_object_mut().and_then(|s| s.remove("content"));
-        texts.push((
-            name,
-            content
-                .and_then(|c| c.as_str().map(str::to_owned))
-                .unwrap_or_default(),
-        ));
-    }
-    let mut out = serde_json::to_string_pretty(&fields).unwrap_or_default();
-    out.push('\n');
-    for (name, content) in texts {
-        let _ = write!(out, "\n## skill {name}\n{content}");
-        if !content.ends_with('\n') {
-            out.push('\n');
-        }
-    }
-    out
 }
 
 /// Writes the files a new agent starts from, never over one.

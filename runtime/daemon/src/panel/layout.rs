@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::{Fields, Panel};
 
 /// The sections of the navigation bar.
-const NAV: [(&str, &str); 9] = [
+const NAV: [(&str, &str); 10] = [
     ("/", "Dashboard"),
     ("/workflows", "Workflows"),
     ("/templates", "Templates"),
@@ -16,6 +16,7 @@ const NAV: [(&str, &str); 9] = [
     ("/scheduler", "Scheduler"),
     ("/events", "Events"),
     ("/agents", "Agents"),
+    ("/registry", "Registry"),
     ("/plugins", "Plugins"),
     ("/secrets", "Secrets"),
 ];
