@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 
-from clients import TOOLS, check
+from clients import TOOLS, check, publish_agent
 from daemon import Daemon, free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -73,6 +73,7 @@ def main(binary, prefix):
         daemon = Daemon(binary, home, free_port())
         daemon.start()
         try:
+            publish_agent(binary, home, daemon.db)
             for path, transport in [("/mcp", "http"), ("/sse", "sse")]:
                 url = daemon.url + path
                 for era in (None, "modern"):

@@ -6,6 +6,8 @@
 // after `listTools`, so the SDK validates each result against the tool's
 // output schema: no call may throw, and each failure must reach the caller
 // as an `isError` result whose text names our code, message and details.
+// Then the agent registry's resources: a published agent is read, and an
+// unknown one is the "resource not found" the SDK throws, with E0068.
 //
 // Usage: node ts_clients.mjs BASE_URL (run from the folder holding the
 // node_modules of tests/mcp/package.json).
@@ -104,12 +106,37 @@ async function scenario(client, label) {
   console.log(`ok - TypeScript SDK (${label}): every tool's success and failure, no exception, codes seen`);
 }
 
+/** The agent node_clients.py published, as resources; an unknown one is
+ * the JSON-RPC error "resource not found" the SDK throws, carrying E0068. */
+async function agents(client, label) {
+  const listed = (await client.listResources()).resources.map((r) => r.uri);
+  check(listed.includes("opcode://agents") && listed.includes("opcode://agents/db-analyzer"),
+    `${label}: resources ${listed}`);
+  const read = await client.readResource({ uri: "opcode://agents/db-analyzer" });
+  const release = JSON.parse(read.contents[0].text);
+  check(release.version === "1.0.0" && release.definition.skills[0].content === "Read the indexes first.\n",
+    `${label}: the agent's release ${JSON.stringify(release)}`);
+  let thrown = null;
+  try {
+    await client.readResource({ uri: "opcode://agents/db-analyser" });
+  } catch (e) {
+    thrown = e;
+  }
+  // Resource not found: -32002 at 2025-11-25, -32602 at 2026-07-28; our
+  // coded error, with the closest name, in the error's data.
+  check(thrown && [-32002, -32602].includes(thrown.code) && thrown.data?.error?.code === "E0068"
+    && thrown.data.error.details.help.includes("db-analyzer"),
+    `${label}: an unknown agent gave ${thrown} (code ${thrown?.code}, data ${JSON.stringify(thrown?.data)})`);
+  console.log(`ok - TypeScript SDK (${label}): a published agent read as a resource, an unknown one not found`);
+}
+
 async function session(client, transport, label, era) {
   await client.connect(transport);
   try {
     const version = client.getNegotiatedProtocolVersion?.() ?? transport.protocolVersion;
     if (era) check(version === era, `${label}: negotiated ${version}, not ${era}`);
     await scenario(client, label);
+    await agents(client, label);
   } finally {
     await client.close();
   }
