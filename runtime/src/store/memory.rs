@@ -9,7 +9,7 @@ mod run_log;
 mod slots;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::commit::{self, Write};
 use super::{
@@ -66,9 +66,13 @@ struct State {
 #[derive(Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
-    /// True while commits are held (a slow disk, for tests).
-    holding: tokio::sync::watch::Sender<bool>,
+    /// While commits are held (a slow disk, for tests): those sent
+    /// meanwhile, in the order they were sent, with where each answer goes.
+    held: Mutex<Option<Vec<HeldCommit>>>,
 }
+
+/// A commit waiting for [`MemoryStore::hold_commits`] to let go.
+type HeldCommit = (Commit, tokio::sync::oneshot::Sender<StoreResult<()>>);
 
 impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -91,9 +95,29 @@ impl MemoryStore {
 
     /// Holds every commit from now on until called with `false`, as a
     /// slow disk would, so tests can see what runs while a commit is
-    /// written.
+    /// written; then writes them in the order they were sent.
     pub fn hold_commits(&self, hold: bool) {
-        self.holding.send_replace(hold);
+        let mut queue = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if hold {
+            queue.get_or_insert_with(Vec::new);
+            return;
+        }
+        for (commit, answer) in queue.take().unwrap_or_default() {
+            let _ = answer.send(self.write(&commit));
+        }
+    }
+
+    /// Writes `commit` now, all or nothing (`apply` checks everything
+    /// before it changes anything), unless writes are refused.
+    fn write(&self, commit: &Commit) -> StoreResult<()> {
+        self.refused()?;
+        let mut state = self.lock();
+        state.apply(commit)?;
+        if let Some(mut kept) = state.snapshots.take() {
+            kept.push(state.clone());
+            state.snapshots = Some(kept);
+        }
+        Ok(())
     }
 
     /// Keeps a copy of the whole store after every commit from now on:
@@ -131,9 +155,7 @@ impl MemoryStore {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

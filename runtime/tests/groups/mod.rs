@@ -204,3 +204,50 @@ fn a_commit_a_write_of_which_fails_leaves_nothing() {
         });
     }
 }
+
+/// The same class as a run's second commit after its first: a long chain
+/// of each of several runs' commits, all sent at once and interleaved,
+/// lands whole and in order on every backend (decision 0054), however the
+/// store groups them.
+#[test]
+fn chains_of_commits_sent_at_once_land_in_the_order_sent() {
+    const RUNS: usize = 6;
+    const CHAIN: u64 = 25;
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            for r in 0..RUNS {
+                store.commit(create(&format!("chain{r}"))).await.unwrap();
+            }
+            let mut sent = Vec::new();
+            for n in 0..CHAIN {
+                for r in 0..RUNS {
+                    sent.push(store.commit(Commit {
+                        workflow_id: format!("chain{r}"),
+                        after_seq: 2 + n,
+                        entries: vec![NewEntry {
+                            payload: format!("{{\"n\":{n}}}"),
+                            ..entry(3)
+                        }],
+                        ..Commit::default()
+                    }));
+                }
+            }
+            let answers = futures::future::join_all(sent).await;
+            assert!(answers.iter().all(Result::is_ok), "{name}: {answers:?}");
+            for r in 0..RUNS {
+                let id = format!("chain{r}");
+                let row = store.workflow(&id).await.unwrap().unwrap();
+                assert_eq!(row.last_seq, 2 + CHAIN, "{name}: {id}");
+                let payloads: Vec<String> = store
+                    .entries(&id, 2, false)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|e| e.payload)
+                    .collect();
+                let expected: Vec<String> = (0..CHAIN).map(|n| format!("{{\"n\":{n}}}")).collect();
+                assert_eq!(payloads, expected, "{name}: {id}");
+            }
+        });
+    }
+}

@@ -1,28 +1,27 @@
 //! The in-memory store's runs: commits, reads, leases, timers and mail.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::PoisonError;
 
 use super::{MemoryStore, page, ready};
 use crate::store::{
     Backlog, BoxFuture, Claim, Commit, DecisionFilter, DecisionRow, DecisionStatus, InboxMessage,
-    LogEntry, RunLog, Source, StepRow, StoreResult, WorkflowFilter, WorkflowRow, WorkflowStatus,
+    LogEntry, RunLog, Source, StepRow, StoreError, StoreResult, WorkflowFilter, WorkflowRow,
+    WorkflowStatus,
 };
 
 impl RunLog for MemoryStore {
+    /// Written when called (not when first polled), so that commits land
+    /// in the order they were sent; while commits are held, queued in that
+    /// order.
     fn commit(&self, commit: Commit) -> BoxFuture<'_, StoreResult<()>> {
-        let mut holding = self.holding.subscribe();
-        Box::pin(async move {
-            let _ = holding.wait_for(|held| !held).await;
-            // `apply` checks everything before it changes anything: all or nothing.
-            self.refused()?;
-            let mut state = self.lock();
-            state.apply(&commit)?;
-            if let Some(mut kept) = state.snapshots.take() {
-                kept.push(state.clone());
-                state.snapshots = Some(kept);
-            }
-            Ok(())
-        })
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(queue) = held.as_mut() else {
+            return ready(self.write(&commit));
+        };
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        queue.push((commit, answer));
+        Box::pin(async move { answered.await.unwrap_or(Err(StoreError::Closed)) })
     }
 
     fn workflow<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<WorkflowRow>>> {
