@@ -189,6 +189,33 @@ fn bad_definitions_are_refused_with_codes_and_nothing_is_published() {
             text(&out)
         );
     }
+    // The same class as `..` and a link: a linked folder leads out too; and
+    // reads that would never end or grow without bound are refused.
+    std::os::unix::fs::symlink(outside.path(), path.join("linked-dir")).unwrap();
+    nix::unistd::mkfifo(&path.join("pipe.md"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    std::fs::write(path.join("huge.md"), vec![b'x'; 1024 * 1024 + 1]).unwrap();
+    std::fs::create_dir(path.join("a-folder")).unwrap();
+    for (skill, code, says) in [
+        (
+            "linked-dir/secret.md",
+            "E0066",
+            "outside the definition's folder",
+        ),
+        ("pipe.md", "E0064", "not a regular file"),
+        ("huge.md", "E0064", "more than a skill may be"),
+        ("a-folder", "E0064", "not a regular file"),
+    ] {
+        let definition = json!({"name": "a", "version": "1.0.0", "role": "scout",
+                                "skills": [{"name": "x", "path": skill}]});
+        std::fs::write(path.join("a.agent.json"), definition.to_string()).unwrap();
+        let out = agent(path, &["check", "a.agent.json"]);
+        assert_eq!(out.status.code(), Some(2), "{skill}: {}", text(&out));
+        assert!(
+            text(&out).contains(&format!("[{code}]")) && text(&out).contains(says),
+            "{skill}: {}",
+            text(&out)
+        );
+    }
     std::fs::write(path.join("a.agent.json"), "{\"name\": ").unwrap();
     assert!(text(&agent(path, &["check", "a.agent.json"])).contains("[E0001]"));
     assert_eq!(json_of(&agent(path, &["list", "--json"])), json!([]));

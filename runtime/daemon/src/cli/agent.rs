@@ -75,8 +75,10 @@ pub async fn agent(args: Args) -> Exit {
     match args.command {
         Command::Init { name, role, dir } => init(&name, &role, &dir),
         Command::Check { file } => match file::read(&file) {
-            Ok(read) if servers_allowed(&read.definition).is_err() => Exit::Usage,
             Ok(read) => {
+                if let Err(exit) = servers_allowed(&read.definition) {
+                    return exit;
+                }
                 let warnings = match read.warnings {
                     0 => String::new(),
                     n => format!(", {n} warning(s)"),
@@ -240,9 +242,10 @@ async fn diff(db: &DbArgs, from: &str, to: &str) -> Exit {
 /// Writes the files a new agent starts from, never over one.
 fn init(name: &str, role: &str, dir: &Path) -> Exit {
     if !opcode_compiler::agent::is_agent_name(name) {
-        return fail(format!(
-            "[E0064] `{name}` cannot name an agent: lower-case letters, digits and `-`, starting with a letter, at most 64"
-        ));
+        eprintln!(
+            "error[E0064]: `{name}` cannot name an agent\n  help: a name is lower-case letters, digits and `-`, starting with a letter, at most 64"
+        );
+        return Exit::Usage;
     }
     let definition = dir.join(format!("{name}.agent.json"));
     let skill = dir.join("skills").join(name).join("SKILL.md");

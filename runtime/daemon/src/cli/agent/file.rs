@@ -1,8 +1,10 @@
 //! An agent definition file and the skills beside it, read and checked: a
 //! skill's path must stay in the definition's folder once links are
-//! followed too (E0066), and its file must be UTF-8 text of at most
-//! [`MAX_SKILL_BYTES`].
+//! followed too (E0066), and its file must be a regular file of UTF-8
+//! text of at most [`MAX_SKILL_BYTES`].
 
+use std::io::Read as _;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use opcode_compiler::agent::{AgentDefinition, Skill, SkillSource};
@@ -91,17 +93,35 @@ fn text_of(skill: &Skill, folder: &Path) -> Result<String, (opcode_vm::Code, Str
             ),
         ));
     }
-    let size = std::fs::metadata(&file).map_err(cannot)?.len();
-    if size > MAX_SKILL_BYTES {
+    // A regular file only: a FIFO or a device would block the read or
+    // never end (opened without waiting for a FIFO's writer, then judged
+    // by what was opened); and no more than the limit, whatever the file
+    // grows to.
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(&file)
+        .map_err(cannot)?;
+    if !opened.metadata().map_err(cannot)?.is_file() {
+        return Err((
+            E0064,
+            format!("skill `{}`: {relative} is not a regular file", skill.name),
+        ));
+    }
+    let mut bytes = Vec::new();
+    opened
+        .take(MAX_SKILL_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > MAX_SKILL_BYTES {
         return Err((
             E0064,
             format!(
-                "skill `{}`: {relative} is {size} bytes, more than a skill may be ({MAX_SKILL_BYTES})",
+                "skill `{}`: {relative} is more than a skill may be ({MAX_SKILL_BYTES} bytes)",
                 skill.name
             ),
         ));
     }
-    let bytes = std::fs::read(&file).map_err(cannot)?;
     String::from_utf8(bytes).map_err(|_| {
         (
             E0064,
