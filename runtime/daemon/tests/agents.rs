@@ -235,6 +235,10 @@ fn bad_definitions_are_refused_with_codes_and_nothing_is_published() {
         (json!({"command": "bash", "args": ["-c", "id"]}), Some(2)),
         (json!({"url": "https://mcp.example.com.evil/sse"}), Some(2)),
         (json!({"url": "http://mcp.example.com/sse"}), Some(2)),
+        (
+            json!({"url": "https://mcp.example.com@evil.example/sse"}),
+            Some(2),
+        ),
         (json!({"command": "npx-evil"}), Some(2)),
         (json!({"command": "npx", "args": ["-y", "pg-mcp"]}), Some(0)),
         (json!({"url": "https://mcp.example.com/sse"}), Some(0)),
