@@ -8,6 +8,7 @@
 
 pub mod actions;
 mod agent_budget;
+pub mod agent_ref;
 mod branches;
 pub mod cel;
 pub mod cel_functions;

@@ -124,16 +124,39 @@ impl Compiler {
     /// source in run-time messages, and its extension the syntax (`.opc`,
     /// else JSON).
     pub fn compile(&self, src: &str, file: &str) -> (Option<Program>, Diagnostics) {
-        self.compile_with(src, file, None)
+        self.compile_with(src, file, Embedding::default())
     }
 
-    /// [`Compiler::compile`], with the embedding's ceiling for steps'
-    /// `isolation` blocks: each widening is an error (E0052).
+    /// `src` with each `agent.*` step's literal `agent` that names a
+    /// release otherwise than exactly (`name` alone) written as the release
+    /// it names (`"name@1.2.0"`), so that the text pins it
+    /// (spec/registry.md, "Steps naming a release"); `src` itself when
+    /// there is nothing to pin or it cannot be read.
+    pub fn pin_agents(&self, src: &str, file: &str, agents: &dyn AgentLookup) -> String {
+        guarded(|| {
+            let mut sink = Diagnostics::new();
+            let Some(doc) = read(src, Syntax::of_file(file), &mut sink) else {
+                return src.to_owned();
+            };
+            let mut out = src.to_owned();
+            // From the end, so the spans before each edit stay true.
+            for (span, pinned) in check::agent_ref::pins(&doc, agents).into_iter().rev() {
+                let quoted = serde_json::Value::String(pinned).to_string();
+                out.replace_range(span.start as usize..span.end as usize, &quoted);
+            }
+            out
+        })
+        .unwrap_or_else(|_| src.to_owned())
+    }
+
+    /// [`Compiler::compile`], knowing what the embedding knows: its
+    /// ceiling for steps' `isolation` blocks (each widening is an error,
+    /// E0052) and the agents steps may name (E0068, E0070).
     pub fn compile_with(
         &self,
         src: &str,
         file: &str,
-        isolation: Option<&dyn IsolationCheck>,
+        embedding: Embedding<'_>,
     ) -> (Option<Program>, Diagnostics) {
         guarded(|| {
             let syntax = Syntax::of_file(file);
@@ -142,8 +165,11 @@ impl Compiler {
                 return (None, with_patches(sink, src, syntax));
             };
             let checked = check::check(&doc, &self.catalog, src, &mut sink);
-            if let Some(isolation) = isolation {
+            if let Some(isolation) = embedding.isolation {
                 check::isolation::check(&doc, isolation, &mut sink);
+            }
+            if let Some(agents) = embedding.agents {
+                check::agent_ref::check(&doc, agents, &mut sink);
             }
             let sink = with_patches(sink, src, syntax);
             if sink.has_errors() {
@@ -206,6 +232,47 @@ pub(crate) fn deep<R>(f: impl FnOnce() -> R) -> R {
 fn guarded<R>(f: impl FnOnce() -> R) -> Result<R, Diagnostic> {
     deep(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)))
         .map_err(|panic| diagnostics::internal_error(Span::at(0), "", panic.as_ref()))
+}
+
+/// What the embedding knows that a workflow's text does not, given to
+/// [`Compiler::compile_with`]; nothing, by default.
+#[derive(Clone, Copy, Default)]
+pub struct Embedding<'a> {
+    /// The ceiling for steps' `isolation` blocks.
+    pub isolation: Option<&'a dyn IsolationCheck>,
+    /// The agents `agent.*` steps may name.
+    pub agents: Option<&'a dyn AgentLookup>,
+}
+
+/// The agents an `agent.*` step's literal `agent` may name: the settings'
+/// entries and the registry's releases (spec/registry.md), as the daemon
+/// knows them.
+pub trait AgentLookup {
+    /// What `reference` (`name` or `name@version`) names.
+    fn lookup(&self, reference: &str) -> AgentRef;
+}
+
+/// What a step's `agent` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentRef {
+    /// An entry of the settings' `agents`.
+    Entry,
+    /// A published release.
+    Release {
+        /// The release exactly: `name@version`.
+        pinned: String,
+        /// Its role: `scout`, `worker` or `runner`.
+        role: String,
+    },
+    /// Nothing known by that name.
+    Unknown {
+        /// Why, in one sentence.
+        message: String,
+        /// The closest reference known, when one is close.
+        closest: Option<String>,
+        /// What to do.
+        help: String,
+    },
 }
 
 /// The embedding's ceiling for steps' `isolation` blocks (the daemon's

@@ -6,7 +6,10 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test helpers may panic
 use opcode_compiler::diagnostics::codes::ALL;
 use opcode_compiler::diagnostics::render::human;
-use opcode_compiler::{Compiler, IsolationCheck, MAX_SOURCE_BYTES, Syntax, Widening, decode_utf8};
+use opcode_compiler::{
+    AgentLookup, AgentRef, Compiler, Embedding, IsolationCheck, MAX_SOURCE_BYTES, Syntax, Widening,
+    decode_utf8,
+};
 
 /// A daemon's default ceiling, as far as the E0052 example needs: no host network.
 struct NoNetwork;
@@ -30,6 +33,33 @@ struct Failing;
 impl IsolationCheck for Failing {
     fn widenings(&self, _: Option<&str>, _: &serde_json::Value) -> Vec<Widening> {
         panic!("the ceiling failed")
+    }
+}
+
+/// A registry holding `db-fixer@0.1.0`, a worker (the E0070 example).
+struct Published;
+
+impl AgentLookup for Published {
+    fn lookup(&self, reference: &str) -> AgentRef {
+        match reference {
+            "db-fixer" | "db-fixer@0.1.0" => AgentRef::Release {
+                pinned: "db-fixer@0.1.0".into(),
+                role: "worker".into(),
+            },
+            other => AgentRef::Unknown {
+                message: format!("no agent `{other}`"),
+                closest: None,
+                help: "published: db-fixer".into(),
+            },
+        }
+    }
+}
+
+/// `compile_with` of the isolation ceiling `isolation` alone.
+fn ceiling(isolation: &dyn IsolationCheck) -> Embedding<'_> {
+    Embedding {
+        isolation: Some(isolation),
+        agents: None,
     }
 }
 
@@ -71,13 +101,22 @@ fn every_page_example_triggers_its_code() {
                 (String::new(), compiler.check(&big).into_sorted())
             }
             ("E0052", "json") => {
-                let (_, found) = compiler.compile_with(source, "workflow.json", Some(&NoNetwork));
+                let (_, found) =
+                    compiler.compile_with(source, "workflow.json", ceiling(&NoNetwork));
                 (source.to_owned(), found.into_sorted())
             }
             ("E0059", "json") => {
                 let (program, found) =
-                    compiler.compile_with(source, "workflow.json", Some(&Failing));
+                    compiler.compile_with(source, "workflow.json", ceiling(&Failing));
                 assert!(program.is_none(), "E0059: a program despite the failure");
+                (source.to_owned(), found.into_sorted())
+            }
+            ("E0070", "json") => {
+                let agents = Embedding {
+                    isolation: None,
+                    agents: Some(&Published),
+                };
+                let (_, found) = compiler.compile_with(source, "workflow.json", agents);
                 (source.to_owned(), found.into_sorted())
             }
             // A workflow test file's (opcodec's lint tests run these), and a

@@ -2,11 +2,14 @@
 //! its skills' text made into a release (canonical form, digest), published
 //! once, and found again by `name` or `name@version`.
 
+pub mod lookup;
+
 use std::fmt::Write as _;
 
 use opcode_compiler::agent::AgentDefinition;
 use opcode_compiler::diagnostics::codes::{E0067, E0068, E0069};
 use opcode_compiler::diagnostics::did_you_mean;
+use opcode_stdlib::agents::allowlist;
 use opcode_vm::Code;
 use serde_json::{Map, Value, json};
 
@@ -130,41 +133,26 @@ pub fn refused_servers(
     let Some(allowed) = allowed else {
         return Vec::new();
     };
-    let permitted = |server: &Value| match (server["command"].as_str(), server["url"].as_str()) {
-        (Some(command), _) => allowed.iter().any(|a| a == command),
-        (None, Some(url)) => allowed.iter().any(|a| url_under(url, a)),
-        (None, None) => false,
-    };
     definition
         .mcp
         .iter()
-        .filter(|(_, server)| !permitted(server))
-        .map(|(name, server)| {
-            let what = server["command"]
-                .as_str()
-                .or_else(|| server["url"].as_str())
-                .unwrap_or_default();
-            RegistryError {
-                code: E0069,
-                message: format!("MCP server `{name}` ({what}) is not one the settings allow (/mcp/{name})"),
-                help: Some(format!(
-                    "the operator's `agent_mcp` allows: {}; ask for it to be added, or drop the server",
-                    if allowed.is_empty() { "none".to_owned() } else { allowed.join(", ") }
-                )),
-            }
+        .filter(|(_, server)| !allowlist::allows(allowed, server))
+        .map(|(name, server)| RegistryError {
+            code: E0069,
+            message: format!(
+                "MCP server `{name}` ({}) is not one the settings allow (/mcp/{name})",
+                allowlist::what(server)
+            ),
+            help: Some(format!(
+                "the operator's `agent_mcp` allows: {}; ask for it to be added, or drop the server",
+                if allowed.is_empty() {
+                    "none".to_owned()
+                } else {
+                    allowed.join(", ")
+                }
+            )),
         })
         .collect()
-}
-
-/// Whether `url` is at or under `prefix` (a URL): the prefix ends where a
-/// host, port or path ends, so `https://a.example` does not take in
-/// `https://a.example.evil`.
-fn url_under(url: &str, prefix: &str) -> bool {
-    let Some(rest) = url.strip_prefix(prefix) else {
-        return false;
-    };
-    prefix.contains("://")
-        && (prefix.ends_with('/') || rest.is_empty() || rest.starts_with(['/', '?', '#', ':']))
 }
 
 /// Publishes `release`; a taken version with other content is refused
@@ -197,6 +185,34 @@ pub fn find<'r>(
     releases: &'r [AgentRelease],
     spec: &str,
 ) -> Result<&'r AgentRelease, RegistryError> {
+    locate(releases, spec).map_err(|missing| {
+        let help = match &missing.closest {
+            Some(close) => format!("did you mean `{close}`?"),
+            None if missing.known.is_empty() => {
+                "no agent is published yet: `opcode agent publish FILE`".into()
+            }
+            None => format!("{}: {}", missing.known_as, missing.known.join(", ")),
+        };
+        unknown(missing.message, help)
+    })
+}
+
+/// What a reference the registry does not hold misses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missing {
+    /// Why, in one sentence.
+    pub message: String,
+    /// The closest reference the registry holds (`name` or
+    /// `name@version`), when one is close.
+    pub closest: Option<String>,
+    /// What it holds instead: names, or the agent's versions.
+    pub known: Vec<String>,
+    /// What `known` lists, in words: `published` or `published versions`.
+    pub known_as: &'static str,
+}
+
+/// [`find`], saying what is missing as data.
+pub fn locate<'r>(releases: &'r [AgentRelease], spec: &str) -> Result<&'r AgentRelease, Missing> {
     let (name, version) = match spec.split_once('@') {
         Some((name, version)) => (name, Some(version)),
         None => (spec, None),
@@ -204,19 +220,17 @@ pub fn find<'r>(
     let of_name: Vec<&AgentRelease> = releases.iter().filter(|r| r.name == name).collect();
     if of_name.is_empty() {
         let mut names: Vec<&str> = releases.iter().map(|r| r.name.as_str()).collect();
+        names.sort_unstable();
         names.dedup();
-        let help = match did_you_mean(name, &names) {
-            Some(close) => format!("did you mean `{close}`?"),
-            None if names.is_empty() => {
-                "no agent is published yet: `opcode agent publish FILE`".into()
-            }
-            None => format!("published: {}", names.join(", ")),
-        };
-        return Err(unknown(format!("no agent `{name}` is published"), help));
+        return Err(Missing {
+            message: format!("no agent `{name}` is published"),
+            closest: did_you_mean(name, &names).map(str::to_owned),
+            known: names.into_iter().map(str::to_owned).collect(),
+            known_as: "published",
+        });
     }
     let Some(version) = version else {
-        let newest = newest(&of_name).unwrap_or(of_name[0]);
-        return Ok(newest);
+        return Ok(newest(&of_name).unwrap_or(of_name[0]));
     };
     of_name
         .iter()
@@ -224,11 +238,12 @@ pub fn find<'r>(
         .find(|r| r.version == version)
         .ok_or_else(|| {
             let versions: Vec<&str> = of_name.iter().map(|r| r.version.as_str()).collect();
-            let help = match did_you_mean(version, &versions) {
-                Some(close) => format!("did you mean `{name}@{close}`?"),
-                None => format!("published versions: {}", versions.join(", ")),
-            };
-            unknown(format!("agent `{name}` has no release {version}"), help)
+            Missing {
+                message: format!("agent `{name}` has no release {version}"),
+                closest: did_you_mean(version, &versions).map(|v| format!("{name}@{v}")),
+                known: versions.into_iter().map(str::to_owned).collect(),
+                known_as: "published versions",
+            }
         })
 }
 

@@ -2,6 +2,7 @@
 //! a coding agent, named in the settings, in a sandbox fixed by its role,
 //! within a budget, and return what it did (spec/agents.md).
 
+pub mod allowlist;
 mod drive;
 pub mod entry;
 mod home;
@@ -9,6 +10,7 @@ pub mod observed;
 pub mod permission;
 pub mod protocol;
 mod reader;
+mod release;
 mod role;
 mod run;
 pub mod session;
@@ -42,6 +44,9 @@ pub struct AgentsConfig {
     pub calls: PathBuf,
     /// Where sessions' turns are kept.
     pub sessions: PathBuf,
+    /// The settings' `agent_mcp`: the MCP servers a published agent may
+    /// bring (none: any).
+    pub mcp_allowed: Option<Vec<String>>,
 }
 
 impl Default for AgentsConfig {
@@ -52,6 +57,7 @@ impl Default for AgentsConfig {
             transcripts: temporary.join("opcode-agent-transcripts"),
             calls: temporary.join("opcode-agent-calls"),
             sessions: temporary.join("opcode-agent-sessions"),
+            mcp_allowed: None,
         }
     }
 }

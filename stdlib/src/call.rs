@@ -211,6 +211,17 @@ pub trait Services: Send + Sync {
         attempt: u32,
         text: String,
     ) -> BoxFuture<'a, Result<(), String>>;
+    /// Release `reference` (`name` for its newest, or `name@version`) of
+    /// the agent registry (spec/registry.md): `{name, version, definition}`,
+    /// the definition with its skills' text. The default has no registry.
+    fn agent_release<'a>(
+        &'a self,
+        reference: &'a str,
+    ) -> BoxFuture<'a, Result<Value, ActionError>> {
+        Box::pin(std::future::ready(Err(ActionError::validation(format!(
+            "no agent `{reference}` in the settings' `agents`, and no agent registry here"
+        )))))
+    }
     /// Takes `worktree` for `holder` (a run and step) across the daemons
     /// sharing the embedding's store: `None` when taken, else who holds
     /// it. The default takes it at once, for embeddings alone on their
@@ -474,10 +485,14 @@ pub(crate) mod testing {
 
     use super::{BoxFuture, Call, Child, Services};
 
-    /// Services keeping sessions' turns in memory, as a store would, and
-    /// doing nothing else.
+    /// Services keeping sessions' turns in memory, as a store would, with
+    /// one agent release in their registry (`{name, version, definition}`),
+    /// and doing nothing else.
     #[derive(Default)]
-    pub(crate) struct Turns(Mutex<Vec<(String, String, String, Value)>>);
+    pub(crate) struct Turns(
+        pub(crate) Mutex<Vec<(String, String, String, Value)>>,
+        pub(crate) Option<Value>,
+    );
 
     impl Services for Turns {
         fn log(&self, _: &Call, _: &str, _: &str, _: &Value) {}
@@ -541,6 +556,18 @@ pub(crate) mod testing {
         }
         fn ask<'a>(&'a self, _: &'a Call, ask: Ask) -> BoxFuture<'a, String> {
             Box::pin(std::future::ready(ask.default))
+        }
+        fn agent_release<'a>(
+            &'a self,
+            reference: &'a str,
+        ) -> BoxFuture<'a, Result<Value, ActionError>> {
+            let name = reference.split('@').next().unwrap_or_default();
+            let found = self
+                .1
+                .clone()
+                .filter(|release| release["name"] == name)
+                .ok_or_else(|| ActionError::validation(format!("no agent `{reference}`")));
+            Box::pin(std::future::ready(found))
         }
     }
 }

@@ -24,11 +24,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "security"))
 
 from common import TOKEN, VAULT_KEY, Expectations, call, operator_daemon, read  # noqa: E402
 from raw import Session  # noqa: E402
+import registry_steps  # noqa: E402
 
 API = "sk-agent-" + secrets.token_hex(8)
 
 SANDBOX_USER = 65534
-TEMPLATES = ["scout", "worker", "pair", "budget", "runner", "oc", "broken", "ask", "secret", "slow", "session", "chat", "delegated-change", "fill-home"]
+TEMPLATES = ["scout", "worker", "pair", "budget", "runner", "oc", "broken", "ask", "secret", "slow", "session", "chat", "delegated-change", "fill-home",
+             *registry_steps.TEMPLATES]
 
 
 def world(nonce):
@@ -505,6 +507,8 @@ def main(binary):
                     step("fix", "worker", ["say x"], repo, max_steps=2)]}})
                 expect.that("E0057" in json.dumps(refused), f"an impossible budget was defined: {refused}")
                 expect.section("an impossible budget is refused when the workflow is defined (E0057)")
+
+                registry_steps.check(expect, binary, home, daemon, repo)
             finally:
                 daemon.terminate()
                 if expect.failed or expect.current:

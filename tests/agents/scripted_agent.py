@@ -13,6 +13,7 @@ lines in) or OpenCode's `run --format json` stream, that does what the
     recall WORD       says whether WORD is in the session history it was given
     sleep SECONDS     waits
     env NAME          says the variable's value
+    option NAME       says the value its command line gives after NAME
     crash CODE        exits with CODE without a report
 
 After the script it reports: files it wrote, commands it ran, its summary.
@@ -173,6 +174,9 @@ for number, line in enumerate(script):
         time.sleep(float(rest))
     elif verb == "env":
         text(f"{rest}={os.environ.get(rest, '')}")
+    elif verb == "option":
+        given = sys.argv[sys.argv.index(rest) + 1] if rest in sys.argv[:-1] else ""
+        text(f"{rest}={given}")
     elif verb == "crash":
         sys.stderr.write("scripted agent: crashing as told\n")
         sys.exit(int(rest or "3"))

@@ -122,6 +122,8 @@ code_registry! { ALL, "../../../spec/errors/";
     E0068 = "unknown-agent",
     /// An agent names an MCP server the settings do not allow.
     E0069 = "mcp-server-not-allowed",
+    /// A step names a published agent whose role is not the step's action.
+    E0070 = "agent-role-mismatch",
     /// A field the language does not know is ignored.
     W0001 = "unknown-field",
     /// An action parameter the action does not know is ignored.

@@ -345,6 +345,7 @@ impl Settings {
             transcripts: data_dir.join("agents").join("transcripts"),
             calls,
             sessions: data_dir.join("agents").join("sessions"),
+            mcp_allowed: self.agent_mcp.clone(),
         })
     }
 

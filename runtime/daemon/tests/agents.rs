@@ -259,3 +259,55 @@ fn bad_definitions_are_refused_with_codes_and_nothing_is_published() {
     assert_eq!(bad_name.status.code(), Some(2));
     assert!(!path.join("../x.agent.json").exists());
 }
+
+/// Runs `opcode run FILE` in `dir` on the database there, as run `probe`.
+fn run_file(dir: &Path, file: &str) -> Output {
+    Command::new(OPCODE)
+        .args(["run", file, "--id", "probe", "--db"])
+        .arg(dir.join("o.db"))
+        .current_dir(dir)
+        .env("HOME", dir)
+        .output()
+        .expect("opcode runs")
+}
+
+#[test]
+fn a_workflow_run_by_hand_naming_an_unknown_agent_or_another_role_is_refused_before_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path();
+    assert!(agent(path, &["init", "db-fixer", "--role", "worker"]).status.success());
+    assert!(agent(path, &["publish", "db-fixer.agent.json"]).status.success());
+    let workflow = |action: &str, name: &str| {
+        json!({"steps": [{"id": "fix", "action": action,
+                          "params": {"agent": name, "prompt": "fix it"}}]})
+        .to_string()
+    };
+    std::fs::write(path.join("typo.json"), workflow("agent.worker", "db-fixr")).unwrap();
+    let typo = run_file(path, "typo.json");
+    assert_eq!(typo.status.code(), Some(2), "{}", text(&typo));
+    assert!(text(&typo).contains("E0068"), "{}", text(&typo));
+    assert!(
+        text(&typo).contains("did you mean `db-fixer`?"),
+        "{}",
+        text(&typo)
+    );
+    std::fs::write(path.join("role.json"), workflow("agent.scout", "db-fixer")).unwrap();
+    let role = run_file(path, "role.json");
+    assert_eq!(role.status.code(), Some(2), "{}", text(&role));
+    assert!(
+        text(&role).contains("`db-fixer@0.1.0` is a worker agent"),
+        "{}",
+        text(&role)
+    );
+    let status = Command::new(OPCODE)
+        .args(["status", "probe", "--db"])
+        .arg(path.join("o.db"))
+        .env("HOME", path)
+        .output()
+        .unwrap();
+    assert!(
+        text(&status).contains("workflow `probe` not found"),
+        "a run started: {}",
+        text(&status)
+    );
+}

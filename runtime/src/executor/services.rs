@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::{Delivery, ExecError, Inner, StartRequest, Until};
 use crate::owner;
+use crate::registry::Failure;
 use crate::store::{SessionTurn, Transcript, WorkflowStatus, WorktreeLease};
 
 /// Why a service is not given: the executor has stopped.
@@ -248,6 +249,26 @@ impl Services for RuntimeServices {
                 .keep_transcript(transcript)
                 .await
                 .map_err(|e| e.to_string())
+        })
+    }
+
+    fn agent_release<'a>(
+        &'a self,
+        reference: &'a str,
+    ) -> BoxFuture<'a, Result<Value, ActionError>> {
+        Box::pin(async move {
+            let inner = self
+                .inner
+                .upgrade()
+                .ok_or_else(|| ActionError::execution(STOPPED))?;
+            match crate::registry::view(inner.store.as_ref(), reference).await {
+                Ok(view) => Ok(view),
+                Err(Failure::Refused(refused)) => Err(ActionError::validation(refused.message)
+                    .with_details(json!({"code": refused.code.id, "help": refused.help}))),
+                Err(Failure::Store(e)) => Err(ActionError::execution(format!(
+                    "cannot read the agent registry: {e}"
+                ))),
+            }
         })
     }
 

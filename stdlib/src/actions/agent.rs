@@ -28,7 +28,7 @@ pub fn specs() -> Vec<ActionSpec> {
         .map(|(name, doc)| {
             action(name, doc)
                 .req("prompt", Ty::String, "the task")
-                .opt("agent", Ty::String, "the `agents` settings entry that runs it (default: the default one)")
+                .opt("agent", Ty::String, "the `agents` settings entry that runs it (default: the default one), or a published agent: `name` (its newest, pinned when the workflow is defined) or `name@version`")
                 .opt("workspace", Ty::String, "the directory it works in (default: the run's workspace)")
                 .opt("model", Ty::String, "passed to the agent's command line")
                 .opt("variant", Ty::String, "passed to the agent's command line")
@@ -52,6 +52,7 @@ fn output() -> Ty {
     Ty::object([
         ("role", Ty::String),
         ("agent", Ty::String),
+        ("release", Ty::String),
         ("status", Ty::String),
         ("summary", Ty::String),
         (

@@ -13,6 +13,7 @@ use super::drive::{self, Ending};
 use super::entry::Entry;
 use super::home::CallDir;
 use super::permission::Permissions;
+use super::release;
 use super::role::Role;
 use super::session::{Prefix, Session};
 use super::snapshot::Snapshot;
@@ -32,6 +33,8 @@ pub async fn run(
     services: &dyn Services,
 ) -> Result<Value, ActionError> {
     let role = Role::of(&call.action)?;
+    let release = release::of(call, role, agents, services).await?;
+    let call = release.as_ref().map_or(call, |r| &r.call);
     let (name, entry) = agents.entry(call.str("agent"))?;
     let budget = Budget::of(call, role)?;
     let permissions = Permissions::of(call, &budget)?;
@@ -166,6 +169,9 @@ pub async fn run(
         "duration_ms": started.elapsed().as_millis() as u64,
         "exit_code": exit_code,
     });
+    if let Some(release) = &release {
+        result["release"] = release.pinned.clone().into();
+    }
     let mut reference = transcript.finish().await;
     let attempt = attempt.parse().unwrap_or(1);
     transcript::keep(&mut reference, services, call, attempt).await;

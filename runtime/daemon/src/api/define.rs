@@ -10,6 +10,8 @@ use serde_json::{Map, Value, json};
 use super::args::Args;
 use super::embedded::Embedded;
 use super::{Api, ToolError, ToolResult};
+use opcode_compiler::Embedding;
+use opcode_runtime::registry::lookup::Known;
 use opcode_runtime::schedule::{Missed, Schedule};
 use opcode_runtime::store::{ScheduleRow, TemplateDraft};
 use opcode_runtime::time::{now_ms, rfc3339};
@@ -63,7 +65,7 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
     };
     wrapper.insert("definition".into(), definition);
     let wrapper = Value::Object(wrapper);
-    let (program, diagnostics) = compile(api, &text, agent_id).await?;
+    let (program, diagnostics, stored) = compile(api, text.clone(), agent_id).await?;
     let for_caller = |rendered| for_caller(rendered, embedded.as_ref());
     let rendered = checked(program.is_some(), diagnostics, FILE, &text)
         .map(for_caller)
@@ -73,7 +75,7 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
         })?;
     check_priority(api, &wrapper)?;
     if let Some(program) = program {
-        api.exec.keep_program(&text, program);
+        api.exec.keep_program(&stored, program);
     }
     let trigger = trigger_of(args, name, agent_id)?;
     if let Some(triggers) = args.opt_object("triggers")? {
@@ -96,7 +98,7 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
         .as_ref()
         .is_some_and(super::template_tools::exposed);
     if let Some(latest) = previous
-        && latest.definition == text
+        && latest.definition == stored
     {
         return Ok(answer(
             &latest.name,
@@ -112,7 +114,7 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
         .define_template(TemplateDraft {
             name: name.to_owned(),
             description: description.to_owned(),
-            definition: text.clone(),
+            definition: stored,
             input_schema: text_of("input_schema"),
             output_schema: text_of("output_schema"),
             triggers: text_of("triggers").unwrap_or_else(|| "{}".into()),
@@ -213,18 +215,41 @@ fn check_name(name: &str) -> Result<(), ToolError> {
     }
 }
 
-/// Compiles `text` under the isolation ceiling of `agent`'s workflows, on
-/// a thread of its own: a large definition takes a while, and the async
-/// threads keep answering meanwhile.
+/// Compiles `text` as the daemon knows it (the isolation ceiling of
+/// `agent`'s workflows, the settings' agents and the registry's releases),
+/// on a thread of its own: a large definition takes a while, and the async
+/// threads keep answering meanwhile. Answers the text to store too: `text`
+/// with each step naming a published agent by name alone pinned to the
+/// release it names (spec/registry.md, "Steps naming a release").
 async fn compile(
     api: &Api,
-    text: &str,
+    text: String,
     agent: Option<&str>,
-) -> Result<(Option<Program>, Diagnostics), ToolError> {
-    let (exec, text, agent) = (api.exec.clone(), text.to_owned(), agent.map(str::to_owned));
+) -> Result<(Option<Program>, Diagnostics, String), ToolError> {
+    let known = if Known::may_name_agents(&text) {
+        let entries = api.exec.agents().entries.keys().cloned();
+        Known::load(api.store().as_ref(), entries).await?
+    } else {
+        Known::default()
+    };
+    let (exec, agent) = (api.exec.clone(), agent.map(str::to_owned));
     tokio::task::spawn_blocking(move || {
         let ceiling = exec.ceiling(agent.as_deref());
-        exec.compiler().compile_with(&text, FILE, Some(&ceiling))
+        let embedding = Embedding {
+            isolation: Some(&ceiling),
+            agents: Some(&known),
+        };
+        let compiler = exec.compiler();
+        let (program, diagnostics) = compiler.compile_with(&text, FILE, embedding);
+        if program.is_none() {
+            return (program, diagnostics, text);
+        }
+        let pinned = compiler.pin_agents(&text, FILE, &known);
+        if pinned == text {
+            return (program, diagnostics, text);
+        }
+        let (program, _) = compiler.compile_with(&pinned, FILE, embedding);
+        (program, diagnostics, pinned)
     })
     .await
     .map_err(|e| ToolError::new(codes::R0123, format!("the compiler stopped: {e}")))

@@ -7,9 +7,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use opcode_compiler::diagnostics::render::human;
+use opcode_compiler::diagnostics::{Diagnostic, Diagnostics, Severity};
+use opcode_compiler::{AgentLookup, Embedding};
 use opcode_daemon::settings::Settings;
 use opcode_runtime::StartRequest;
-use opcode_runtime::executor::CeilingCheck;
+use opcode_runtime::executor::{CeilingCheck, Executor};
+use opcode_runtime::registry::lookup::Known;
+use opcode_runtime::store::Registry;
 use opcode_runtime::workspace::Workspaces;
 use opcode_stdlib::inputs::{parse_inputs, prepare};
 use opcode_stdlib::isolation::Block;
@@ -75,6 +79,11 @@ pub async fn run(args: Args) -> Exit {
         Ok(executor) => executor,
         Err(exit) => return exit,
     };
+    let (source, program) =
+        match pinned(&args.file, store.as_ref(), &executor, (source, program)).await {
+            Ok(compiled) => compiled,
+            Err(exit) => return exit,
+        };
     let _background = executor.background();
     let folder = folder_of(&args.file);
     // A file run by hand works in its folder, unless the settings fix a workspace.
@@ -110,6 +119,51 @@ fn compile(path: &Path) -> Result<(String, Program), Exit> {
     let source = opcode_compiler::decode_utf8(&bytes)
         .map_err(|d| fail(format!("{file}: {}", d.message)))?
         .to_owned();
+    let (program, diagnostics, _) = compile_knowing(&source, &file, None)?;
+    print(&diagnostics.into_sorted(), &file, &source);
+    match program {
+        Some(program) => Ok((source, program)),
+        None => Err(Exit::Usage),
+    }
+}
+
+/// The workflow compiled again knowing the agents it may name (the
+/// settings' and the registry's), its steps naming a release by name alone
+/// pinned to it (spec/registry.md): the source and program to run. Only
+/// errors are printed: the warnings were, by [`compile`].
+async fn pinned(
+    path: &Path,
+    store: &dyn Registry,
+    executor: &Executor,
+    compiled: (String, Program),
+) -> Result<(String, Program), Exit> {
+    let (source, program) = compiled;
+    if !Known::may_name_agents(&source) {
+        return Ok((source, program));
+    }
+    let entries = executor.agents().entries.keys().cloned();
+    let known = Known::load(store, entries).await.map_err(fail)?;
+    let file = path.display().to_string();
+    let (program, diagnostics, pinned) = compile_knowing(&source, &file, Some(&known))?;
+    let errors: Vec<_> = diagnostics
+        .into_sorted()
+        .into_iter()
+        .filter(|d| d.severity == Severity::Error)
+        .collect();
+    print(&errors, &file, &source);
+    match program {
+        Some(program) => Ok((pinned, program)),
+        None => Err(Exit::Usage),
+    }
+}
+
+/// `source` compiled under the settings' isolation ceiling, knowing
+/// `agents`; with them, the text pinned and compiled again.
+fn compile_knowing(
+    source: &str,
+    file: &str,
+    agents: Option<&Known>,
+) -> Result<(Option<Program>, Diagnostics, String), Exit> {
     let compiler = opcode_compiler::Compiler::new().with_actions(opcode_stdlib::catalog());
     let settings = Settings::load(&Settings::file_in(&home())).map_err(fail)?;
     let block = Block::parse(settings.isolation.as_ref()).map_err(fail)?;
@@ -117,17 +171,29 @@ fn compile(path: &Path) -> Result<(String, Program), Exit> {
         settings: &block,
         agent: Some(AGENT),
     };
-    let (program, diagnostics) = compiler.compile_with(&source, &file, Some(&ceiling));
-    let diagnostics = diagnostics.into_sorted();
+    let embedding = Embedding {
+        isolation: Some(&ceiling),
+        agents: agents.map(|a| a as &dyn AgentLookup),
+    };
+    let (program, diagnostics) = compiler.compile_with(source, file, embedding);
+    let Some(agents) = agents.filter(|_| program.is_some()) else {
+        return Ok((program, diagnostics, source.to_owned()));
+    };
+    let pinned = compiler.pin_agents(source, file, agents);
+    if pinned == source {
+        return Ok((program, diagnostics, pinned));
+    }
+    let (program, _) = compiler.compile_with(&pinned, file, embedding);
+    Ok((program, diagnostics, pinned))
+}
+
+/// Prints `diagnostics` of `source` on stderr.
+fn print(diagnostics: &[Diagnostic], file: &str, source: &str) {
     if !diagnostics.is_empty() {
         eprintln!(
             "{}",
-            human::render(&diagnostics, &file, &source, false).trim_end()
+            human::render(diagnostics, file, source, false).trim_end()
         );
-    }
-    match program {
-        Some(program) => Ok((source, program)),
-        None => Err(Exit::Usage),
     }
 }
 
