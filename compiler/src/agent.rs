@@ -4,7 +4,9 @@
 //! caller.
 
 mod skills;
+pub mod suite;
 
+use opcode_vm::Code;
 use serde_json::{Map, Value};
 
 use crate::diagnostics::codes::{E0010, E0011, E0014, E0057, E0064, E0065};
@@ -68,7 +70,12 @@ pub struct AgentDefinition {
 pub fn read(src: &str) -> (Option<AgentDefinition>, Diagnostics) {
     let mut sink = Diagnostics::new();
     let definition = crate::syntax::json::parse(src, &mut sink).and_then(|root| {
-        let read = Reader { sink: &mut sink }.definition(&root);
+        let read = Reader {
+            sink: &mut sink,
+            code: E0064,
+            what: "an agent definition",
+        }
+        .definition(&root);
         read.filter(|_| !sink.has_errors())
     });
     (definition, sink)
@@ -91,6 +98,10 @@ pub fn is_agent_name(name: &str) -> bool {
 /// Reads nodes into a definition, reporting to `sink`.
 pub(crate) struct Reader<'d> {
     pub(crate) sink: &'d mut Diagnostics,
+    /// The code of unknown and malformed fields.
+    pub(crate) code: Code,
+    /// What the file holds, in words.
+    pub(crate) what: &'static str,
 }
 
 impl Reader<'_> {
@@ -137,7 +148,8 @@ impl Reader<'_> {
             field("permissions").and_then(|n| self.one_of(n, "/permissions", &PERMISSIONS));
         let skills = field("skills").map_or_else(Vec::new, |node| self.skills(node));
         let mcp = field("mcp").map_or_else(Map::new, |node| self.mcp(node));
-        let (max_steps, timeout) = field("budgets").map_or((None, None), |node| self.budgets(node));
+        let (max_steps, timeout) =
+            field("budgets").map_or((None, None), |node| self.budgets(node, "/budgets"));
         let description = text(self, "description");
         let runs_on = text(self, "runs_on");
         let model = text(self, "model");
@@ -207,14 +219,15 @@ impl Reader<'_> {
         servers
     }
 
-    fn budgets(&mut self, node: &Node<'_>) -> (Option<u32>, Option<String>) {
+    /// `budgets`, at `at`.
+    fn budgets(&mut self, node: &Node<'_>, at: &str) -> (Option<u32>, Option<String>) {
         const KNOWN: [&str; 2] = ["max_steps", "timeout"];
         let Some(members) = node.as_object() else {
-            self.wrong_type(node, "/budgets", "an object");
+            self.wrong_type(node, at, "an object");
             return (None, None);
         };
         for member in members.iter().filter(|m| !KNOWN.contains(&&*m.key)) {
-            self.unknown(member, "/budgets", "`budgets`", &KNOWN);
+            self.unknown(member, at, "`budgets`", &KNOWN);
         }
         let field = |key: &str| members.iter().find(|m| m.key == key).map(|m| &m.value);
         let max_steps = field("max_steps").and_then(|node| {
@@ -222,20 +235,20 @@ impl Reader<'_> {
             if steps.is_none() {
                 self.budget(
                     node,
-                    "/budgets/max_steps",
+                    &format!("{at}/max_steps"),
                     "`max_steps` is a whole number from 4 to 256",
                 );
             }
             steps.and_then(|n| u32::try_from(n).ok())
         });
         let timeout = field("timeout").and_then(|node| {
-            let text = self.string(node, "/budgets/timeout")?;
+            let text = self.string(node, &format!("{at}/timeout"))?;
             match crate::duration::parse_millis(&text) {
                 Ok(ms) if ms >= 10_000 => Some(text),
                 _ => {
                     self.budget(
                         node,
-                        "/budgets/timeout",
+                        &format!("{at}/timeout"),
                         "`timeout` is a duration of at least 10s, as `5m`",
                     );
                     None
@@ -281,7 +294,7 @@ impl Reader<'_> {
                 Diagnostic::error(
                     E0011,
                     Span::at(root.span.start as usize),
-                    format!("an agent definition needs `{key}`"),
+                    format!("{} needs `{key}`", self.what),
                 )
                 .with_pointer(""),
             );
@@ -317,7 +330,7 @@ impl Reader<'_> {
     ) {
         let key_pointer = child_pointer(pointer, &member.key);
         let mut d = Diagnostic::error(
-            E0064,
+            self.code,
             member.key_span,
             format!("unknown field `{}` in {what}", member.key),
         )

@@ -127,6 +127,10 @@ fn every_page_example_triggers_its_code() {
                 source.to_owned(),
                 opcode_compiler::agent::read(source).1.into_sorted(),
             ),
+            (_, "eval-json") => (
+                source.to_owned(),
+                opcode_compiler::agent::suite::read(source).1.into_sorted(),
+            ),
             (_, "json") => (source.to_owned(), compiler.check(source).into_sorted()),
             (_, "opc") => (
                 source.to_owned(),
@@ -161,6 +165,7 @@ fn every_fix_removes_its_own_diagnostic() {
         let check = |text: &str| match lang {
             "json" => compiler.check(text).into_sorted(),
             "agent-json" => opcode_compiler::agent::read(text).1.into_sorted(),
+            "eval-json" => opcode_compiler::agent::suite::read(text).1.into_sorted(),
             "opc" => compiler.check_as(text, Syntax::Opc).into_sorted(),
             _ => Vec::new(),
         };

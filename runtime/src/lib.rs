@@ -20,6 +20,7 @@ pub mod breaker;
 pub mod driver;
 pub mod executor;
 pub mod golden;
+pub mod junit;
 pub mod log;
 pub mod owner;
 pub mod registry;

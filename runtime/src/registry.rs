@@ -14,7 +14,7 @@ use opcode_vm::Code;
 use serde_json::{Map, Value, json};
 
 use crate::store::blobs::sha256_of as hash_of;
-use crate::store::{AgentRelease, Published, Registry, SkillText, StoreError};
+use crate::store::{AgentEval, AgentRelease, Published, Registry, SkillText, StoreError};
 
 /// A registry request refused, with its code and what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -278,6 +278,11 @@ pub async fn view(store: &dyn Registry, spec: &str) -> Result<Value, Failure> {
         .filter(|r| r.name == release.name)
         .map(|r| r.version.as_str())
         .collect();
+    let evals = store.agent_evals(Some(&release.name)).await?;
+    let last_eval = evals
+        .iter()
+        .find(|e| e.version == release.version)
+        .map(|e| eval_view(e, true));
     Ok(json!({
         "name": release.name,
         "version": release.version,
@@ -285,6 +290,7 @@ pub async fn view(store: &dyn Registry, spec: &str) -> Result<Value, Failure> {
         "published_at": release.published_at,
         "published_by": release.published_by,
         "versions": versions,
+        "last_eval": last_eval,
         "definition": definition,
     }))
 }
@@ -294,6 +300,7 @@ pub async fn view(store: &dyn Registry, spec: &str) -> Result<Value, Failure> {
 /// digest.
 pub async fn catalog(store: &dyn Registry) -> Result<Vec<Value>, StoreError> {
     let releases = store.agent_releases(None).await?;
+    let evals = store.agent_evals(None).await?;
     let mut names: Vec<&str> = releases.iter().map(|r| r.name.as_str()).collect();
     names.dedup();
     let mut rows = Vec::new();
@@ -312,9 +319,25 @@ pub async fn catalog(store: &dyn Registry) -> Result<Vec<Value>, StoreError> {
             "published_at": newest.published_at,
             "published_by": newest.published_by,
             "digest": newest.digest,
+            "last_eval": evals
+                .iter()
+                .find(|e| e.name == name && e.version == newest.version)
+                .map(|e| eval_view(e, false)),
         }));
     }
     Ok(rows)
+}
+
+/// A release's last eval result as shown: when, how many cases passed and
+/// failed, and with `cases`, each case's result.
+pub fn eval_view(eval: &AgentEval, cases: bool) -> Value {
+    let mut out = json!({"at": eval.at, "passed": eval.passed, "failed": eval.failed});
+    if cases {
+        let report: Value = serde_json::from_str(&eval.report).unwrap_or_default();
+        out["suite"] = report["suite"].clone();
+        out["cases"] = report["cases"].clone();
+    }
+    out
 }
 
 /// The release of the same agent just before `release` by semantic-version

@@ -41,7 +41,7 @@ pub use delegated::{SessionTurn, Sessions, Transcript, Transcripts, WorktreeLeas
 pub use entry::{EntryKind, EventName, LogEntry, NewEntry};
 pub use flow::{Admission, Admitted, Debounced, PendingStart, RateCall, Slots, Standing};
 pub use notice::Notice;
-pub use registry::{AgentRelease, Published, Registry, SkillText};
+pub use registry::{AgentEval, AgentRelease, Published, Registry, SkillText};
 pub use retention::{Expiry, Prune, PrunedFilter, PrunedRow};
 pub use status::{DecisionStatus, WorkflowStatus};
 

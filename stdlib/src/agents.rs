@@ -10,7 +10,7 @@ pub mod observed;
 pub mod permission;
 pub mod protocol;
 mod reader;
-mod release;
+pub mod release;
 mod role;
 mod run;
 pub mod session;

@@ -12,6 +12,7 @@ pub mod block;
 pub mod ceiling;
 pub mod cgroup;
 pub mod disk;
+pub mod give;
 pub mod host;
 pub mod paths;
 pub mod sandbox;

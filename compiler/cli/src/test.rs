@@ -275,48 +275,22 @@ fn as_json(reports: &[FileReport]) -> serde_json::Value {
 }
 
 fn junit(reports: &[FileReport]) -> String {
-    let escape = |s: &str| {
-        s.replace('&', "&amp;")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;")
-            .replace('"', "&quot;")
-    };
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n");
-    for r in reports {
-        let path = escape(&r.path.display().to_string());
-        let failed = r.outcomes.iter().filter(|o| !o.failures.is_empty()).count()
-            + usize::from(r.error.is_some());
-        let _ = writeln!(
-            out,
-            "  <testsuite name=\"{path}\" tests=\"{}\" failures=\"{failed}\">",
-            r.outcomes.len() + usize::from(r.error.is_some())
-        );
-        if let Some(error) = &r.error {
-            let _ = writeln!(
-                out,
-                "    <testcase name=\"(file)\" classname=\"{path}\"><failure message=\"{}\"/></testcase>",
-                escape(error)
-            );
-        }
-        for o in &r.outcomes {
-            let _ = write!(
-                out,
-                "    <testcase name=\"{}\" classname=\"{path}\" time=\"{:.3}\">",
-                escape(&o.name),
-                o.wall.as_secs_f64()
-            );
-            if let Some(first) = o.failures.first() {
-                let _ = write!(
-                    out,
-                    "<failure message=\"{}\">{}</failure>",
-                    escape(first),
-                    escape(&o.failures.join("\n"))
-                );
-            }
-            out.push_str("</testcase>\n");
-        }
-        out.push_str("  </testsuite>\n");
-    }
-    out.push_str("</testsuites>\n");
-    out
+    use opcode_runtime::junit::{Case, Suite, render};
+    let suites: Vec<Suite> = reports
+        .iter()
+        .map(|r| Suite {
+            name: r.path.display().to_string(),
+            error: r.error.clone(),
+            cases: r
+                .outcomes
+                .iter()
+                .map(|o| Case {
+                    name: o.name.clone(),
+                    failures: o.failures.clone(),
+                    seconds: o.wall.as_secs_f64(),
+                })
+                .collect(),
+        })
+        .collect();
+    render(&suites)
 }

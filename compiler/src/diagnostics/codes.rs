@@ -124,6 +124,8 @@ code_registry! { ALL, "../../../spec/errors/";
     E0069 = "mcp-server-not-allowed",
     /// A step names a published agent whose role is not the step's action.
     E0070 = "agent-role-mismatch",
+    /// An agent's eval suite has an unknown or malformed field.
+    E0071 = "eval-suite",
     /// A field the language does not know is ignored.
     W0001 = "unknown-field",
     /// An action parameter the action does not know is ignored.

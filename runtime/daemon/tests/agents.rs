@@ -275,8 +275,16 @@ fn run_file(dir: &Path, file: &str) -> Output {
 fn a_workflow_run_by_hand_naming_an_unknown_agent_or_another_role_is_refused_before_it_starts() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path();
-    assert!(agent(path, &["init", "db-fixer", "--role", "worker"]).status.success());
-    assert!(agent(path, &["publish", "db-fixer.agent.json"]).status.success());
+    assert!(
+        agent(path, &["init", "db-fixer", "--role", "worker"])
+            .status
+            .success()
+    );
+    assert!(
+        agent(path, &["publish", "db-fixer.agent.json"])
+            .status
+            .success()
+    );
     let workflow = |action: &str, name: &str| {
         json!({"steps": [{"id": "fix", "action": action,
                           "params": {"agent": name, "prompt": "fix it"}}]})

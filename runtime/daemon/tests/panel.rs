@@ -619,6 +619,21 @@ async fn published_agents_have_pages_with_their_changes() {
             .await
             .unwrap();
     }
+    let report = r#"{"suite": "db-analyzer.eval.json", "cases": [
+        {"name": "finds the index", "passed": true, "status": "completed", "failures": []},
+        {"name": "never writes", "passed": false, "status": "completed",
+         "failures": ["tools_not_called: `write` was called"]}]}"#;
+    store
+        .record_agent_eval(opcode_runtime::store::AgentEval {
+            name: "db-analyzer".into(),
+            version: "1.1.0".into(),
+            at: "2026-12-06T00:00:01.000Z".into(),
+            passed: 1,
+            failed: 1,
+            report: report.into(),
+        })
+        .await
+        .unwrap();
     let api = Api::new(Executor::new(
         store,
         Arc::new(EnvSecrets),
@@ -636,10 +651,17 @@ async fn published_agents_have_pages_with_their_changes() {
         list.contains("href=\"/registry/db-analyzer\"") && list.contains("1.1.0"),
         "{list}"
     );
+    assert!(list.contains("<td>1 passed, 1 failed</td>"), "{list}");
     let newest = get_in(&http, &base, &cookie, "/registry/db-analyzer").await;
     assert_eq!(newest.status(), StatusCode::OK);
     let newest = newest.text().await.unwrap();
     assert!(newest.contains("Changes from 1.0.0"), "{newest}");
+    assert!(
+        newest.contains("never writes")
+            && newest.contains("tools_not_called: `write` was called")
+            && newest.contains("<code>db-analyzer.eval.json</code>"),
+        "{newest}"
+    );
     assert!(
         newest.contains(r#"<span class="add">+Never drop a table."#),
         "{newest}"
@@ -647,7 +669,9 @@ async fn published_agents_have_pages_with_their_changes() {
     let first = get_in(&http, &base, &cookie, "/registry/db-analyzer?version=1.0.0").await;
     let first = first.text().await.unwrap();
     assert!(
-        first.contains("nothing before it") && !first.contains("Never drop"),
+        first.contains("nothing before it")
+            && !first.contains("Never drop")
+            && first.contains("No eval suite has run on this release"),
         "{first}"
     );
     let unknown = get_in(&http, &base, &cookie, "/registry/db-analyser").await;

@@ -56,6 +56,7 @@ struct State {
     agent_releases: BTreeMap<(String, String), super::AgentRelease>,
     /// Agents' skills' text, by hash.
     agent_skills: BTreeMap<String, String>,
+    agent_evals: BTreeMap<(String, String), super::AgentEval>,
     /// Why writes are refused, while they are (a full disk, for tests).
     refusing: Option<String>,
     /// Copies of the whole store after each commit, while they are kept.

@@ -32,6 +32,23 @@ pub struct SkillText {
     pub content: String,
 }
 
+/// The last result of a release's eval suite (spec/agent-evals.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentEval {
+    /// The agent's name.
+    pub name: String,
+    /// The release's version.
+    pub version: String,
+    /// When the suite ran (RFC 3339).
+    pub at: String,
+    /// Cases that passed.
+    pub passed: u32,
+    /// Cases that failed.
+    pub failed: u32,
+    /// The report: `{suite, cases: [{name, passed, failures, …}]}` as JSON text.
+    pub report: String,
+}
+
 /// What a publish did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Published {
@@ -61,7 +78,43 @@ pub trait Registry: Send + Sync {
 
     /// A skill's text, by hash.
     fn agent_skill<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, StoreResult<Option<String>>>;
+
+    /// Keeps `eval` as its release's last result, replacing the one before.
+    fn record_agent_eval(&self, eval: AgentEval) -> BoxFuture<'_, StoreResult<()>>;
+
+    /// The last eval result of each release of agent `name` (every
+    /// agent's without one), by name then version.
+    fn agent_evals<'a>(
+        &'a self,
+        name: Option<&'a str>,
+    ) -> BoxFuture<'a, StoreResult<Vec<AgentEval>>>;
 }
+
+/// The table of releases' last eval results, the same in both SQL
+/// dialects (libSQL's migration 16, PostgreSQL's 12).
+#[cfg(any(feature = "libsql", feature = "postgres"))]
+pub const EVAL_TABLE: &str = "
+CREATE TABLE agent_evals (
+    name TEXT NOT NULL,
+    version TEXT NOT NULL,
+    at TEXT NOT NULL,
+    passed BIGINT NOT NULL,
+    failed BIGINT NOT NULL,
+    report TEXT NOT NULL,
+    PRIMARY KEY (name, version)
+);
+";
+
+/// Keeps release `?1`@`?2`'s last eval result.
+#[cfg(any(feature = "libsql", feature = "postgres"))]
+pub const RECORD_EVAL: &str = "INSERT INTO agent_evals (name, version, at, passed, failed, report) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (name, version) DO UPDATE SET \
+     at = excluded.at, passed = excluded.passed, failed = excluded.failed, report = excluded.report";
+
+/// The last eval results of agent `?1` (all when `NULL`).
+#[cfg(any(feature = "libsql", feature = "postgres"))]
+pub const EVALS: &str = "SELECT name, version, at, passed, failed, report FROM agent_evals \
+     WHERE CAST(?1 AS TEXT) IS NULL OR name = ?1 ORDER BY name, version";
 
 /// The registry's tables, the same in both SQL dialects (libSQL's
 /// migration 15, PostgreSQL's 11).

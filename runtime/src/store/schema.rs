@@ -20,10 +20,11 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (13, "folded entries", V13),
     (14, "sessions and transcripts", V14),
     (15, "agent registry", super::registry::TABLES),
+    (16, "agent eval results", super::registry::EVAL_TABLE),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 15;
+pub const LATEST: i64 = 16;
 
 /// Agent sessions' turns (spec/agents.md, "Sessions"), in order by `n`,
 /// calls' transcripts, deleted with their run, and worktrees' writer

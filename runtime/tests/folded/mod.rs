@@ -187,7 +187,7 @@ fn a_log_written_a_row_an_entry_reads_on_after_the_upgrade() {
         let conn = db.connect().unwrap();
         conn.execute_batch(
             "DROP VIEW log_entries; DROP TABLE session_turns; DROP TABLE transcripts;
-             DROP TABLE worktree_leases; DROP TABLE agent_versions; DROP TABLE agent_skills;
+             DROP TABLE worktree_leases; DROP TABLE agent_versions; DROP TABLE agent_skills; DROP TABLE agent_evals;
              DELETE FROM schema_version WHERE version >= 13;
              INSERT INTO workflows (id, name, source_hash, input_params, created_at, status,
                  last_seq, updated_at)

@@ -171,7 +171,7 @@ fn a_schema_4_database_upgrades_and_its_runs_carry_on() {
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     };
     psql(
-        "DROP VIEW log_entries; DROP TABLE session_turns, transcripts, worktree_leases, run_slots, rate_windows, pending_starts, agent_versions, agent_skills; DROP FUNCTION opcode_refuse(text, text, bigint); \
+        "DROP VIEW log_entries; DROP TABLE session_turns, transcripts, worktree_leases, run_slots, rate_windows, pending_starts, agent_versions, agent_skills, agent_evals; DROP FUNCTION opcode_refuse(text, text, bigint); \
          DELETE FROM schema_version WHERE version >= 5",
     );
     // Its log a row an entry, as builds before folded rows wrote it.

@@ -88,3 +88,33 @@ fn a_release_is_kept_once_and_a_taken_version_refuses_other_content() {
         });
     }
 }
+
+#[test]
+fn a_release_keeps_its_last_eval_result() {
+    use opcode_runtime::store::AgentEval;
+    let eval = |version: &str, s: u32, failed: u32| AgentEval {
+        name: "db".into(),
+        version: version.into(),
+        at: at(s),
+        passed: 3,
+        failed,
+        report: format!("{{\"failed\":{failed}}}"),
+    };
+    for (name, store, _dir) in stores() {
+        block_on(async {
+            store.record_agent_eval(eval("1.0.0", 1, 1)).await.unwrap();
+            store.record_agent_eval(eval("1.0.0", 2, 0)).await.unwrap();
+            store.record_agent_eval(eval("1.1.0", 3, 2)).await.unwrap();
+            let mut other = eval("1.0.0", 4, 0);
+            other.name = "fixer".into();
+            store.record_agent_eval(other).await.unwrap();
+            let kept = store.agent_evals(Some("db")).await.unwrap();
+            assert_eq!(
+                kept,
+                vec![eval("1.0.0", 2, 0), eval("1.1.0", 3, 2)],
+                "{name}"
+            );
+            assert_eq!(store.agent_evals(None).await.unwrap().len(), 3, "{name}");
+        });
+    }
+}

@@ -66,6 +66,7 @@ fn output() -> Ty {
                 ("exit_code", Ty::Any),
             ])),
         ),
+        ("tools", Ty::map(Ty::Int)),
         ("errors", Ty::array(Ty::String)),
         ("permissions", Ty::array(Ty::Any)),
         ("steps", Ty::Int),

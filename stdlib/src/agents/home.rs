@@ -91,33 +91,8 @@ impl CallDir {
     }
 
     /// Gives everything in the directory to `owner` (when root).
-    fn chown(&self, (uid, gid): (u32, u32)) -> Result<(), ActionError> {
-        if !nix::unistd::Uid::effective().is_root() {
-            return Ok(());
-        }
-        let mut pending = vec![self.root.clone()];
-        while let Some(path) = pending.pop() {
-            nix::unistd::fchownat(
-                nix::fcntl::AT_FDCWD,
-                &path,
-                Some(nix::unistd::Uid::from_raw(uid)),
-                Some(nix::unistd::Gid::from_raw(gid)),
-                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-            )
-            .map_err(|e| {
-                ActionError::execution(format!(
-                    "cannot give {} to the sandbox user: {e}",
-                    path.display()
-                ))
-            })?;
-            if path.is_dir()
-                && !path.is_symlink()
-                && let Ok(entries) = std::fs::read_dir(&path)
-            {
-                pending.extend(entries.flatten().map(|e| e.path()));
-            }
-        }
-        Ok(())
+    fn chown(&self, owner: (u32, u32)) -> Result<(), ActionError> {
+        crate::isolation::give::give_tree(&self.root, owner).map_err(ActionError::execution)
     }
 
     /// Removes the directory; what could not be removed, if anything.

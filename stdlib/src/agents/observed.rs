@@ -25,6 +25,8 @@ pub struct Observed {
     open_tools: BTreeMap<String, (String, Value)>,
     /// Commands run: command, exit code.
     commands: Vec<(String, Option<i64>)>,
+    /// Tools called, by name: how many times.
+    tools: BTreeMap<String, i64>,
     /// Lines of failed tool output that read as errors.
     output_errors: Vec<String>,
     /// The agent's error events.
@@ -78,6 +80,9 @@ impl Observed {
                 } else {
                     input
                 };
+                if !tool.is_empty() {
+                    *self.tools.entry(tool.clone()).or_default() += 1;
+                }
                 if let Some(command) = command_of(tool, input)
                     && self.commands.len() < MAX_COMMANDS
                 {
@@ -181,6 +186,7 @@ impl Observed {
         let mut out = Map::new();
         out.insert("summary".into(), Value::String(summary));
         out.insert("commands".into(), commands);
+        out.insert("tools".into(), json!(self.tools));
         out.insert("errors".into(), json!(errors));
         out.insert("permissions".into(), Value::Array(self.permissions.clone()));
         out.insert("steps".into(), json!(steps));

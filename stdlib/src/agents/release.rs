@@ -72,27 +72,33 @@ pub async fn of(
     }))
 }
 
-/// `call` with `definition`'s fields where the step gives none: `model`,
-/// `variant`, the budgets and `permissions`; its skills and MCP servers
-/// added to the step's (the step's win by name); `agent` its `runs_on`.
+/// `call` with `definition`'s fields under its own ([`defaults`]).
 fn under(call: &Call, definition: &Value) -> Call {
     let mut call = call.clone();
-    let Some(params) = call.params.as_object_mut() else {
-        return call;
-    };
+    if let Some(params) = call.params.as_object_mut() {
+        defaults(definition, params);
+    }
+    call
+}
+
+/// `params` of an `agent.*` call with a release's `definition` under them:
+/// `model`, `variant`, the budgets and `permissions` where they give none;
+/// its skills and MCP servers added to theirs (theirs win by name);
+/// `agent` its `runs_on` (none: the default entry).
+pub fn defaults(definition: &Value, params: &mut Map<String, Value>) {
     params.remove("agent");
     if let Some(entry) = definition["runs_on"].as_str() {
         params.insert("agent".into(), entry.into());
     }
     let budgets = &definition["budgets"];
-    let defaults = [
+    let fields = [
         ("model", &definition["model"]),
         ("variant", &definition["variant"]),
         ("permissions", &definition["permissions"]),
         ("max_steps", &budgets["max_steps"]),
         ("timeout", &budgets["timeout"]),
     ];
-    for (key, value) in defaults {
+    for (key, value) in fields {
         if !value.is_null() && params.get(key).is_none_or(Value::is_null) {
             params.insert(key.into(), value.clone());
         }
@@ -108,7 +114,6 @@ fn under(call: &Call, definition: &Value) -> Call {
     if !mcp.is_empty() {
         params.insert("mcp".into(), Value::Object(mcp));
     }
-    call
 }
 
 /// The release's skills, each replaced by the step's of the same name,
@@ -181,11 +186,13 @@ mod tests {
 
     fn registry() -> Turns {
         Turns(
-            Default::default(),
-            Some(json!({"name": "db-analyzer", "version": "1.2.0", "definition": {
-                "role": "scout", "runs_on": "oc", "model": "m",
-                "mcp": {"pg": {"command": "npx"}, "docs": {"url": "https://mcp.example.com/docs"}},
-            }})),
+            std::sync::Mutex::default(),
+            Some(
+                json!({"name": "db-analyzer", "version": "1.2.0", "definition": {
+                    "role": "scout", "runs_on": "oc", "model": "m",
+                    "mcp": {"pg": {"command": "npx"}, "docs": {"url": "https://mcp.example.com/docs"}},
+                }}),
+            ),
         )
     }
 
@@ -210,10 +217,15 @@ mod tests {
     #[tokio::test]
     async fn a_release_runs_on_its_entry_and_an_entry_is_no_release() {
         let (services, agents) = (registry(), agents(None));
-        let found = of(&call("agent.scout", "db-analyzer"), Role::Scout, &agents, &services)
-            .await
-            .unwrap()
-            .unwrap();
+        let found = of(
+            &call("agent.scout", "db-analyzer"),
+            Role::Scout,
+            &agents,
+            &services,
+        )
+        .await
+        .unwrap()
+        .unwrap();
         assert_eq!(found.pinned, "db-analyzer@1.2.0");
         assert_eq!(found.call.params["agent"], "oc");
         assert_eq!(found.call.params["model"], "m");
@@ -224,21 +236,43 @@ mod tests {
     #[tokio::test]
     async fn the_role_and_the_allowlist_are_checked_again_when_it_runs() {
         let services = registry();
-        let worker = of(&call("agent.worker", "db-analyzer"), Role::Worker, &agents(None), &services)
-            .await
-            .unwrap_err();
+        let worker = of(
+            &call("agent.worker", "db-analyzer"),
+            Role::Worker,
+            &agents(None),
+            &services,
+        )
+        .await
+        .unwrap_err();
         assert_eq!(worker.details.unwrap()["code"], "E0070");
         // The operator narrowed `agent_mcp` after the publish.
         let narrowed = agents(Some(&["npx"]));
-        let refused = of(&call("agent.scout", "db-analyzer"), Role::Scout, &narrowed, &services)
-            .await
-            .unwrap_err();
+        let refused = of(
+            &call("agent.scout", "db-analyzer"),
+            Role::Scout,
+            &narrowed,
+            &services,
+        )
+        .await
+        .unwrap_err();
         assert!(refused.message.contains("`docs`"), "{}", refused.message);
         assert_eq!(refused.details.unwrap()["code"], "E0069");
         let allowed = agents(Some(&["npx", "https://mcp.example.com"]));
-        let ran = of(&call("agent.scout", "db-analyzer"), Role::Scout, &allowed, &services).await;
+        let ran = of(
+            &call("agent.scout", "db-analyzer"),
+            Role::Scout,
+            &allowed,
+            &services,
+        )
+        .await;
         assert!(ran.unwrap().is_some());
-        let unknown = of(&call("agent.scout", "nobody"), Role::Scout, &allowed, &services).await;
+        let unknown = of(
+            &call("agent.scout", "nobody"),
+            Role::Scout,
+            &allowed,
+            &services,
+        )
+        .await;
         assert!(unknown.is_err());
     }
 

@@ -1,7 +1,11 @@
-//! `opcode agent init|check|publish|list|show|diff`: agent definitions,
-//! published as immutable releases in the database (spec/registry.md).
+//! `opcode agent init|check|test|publish|list|show|diff`: agent
+//! definitions, tested against their eval suites and published as
+//! immutable releases in the database (spec/registry.md,
+//! spec/agent-evals.md).
 
+mod eval;
 mod file;
+mod testing;
 
 use std::path::{Path, PathBuf};
 
@@ -42,13 +46,26 @@ enum Command {
         /// The definition file.
         file: PathBuf,
     },
-    /// Check a definition, then publish it as a release.
+    /// Run a definition's eval suite; exit 1 when a case fails.
+    Test {
+        /// The definition file.
+        file: PathBuf,
+        #[command(flatten)]
+        suite: testing::SuiteArgs,
+    },
+    /// Check a definition, run its eval suite if it has one, then publish
+    /// it as a release.
     Publish {
         /// The definition file.
         file: PathBuf,
         /// Who publishes it (default: $USER).
         #[arg(long)]
         by: Option<String>,
+        /// Publish even when a case of the suite fails.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        suite: testing::SuiteArgs,
     },
     /// Each agent's newest release.
     List {
@@ -93,36 +110,13 @@ pub async fn agent(args: Args) -> Exit {
             }
             Err(exit) => exit,
         },
-        Command::Publish { file, by } => {
-            let Ok(read) = file::read(&file) else {
-                return Exit::Usage;
-            };
-            if let Err(exit) = servers_allowed(&read.definition) {
-                return exit;
-            }
-            let store = match args.db.open().await {
-                Ok(store) => store,
-                Err(exit) => return exit,
-            };
-            let by = by
-                .or_else(|| std::env::var("USER").ok())
-                .filter(|b| !b.is_empty());
-            let (release, skills) =
-                registry::release_of(&read.definition, &read.texts, rfc3339(now_ms()), by);
-            let (name, version, digest) = (
-                release.name.clone(),
-                release.version.clone(),
-                release.digest.clone(),
-            );
-            match registry::publish(store.as_ref(), release, skills).await {
-                Ok(Published::Added) => println!("published {name}@{version} ({digest})"),
-                Ok(Published::Unchanged) => {
-                    println!("{name}@{version} is published already, the same ({digest})");
-                }
-                Err(e) => return refused(&e),
-            }
-            Exit::Ok
-        }
+        Command::Test { file, suite } => test(&args.db, &file, &suite).await,
+        Command::Publish {
+            file,
+            by,
+            force,
+            suite,
+        } => publish(&args.db, &file, by, force, &suite).await,
         Command::List { json } => list(&args.db, json).await,
         Command::Show { agent } => {
             let store = match args.db.open().await {
@@ -142,6 +136,121 @@ pub async fn agent(args: Args) -> Exit {
         }
         Command::Diff { from, to } => diff(&args.db, &from, &to).await,
     }
+}
+
+/// Runs the suite of the definition at `file`; keeps the result with the
+/// release of the same content, when it is published.
+async fn test(db: &DbArgs, file: &Path, args: &testing::SuiteArgs) -> Exit {
+    let Ok(read) = file::read(file) else {
+        return Exit::Usage;
+    };
+    if let Err(exit) = servers_allowed(&read.definition) {
+        return exit;
+    }
+    let name = read.definition.name.clone();
+    let Some(path) = testing::suite_path(file, args, &name) else {
+        return fail(format!(
+            "{name} has no eval suite: write {name}.eval.json beside {}, or give --suite",
+            file.display()
+        ));
+    };
+    let (release, skills) =
+        registry::release_of(&read.definition, &read.texts, String::new(), None);
+    let definition = match registry::with_skills(&release, &skills) {
+        Ok(definition) => definition,
+        Err(e) => return fail(e),
+    };
+    let ran = match testing::run(&path, &name, &definition, args).await {
+        Ok(ran) => ran,
+        Err(exit) => return exit,
+    };
+    let store = match db.open().await {
+        Ok(store) => store,
+        Err(exit) => return exit,
+    };
+    let published = match store.agent_releases(Some(&name)).await {
+        Ok(releases) => releases
+            .into_iter()
+            .find(|r| r.version == release.version && r.digest == release.digest),
+        Err(e) => return fail(e),
+    };
+    if let Some(published) = published
+        && let Err(exit) = testing::record(store.as_ref(), &published, &ran).await
+    {
+        return exit;
+    }
+    if ran.failed() == 0 {
+        Exit::Ok
+    } else {
+        Exit::Failed
+    }
+}
+
+/// Checks the definition at `file`, runs its suite if it has one (a
+/// failing case refuses the publish unless `force`), then publishes it
+/// and keeps the suite's result with the release.
+async fn publish(
+    db: &DbArgs,
+    file: &Path,
+    by: Option<String>,
+    force: bool,
+    args: &testing::SuiteArgs,
+) -> Exit {
+    let Ok(read) = file::read(file) else {
+        return Exit::Usage;
+    };
+    if let Err(exit) = servers_allowed(&read.definition) {
+        return exit;
+    }
+    let store = match db.open().await {
+        Ok(store) => store,
+        Err(exit) => return exit,
+    };
+    let by = by
+        .or_else(|| std::env::var("USER").ok())
+        .filter(|b| !b.is_empty());
+    let (release, skills) =
+        registry::release_of(&read.definition, &read.texts, rfc3339(now_ms()), by);
+    let (name, version, digest) = (
+        release.name.clone(),
+        release.version.clone(),
+        release.digest.clone(),
+    );
+    let mut ran = None;
+    if let Some(path) = testing::suite_path(file, args, &name) {
+        let definition = match registry::with_skills(&release, &skills) {
+            Ok(definition) => definition,
+            Err(e) => return fail(e),
+        };
+        let tested = match testing::run(&path, &name, &definition, args).await {
+            Ok(tested) => tested,
+            Err(exit) => return exit,
+        };
+        if tested.failed() > 0 && !force {
+            eprintln!(
+                "error: {name}@{version} is not published: {} of {} cases of {} failed (--force publishes it anyway)",
+                tested.failed(),
+                tested.outcomes.len(),
+                path.display()
+            );
+            return Exit::Failed;
+        }
+        ran = Some(tested);
+    }
+    let kept = release.clone();
+    match registry::publish(store.as_ref(), release, skills).await {
+        Ok(Published::Added) => println!("published {name}@{version} ({digest})"),
+        Ok(Published::Unchanged) => {
+            println!("{name}@{version} is published already, the same ({digest})");
+        }
+        Err(e) => return refused(&e),
+    }
+    if let Some(ran) = &ran
+        && let Err(exit) = testing::record(store.as_ref(), &kept, ran).await
+    {
+        return exit;
+    }
+    Exit::Ok
 }
 
 /// Whether the settings (`agent_mcp`) allow every MCP server of

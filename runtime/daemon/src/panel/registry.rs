@@ -22,7 +22,7 @@ pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
                 (empty("No agent is published yet: `opcode agent init NAME`, then `opcode agent publish NAME.agent.json`."))
             } @else {
                 table {
-                    thead { tr { th { "Agent" } th { "Newest" } th { "Role" } th { "Releases" } th { "Published" } th { "By" } th { "What it is for" } } }
+                    thead { tr { th { "Agent" } th { "Newest" } th { "Role" } th { "Releases" } th { "Published" } th { "By" } th { "Last eval" } th { "What it is for" } } }
                     tbody {
                         @for a in &agents {
                             @let name = a["name"].as_str().unwrap_or_default();
@@ -33,6 +33,7 @@ pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
                                 td { (a["releases"]) }
                                 td { (panel.clock.time(a["published_at"].as_str())) }
                                 td { (a["published_by"].as_str().unwrap_or("—")) }
+                                td { (eval_cell(&a["last_eval"])) }
                                 td { (a["description"].as_str().unwrap_or_default()) }
                             }
                         }
@@ -72,6 +73,14 @@ pub async fn detail(
         Ok(definition) => definition,
         Err(e) => return failure(&e),
     };
+    let evals = match store.agent_evals(Some(&name)).await {
+        Ok(rows) => rows,
+        Err(e) => return failure(&e),
+    };
+    let eval = evals
+        .iter()
+        .find(|e| e.version == release.version)
+        .map(|e| registry::eval_view(e, true));
     let earlier = registry::before(&releases, release);
     let changes = match earlier {
         Some(earlier) => match registry::expanded(store, earlier).await {
@@ -99,6 +108,35 @@ pub async fn detail(
             }
             pre.definition { (registry::document(&shown)) }
         }
+        section #eval {
+            h2 { "Last eval" }
+            @match &eval {
+                Some(eval) => {
+                    p {
+                        (eval_cell(eval)) ", " (panel.clock.time(eval["at"].as_str()))
+                        @if let Some(suite) = eval["suite"].as_str() { " (" code { (suite) } ")" }
+                    }
+                    table {
+                        thead { tr { th { "Case" } th { "Result" } th { "Status" } th { "Why it failed" } } }
+                        tbody {
+                            @for case in eval["cases"].as_array().into_iter().flatten() {
+                                tr {
+                                    td { (case["name"].as_str().unwrap_or_default()) }
+                                    td { @if case["passed"] == true { "passed" } @else { strong { "failed" } } }
+                                    td { (case["status"].as_str().unwrap_or_default()) }
+                                    td {
+                                        @for failure in case["failures"].as_array().into_iter().flatten() {
+                                            div { (failure.as_str().unwrap_or_default()) }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                None => { (empty("No eval suite has run on this release: `opcode agent test NAME.agent.json`.")) }
+            }
+        }
         section #changes {
             @match &changes {
                 Some((earlier, before)) => {
@@ -111,4 +149,12 @@ pub async fn detail(
     };
     let title = format!("Agent {}@{}", release.name, release.version);
     layout::page(&panel, &title, "/registry", &query, None, &body).into_response()
+}
+
+/// A last eval result in a few words: `3 passed, 1 failed`, or `—`.
+fn eval_cell(eval: &serde_json::Value) -> String {
+    match (eval["passed"].as_u64(), eval["failed"].as_u64()) {
+        (Some(passed), Some(failed)) => format!("{passed} passed, {failed} failed"),
+        _ => "—".to_owned(),
+    }
 }

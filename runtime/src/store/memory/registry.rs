@@ -2,7 +2,9 @@
 
 use super::{MemoryStore, ready};
 use crate::store::registry::outcome;
-use crate::store::{AgentRelease, BoxFuture, Published, Registry, SkillText, StoreResult};
+use crate::store::{
+    AgentEval, AgentRelease, BoxFuture, Published, Registry, SkillText, StoreResult,
+};
 
 impl Registry for MemoryStore {
     fn publish_agent(
@@ -48,5 +50,28 @@ impl Registry for MemoryStore {
 
     fn agent_skill<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, StoreResult<Option<String>>> {
         ready(Ok(self.lock().agent_skills.get(hash).cloned()))
+    }
+
+    fn record_agent_eval(&self, eval: AgentEval) -> BoxFuture<'_, StoreResult<()>> {
+        if let Err(e) = self.refused() {
+            return ready(Err(e));
+        }
+        let key = (eval.name.clone(), eval.version.clone());
+        self.lock().agent_evals.insert(key, eval);
+        ready(Ok(()))
+    }
+
+    fn agent_evals<'a>(
+        &'a self,
+        name: Option<&'a str>,
+    ) -> BoxFuture<'a, StoreResult<Vec<AgentEval>>> {
+        let evals = self
+            .lock()
+            .agent_evals
+            .values()
+            .filter(|e| name.is_none_or(|name| e.name == name))
+            .cloned()
+            .collect();
+        ready(Ok(evals))
     }
 }

@@ -2,9 +2,13 @@
 //! two daemons publishing the same version meet at its key.
 
 use super::{PostgresStore, backend};
-use crate::store::registry::{DIGEST, PUBLISH, PUT_SKILL, RELEASES, SKILL, outcome};
+use crate::store::registry::{
+    DIGEST, EVALS, PUBLISH, PUT_SKILL, RECORD_EVAL, RELEASES, SKILL, outcome,
+};
 use crate::store::slots::numbered;
-use crate::store::{AgentRelease, BoxFuture, Published, Registry, SkillText, StoreResult};
+use crate::store::{
+    AgentEval, AgentRelease, BoxFuture, Published, Registry, SkillText, StoreResult,
+};
 
 impl Registry for PostgresStore {
     fn publish_agent(
@@ -80,6 +84,52 @@ impl Registry for PostgresStore {
                 })
                 .await?;
             Ok(texts.pop())
+        })
+    }
+
+    fn record_agent_eval(&self, eval: AgentEval) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let (passed, failed) = (i64::from(eval.passed), i64::from(eval.failed));
+            client
+                .execute(
+                    numbered(RECORD_EVAL).as_str(),
+                    &[
+                        &eval.name,
+                        &eval.version,
+                        &eval.at,
+                        &passed,
+                        &failed,
+                        &eval.report,
+                    ],
+                )
+                .await
+                .map_err(backend)
+                .map(drop)
+        })
+    }
+
+    fn agent_evals<'a>(
+        &'a self,
+        name: Option<&'a str>,
+    ) -> BoxFuture<'a, StoreResult<Vec<AgentEval>>> {
+        Box::pin(async move {
+            self.query(&numbered(EVALS), &[&name], |row| {
+                let count = |i| {
+                    row.try_get::<_, i64>(i)
+                        .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+                        .map_err(backend)
+                };
+                Ok(AgentEval {
+                    name: row.try_get(0).map_err(backend)?,
+                    version: row.try_get(1).map_err(backend)?,
+                    at: row.try_get(2).map_err(backend)?,
+                    passed: count(3)?,
+                    failed: count(4)?,
+                    report: row.try_get(5).map_err(backend)?,
+                })
+            })
+            .await
         })
     }
 }

@@ -17,10 +17,11 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (9, "folded entries", V9),
     (10, "sessions and transcripts", V10),
     (11, "agent registry", crate::store::registry::TABLES),
+    (12, "agent eval results", crate::store::registry::EVAL_TABLE),
 ];
 
 /// The newest schema version this build knows.
-pub const LATEST: i64 = 11;
+pub const LATEST: i64 = 12;
 
 /// Agent sessions' turns (spec/agents.md, "Sessions"), in order by `n`,
 /// calls' transcripts, deleted with their run, and worktrees' writer

@@ -5,8 +5,12 @@ use libsql::Value;
 
 use super::super::LibsqlStore;
 use super::{Db, backend, get};
-use crate::store::registry::{DIGEST, PUBLISH, PUT_SKILL, RELEASES, SKILL, outcome};
-use crate::store::{AgentRelease, BoxFuture, Published, Registry, SkillText, StoreResult};
+use crate::store::registry::{
+    DIGEST, EVALS, PUBLISH, PUT_SKILL, RECORD_EVAL, RELEASES, SKILL, outcome,
+};
+use crate::store::{
+    AgentEval, AgentRelease, BoxFuture, Published, Registry, SkillText, StoreResult,
+};
 
 impl Registry for LibsqlStore {
     fn publish_agent(
@@ -28,6 +32,41 @@ impl Registry for LibsqlStore {
     fn agent_skill<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, StoreResult<Option<String>>> {
         let hash = hash.to_owned();
         self.ask(move |db| db.block(db.query_one(SKILL, vec![hash.into()], |row| get(row, 0))))
+    }
+
+    fn record_agent_eval(&self, eval: AgentEval) -> BoxFuture<'_, StoreResult<()>> {
+        self.ask(move |db| {
+            let params: Vec<Value> = vec![
+                eval.name.into(),
+                eval.version.into(),
+                eval.at.into(),
+                i64::from(eval.passed).into(),
+                i64::from(eval.failed).into(),
+                eval.report.into(),
+            ];
+            db.block(async { db.conn.execute(RECORD_EVAL, params).await.map_err(backend) })
+                .map(drop)
+        })
+    }
+
+    fn agent_evals<'a>(
+        &'a self,
+        name: Option<&'a str>,
+    ) -> BoxFuture<'a, StoreResult<Vec<AgentEval>>> {
+        let name = name.map(str::to_owned);
+        self.ask(move |db| {
+            db.block(db.query_all(EVALS, vec![name.into()], |row| {
+                let count = |i| get::<i64>(row, i).map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+                Ok(AgentEval {
+                    name: get(row, 0)?,
+                    version: get(row, 1)?,
+                    at: get(row, 2)?,
+                    passed: count(3)?,
+                    failed: count(4)?,
+                    report: get(row, 5)?,
+                })
+            }))
+        })
     }
 }
 
