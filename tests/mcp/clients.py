@@ -351,6 +351,20 @@ async def agents_scenario(client, transport):
     except Exception as e:  # the SDK raises the JSON-RPC error: resource not found, coded
         check("db-analyser" in str(e), f"{transport}: unknown agent error {e}")
     print(f"ok - {transport}: a published agent is listed and read as resources; an unknown one is not found")
+    name = f"py-{transport}"
+    agent = {"name": name, "version": "0.1.0", "role": "worker", "skills": [{"name": "s", "path": "SKILL.md"}]}
+    refused = error_of(await client.call_tool("opcode.define", {"agent": agent}))
+    found = [(d["code"], d["pointer"]) for d in refused["details"]["diagnostics"]]
+    check(refused["code"] == "R0123" and found == [("E0064", "/agent/skills/0/path")],
+          f"{transport}: a skill by path over MCP: {refused}")
+    agent["skills"] = [{"name": "s", "content": "Fix it."}]
+    published = data(await client.call_tool("opcode.define", {"name": name, "agent": agent}))
+    check(published["kind"] == "agent" and published["version"] == "0.1.0" and not published["unchanged"],
+          f"{transport}: published over MCP: {published}")
+    release = json.loads((await client.read_resource(f"opcode://agents/{name}")).contents[0].text)
+    check(release["definition"]["skills"][0]["content"] == "Fix it." and release["published_by"] is None,
+          f"{transport}: the release published over MCP: {release}")
+    print(f"ok - {transport}: an agent is published over MCP (opcode.define with `agent`), a skill by path refused")
 
 
 def refused(url, method="GET", origin="https://evil.example"):

@@ -7,7 +7,8 @@
 // output schema: no call may throw, and each failure must reach the caller
 // as an `isError` result whose text names our code, message and details.
 // Then the agent registry's resources: a published agent is read, and an
-// unknown one is the "resource not found" the SDK throws, with E0068.
+// unknown one is the "resource not found" the SDK throws, with E0068; and
+// agents published over MCP (`opcode.define` with `agent`).
 //
 // Usage: node ts_clients.mjs BASE_URL (run from the folder holding the
 // node_modules of tests/mcp/package.json).
@@ -130,6 +131,38 @@ async function agents(client, label) {
   console.log(`ok - TypeScript SDK (${label}): a published agent read as a resource, an unknown one not found`);
 }
 
+/** Publishing over MCP: `opcode.define` with `agent` publishes a release
+ * (the SDK validates the answer against the output schema); bad
+ * definitions are refused with pointers under /agent; the second release's
+ * resource carries its diff from the first. */
+async function publishing(client, label) {
+  const name = `ts-${label.replace(/[^a-z0-9]+/gi, "-").toLowerCase()}`.slice(0, 60).replace(/-+$/, "");
+  const agent = (version, skill) => ({
+    name, version, role: "scout", skills: [{ name: "review", content: skill }],
+  });
+  const first = await ok(client, label, "opcode.define", { agent: agent("1.0.0", "Read it.\n") });
+  check(first.kind === "agent" && first.version === "1.0.0" && first.digest.startsWith("sha256:")
+    && first.unchanged === false, `${label}: published ${JSON.stringify(first)}`);
+  const again = await ok(client, label, "opcode.define", { agent: JSON.stringify(agent("1.0.0", "Read it.\n")) });
+  check(again.unchanged === true && again.digest === first.digest, `${label}: republished ${JSON.stringify(again)}`);
+  const taken = await fails(client, label, "opcode.define", { agent: agent("1.0.0", "Other.\n") }, "E0067");
+  check(taken.details.help.includes(`${name}@1.0.1`), `${label}: a taken version ${JSON.stringify(taken)}`);
+  const bad = await fails(client, label, "opcode.define",
+    { agent: { ...agent("1.0", "x"), skills: [{ name: "s", path: "/etc/passwd" }] } }, "R0123");
+  const seen = bad.details.diagnostics.map((d) => `${d.code} ${d.pointer}`);
+  check(seen.includes("E0065 /agent/version") && seen.some((d) => d.startsWith("E0066 /agent/skills/0")),
+    `${label}: a bad definition's diagnostics ${JSON.stringify(seen)}`);
+  const fix = bad.details.diagnostics.find((d) => d.code === "E0065").fix;
+  check(fix.patch[0].path === "/agent/version" && fix.patch[0].value === "1.0.0",
+    `${label}: the version's fix ${JSON.stringify(fix)}`);
+  await ok(client, label, "opcode.define", { agent: agent("1.1.0", "Read it.\nNever write.\n") });
+  const read = await client.readResource({ uri: `opcode://agents/${name}/1.1.0` });
+  const release = JSON.parse(read.contents[0].text);
+  check(release.changes.from === "1.0.0" && release.changes.diff.includes("+Never write."),
+    `${label}: the release's changes ${JSON.stringify(release.changes)}`);
+  console.log(`ok - TypeScript SDK (${label}): an agent published over MCP, refused with pointers, its diff read`);
+}
+
 async function session(client, transport, label, era) {
   await client.connect(transport);
   try {
@@ -137,6 +170,7 @@ async function session(client, transport, label, era) {
     if (era) check(version === era, `${label}: negotiated ${version}, not ${era}`);
     await scenario(client, label);
     await agents(client, label);
+    await publishing(client, label);
   } finally {
     await client.close();
   }

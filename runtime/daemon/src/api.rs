@@ -3,6 +3,7 @@
 //! independent of any transport: JSON arguments in, a JSON result or a
 //! coded [`ToolError`] out. The contract is `spec/mcp.md`.
 
+mod agent_publish;
 mod agents;
 mod args;
 pub mod debounce;

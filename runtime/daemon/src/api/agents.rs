@@ -39,13 +39,34 @@ impl Api {
         let Some(spec) = spec else {
             return Ok(json!({"agents": registry::catalog(store).await?}));
         };
-        registry::view(store, spec)
-            .await
-            .map_err(|failure| match failure {
-                Failure::Refused(e) => {
-                    ToolError::new(e.code, e.message).with_details(json!({"help": e.help}))
-                }
-                Failure::Store(e) => e.into(),
-            })
+        let refused = |failure| match failure {
+            Failure::Refused(e) => {
+                ToolError::new(e.code, e.message).with_details(json!({"help": e.help}))
+            }
+            Failure::Store(e) => ToolError::from(e),
+        };
+        let mut view = registry::view(store, spec).await.map_err(refused)?;
+        let name = view["name"].as_str().unwrap_or_default().to_owned();
+        let releases = store.agent_releases(Some(&name)).await?;
+        let shown = releases
+            .iter()
+            .find(|r| view["version"] == r.version.as_str());
+        if let Some(earlier) = shown.and_then(|r| registry::before(&releases, r)) {
+            let before = registry::expanded(store, earlier).await.map_err(refused)?;
+            let (old, new) = (
+                registry::document(&before),
+                registry::document(&view["definition"]),
+            );
+            let diff = similar::TextDiff::from_lines(&old, &new)
+                .unified_diff()
+                .context_radius(3)
+                .header(
+                    &earlier.version,
+                    view["version"].as_str().unwrap_or_default(),
+                )
+                .to_string();
+            view["changes"] = json!({"from": earlier.version, "diff": diff});
+        }
+        Ok(view)
     }
 }

@@ -21,6 +21,15 @@ const FILE: &str = "opcode.define";
 
 /// Handles `opcode.define`.
 pub async fn define(api: &Api, args: &Args) -> ToolResult {
+    if let Some(agent) = args.get("agent") {
+        if args.get("definition").is_some() {
+            return Err(ToolError::new(
+                codes::R0122,
+                "give `definition` (a workflow) or `agent` (an agent definition), not both",
+            ));
+        }
+        return super::agent_publish::publish(api, args, agent).await;
+    }
     let from_opc;
     let args = match args.get("definition") {
         Some(Value::String(text)) if !text.trim_start().starts_with('{') => {

@@ -57,13 +57,16 @@ pub fn define() -> Value {
         "type": "object",
         "properties": {
             "name": {"type": "string"},
-            "version": {"type": "string", "description": "\"v3\""},
-            "version_number": {"type": "integer"},
+            "version": {"type": "string", "description": "\"v3\"; an agent's semantic version, \"1.2.0\""},
+            "version_number": {"type": "integer", "description": "A template's version (not given for an agent)."},
             "unchanged": {"type": "boolean", "description": "true when the definition was already the newest version: nothing new was stored."},
             "schedule": {"type": "object"},
-            "warnings": {"type": "array"}
+            "warnings": {"type": "array"},
+            "kind": {"type": "string", "description": "\"agent\" when an agent release was published."},
+            "digest": {"type": "string", "description": "An agent release's digest."},
+            "uri": {"type": "string", "description": "An agent release's resource."}
         },
-        "required": ["name", "version", "version_number"]
+        "required": ["name", "version"]
     })
 }
 

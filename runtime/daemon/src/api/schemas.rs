@@ -114,12 +114,21 @@ fn build() -> Vec<ToolSpec> {
             description: "Compile a workflow and store it as the next version of a template \
                 (an identical definition returns its existing version). An invalid workflow \
                 is rejected with its diagnostics (code, message, pointer, line, column, help, \
-                fix) in error.details.diagnostics."
+                fix) in error.details.diagnostics. With `agent` instead of `definition`, \
+                publish an agent definition as an immutable release of the agent registry \
+                (opcode://agents), refused the same way."
                 .into(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "name": text("Template name: letters, digits, '-', '_' and '.'."),
+                    "name": text("Template name: letters, digits, '-', '_' and '.'. With `agent`, the agent's name (optional)."),
+                    "agent": {
+                        "oneOf": [
+                            {"type": "object", "description": "{\"name\", \"version\" (semver), \"role\": scout|worker|runner, \"runs_on\", \"model\", \"variant\", \"skills\": [{\"name\", \"content\"}], \"mcp\", \"budgets\", \"permissions\"}."},
+                            {"type": "string", "description": "The agent definition as JSON text."}
+                        ],
+                        "description": "An agent definition to publish as a release (instead of `definition`); a step names it as agent: \"name\" or \"name@version\"."
+                    },
                     "definition": {
                         "oneOf": [
                             {"type": "object", "description": "The workflow object: {\"steps\": [...], \"output\": ..., ...}."},
@@ -135,7 +144,7 @@ fn build() -> Vec<ToolSpec> {
                     "expose": {"type": "boolean", "description": "List the template as a tool of its own, named as it is, its input_schema the tool's; calling it runs the newest version (default false)."},
                     "priority": {"type": "integer", "minimum": 0, "maximum": 9, "description": "Its runs' priority, 0 (first) to 9 (last), default 5; not above the settings' priority_highest (default 5)."}
                 },
-                "required": ["name", "definition"]
+                "required": []
             }),
             output_schema: outputs::define(),
             hints: Hints {
