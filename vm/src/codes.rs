@@ -126,6 +126,10 @@ code_registry! { RUNTIME, "../../spec/errors/";
     /// A call was not made: its rate limit's window is full (the step waits
     /// for the next window; it fails with this code only where it cannot).
     R0136 = "throttled",
+    /// A broker message a template's `triggers.stream` cannot make into a
+    /// run's params: no body, a body that is not JSON, or no id where the
+    /// trigger says; it goes to the dead-letter topic.
+    R0137 = "unmapped-message",
 }
 
 /// Finds a run-time code by its id.

@@ -9,6 +9,7 @@ mod args;
 pub mod debounce;
 mod define;
 mod deliver;
+mod deliver_message;
 mod diagram;
 mod embedded;
 mod listing;
@@ -41,6 +42,7 @@ use opcode_runtime::store::{EventStore, StoreError};
 
 pub use define::check_text;
 pub use deliver::{Delivered, Undelivered};
+pub use deliver_message::Outcome;
 pub use pruned::pruned_json;
 pub use query::schedule_json;
 pub use resources::{Contents, Listed, TEMPLATES};
@@ -139,6 +141,8 @@ pub struct Api {
     tools: tokio::sync::broadcast::Sender<()>,
     stopping: Stopping,
     hook_failures: Arc<crate::serve::throttle::Throttle>,
+    streams: Arc<crate::stream::stats::Streams>,
+    brokers: Arc<crate::stream::trigger::Brokers>,
 }
 
 /// Values longer than this (their compact JSON, in bytes) are not inlined
@@ -157,6 +161,7 @@ impl Api {
     pub fn new(exec: Executor) -> Api {
         let metrics = Arc::new(Metrics::new());
         exec.set_observer(metrics.clone());
+        let streams = Arc::new(crate::stream::stats::Streams::new(&metrics));
         Api {
             exec,
             metrics,
@@ -168,7 +173,25 @@ impl Api {
             tools: tokio::sync::broadcast::channel(16).0,
             stopping: Stopping::default(),
             hook_failures: Arc::default(),
+            streams,
+            brokers: Arc::default(),
         }
+    }
+
+    /// The brokers templates' `triggers.stream` may name (the settings').
+    pub fn with_brokers(mut self, brokers: crate::stream::trigger::Brokers) -> Api {
+        self.brokers = Arc::new(brokers);
+        self
+    }
+
+    /// The brokers templates' `triggers.stream` may name.
+    pub fn brokers(&self) -> &crate::stream::trigger::Brokers {
+        &self.brokers
+    }
+
+    /// What the stream triggers this daemon reads did.
+    pub fn streams(&self) -> &crate::stream::stats::Streams {
+        &self.streams
     }
 
     /// Webhook deliveries with a wrong signature or token, by client

@@ -29,4 +29,5 @@ mod secrets_compared;
 pub mod serve;
 pub mod settings;
 pub mod stopping;
+pub mod stream;
 pub mod tenants;

@@ -187,6 +187,13 @@ impl Metrics {
         metrics
     }
 
+    /// Adds `collector` to what `/metrics` shows (names must be unique).
+    pub fn register(&self, collector: Box<dyn Collector>) {
+        if let Err(e) = self.registry.register(collector) {
+            tracing::warn!(error = %e, "a metric was not registered");
+        }
+    }
+
     fn finish(&self, status: &str) {
         self.finished.with_label_values(&[status]).inc();
     }

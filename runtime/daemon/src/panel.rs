@@ -23,6 +23,7 @@ pub mod session;
 mod steps;
 mod templates;
 mod test_case;
+mod triggers;
 mod url;
 mod workflows;
 
@@ -160,6 +161,7 @@ pub fn router(panel: Panel) -> Router {
         .route("/events", get(events::list))
         .route("/agents", get(events::agents))
         .route("/registry", get(registry::list))
+        .route("/triggers", get(triggers::list))
         .route("/registry/{name}", get(registry::detail))
         .route("/plugins", get(plugins::list))
         .route("/secrets", get(secrets::list).post(secrets::set))

@@ -159,6 +159,11 @@ pub struct Settings {
     /// spec/registry.md). Any server without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_mcp: Option<Vec<String>>,
+    /// The brokers templates' `triggers.stream` may read, by name:
+    /// `{"events": {"redis": "redis://host:port/db"}}` (file only;
+    /// spec/triggers-stream.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub brokers: Option<serde_json::Value>,
     /// Tenants: `{name: {tokens, db?, grants?}}`, each with a database and
     /// everything in it of its own (file only; spec/security.md).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -222,6 +227,7 @@ impl Settings {
             priority_aging: None,
             agents: None,
             agent_mcp: None,
+            brokers: None,
             tenants: None,
             retention: None,
         }
@@ -256,6 +262,7 @@ impl Settings {
             priority_aging: over.priority_aging.or(self.priority_aging),
             agents: over.agents.or(self.agents),
             agent_mcp: over.agent_mcp.or(self.agent_mcp),
+            brokers: over.brokers.or(self.brokers),
             tenants: over.tenants.or(self.tenants),
             retention: over.retention.or(self.retention),
         }

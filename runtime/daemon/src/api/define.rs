@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use super::args::Args;
 use super::embedded::Embedded;
 use super::{Api, ToolError, ToolResult};
+use crate::stream::trigger::StreamTrigger;
 use opcode_compiler::Embedding;
 use opcode_runtime::registry::lookup::Known;
 use opcode_runtime::schedule::{Missed, Schedule};
@@ -88,9 +89,27 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
     }
     let trigger = trigger_of(args, name, agent_id)?;
     if let Some(triggers) = args.opt_object("triggers")? {
-        super::webhook::Webhook::of(triggers).map_err(|(pointer, message)| {
+        let refused = |(pointer, message): (String, String)| {
             ToolError::new(codes::R0122, message).with_details(json!({ "pointer": pointer }))
-        })?;
+        };
+        super::webhook::Webhook::of(triggers).map_err(refused)?;
+        if let Some(stream) = StreamTrigger::of(name, triggers).map_err(refused)?
+            && !api.brokers().0.contains_key(&stream.broker)
+        {
+            let known: Vec<&str> = api.brokers().0.keys().map(String::as_str).collect();
+            return Err(refused((
+                "/triggers/stream/broker".into(),
+                format!(
+                    "no broker `{}` in the daemon's settings (`brokers`); known: {}",
+                    stream.broker,
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            )));
+        }
     }
     api.seen(agent_id).await?;
     let schedule = trigger

@@ -9,6 +9,7 @@ use opcode_daemon::panel::Panel;
 use opcode_daemon::plugins::Plugins;
 use opcode_daemon::serve::{self, Gate, Guard, SharedGuard};
 use opcode_daemon::settings::Settings;
+use opcode_daemon::stream::trigger::Brokers;
 use opcode_runtime::store::Durability;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -211,6 +212,10 @@ pub async fn serve(args: Args) -> Exit {
         Ok(limit) => limit.unwrap_or(opcode_daemon::api::DEFAULT_INLINE_LIMIT),
         Err(e) => return refuse(e),
     };
+    let brokers = match Brokers::parse(settings.brokers.as_ref()) {
+        Ok(brokers) => brokers,
+        Err(e) => return refuse(e),
+    };
     // Every engine is made (and what dead processes left in sandboxes
     // swept) before any of them recovers a run.
     let stacks = match stacks::open(
@@ -232,6 +237,7 @@ pub async fn serve(args: Args) -> Exit {
         listen,
         plugins: &plugins,
         inline_limit,
+        brokers: &brokers,
         shutdown: &shutdown,
         stopping: &stopping,
     };
@@ -307,6 +313,9 @@ struct Surroundings<'a> {
     listen: SocketAddr,
     plugins: &'a [PluginConfig],
     inline_limit: usize,
+    /// The settings' brokers: the operator's engine reads them, tenants'
+    /// none.
+    brokers: &'a Brokers,
     shutdown: &'a CancellationToken,
     stopping: &'a Stopping,
 }
@@ -365,6 +374,19 @@ impl Surroundings<'_> {
                     .unwrap_or(opcode_vm::limits::PRIORITY),
             )
             .with_stopping(self.stopping.clone());
+        let brokers = match &tenant {
+            None => self.brokers.clone(),
+            Some(_) => Brokers::default(),
+        };
+        let api = api.with_brokers(brokers.clone());
+        if !brokers.0.is_empty() {
+            tokio::spawn(opcode_daemon::stream::supervisor::run(
+                api.clone(),
+                brokers,
+                opcode_runtime::owner::current().to_owned(),
+                self.shutdown.clone(),
+            ));
+        }
         tokio::spawn(opcode_daemon::scheduler::run(
             exec.clone(),
             api.metrics().clone(),

@@ -8,12 +8,13 @@ use serde_json::Value;
 use super::{Fields, Panel};
 
 /// The sections of the navigation bar.
-const NAV: [(&str, &str); 10] = [
+const NAV: [(&str, &str); 11] = [
     ("/", "Dashboard"),
     ("/workflows", "Workflows"),
     ("/templates", "Templates"),
     ("/decisions", "Decisions"),
     ("/scheduler", "Scheduler"),
+    ("/triggers", "Triggers"),
     ("/events", "Events"),
     ("/agents", "Agents"),
     ("/registry", "Registry"),

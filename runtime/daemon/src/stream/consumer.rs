@@ -1,0 +1,197 @@
+//! One template's `triggers.stream` read by this daemon, as one member of
+//! the trigger's consumer group, until told to stop: new messages and
+//! those a dead member left are made into runs, each acknowledged once its
+//! run is in the store; reading pauses while the template has
+//! `max_backlog` runs not ended (spec/triggers-stream.md).
+
+use std::time::{Duration, Instant};
+
+use opcode_runtime::store::{WorkflowFilter, WorkflowStatus};
+use opcode_runtime::time::{now_ms, rfc3339};
+use tokio_util::sync::CancellationToken;
+
+use super::redis::RedisSource;
+use super::source::{Message, Source};
+use super::stats::DeadLetter;
+use super::trigger::{Broker, StreamTrigger};
+use crate::api::{Api, Outcome};
+
+/// Messages read at once, at most.
+const BATCH: u64 = 32;
+/// How long one read waits for a message.
+const WAIT: Duration = Duration::from_secs(1);
+/// How often the topic's backlog is read.
+const BACKLOG_EVERY: Duration = Duration::from_secs(2);
+
+/// What one consumer reads, and as whom.
+pub struct Consumer {
+    /// The daemon's API: where runs start.
+    pub api: Api,
+    /// The template.
+    pub template: String,
+    /// Its trigger.
+    pub trigger: StreamTrigger,
+    /// The broker the trigger names.
+    pub broker: Broker,
+    /// This daemon's name in the group.
+    pub member: String,
+}
+
+impl Consumer {
+    /// Reads until `stop`, connecting again after a failure.
+    pub async fn run(self, stop: CancellationToken) {
+        let streams = self.api.streams();
+        streams.reading(&self.template, &self.trigger.broker, &self.trigger.topic);
+        let mut wait = Duration::from_secs(1);
+        while !stop.is_cancelled() {
+            let failed = match self.connect().await {
+                Ok(source) => self.serve(&source, &stop).await,
+                Err(e) => Some(e),
+            };
+            let Some(error) = failed else { break };
+            tracing::warn!(template = %self.template, topic = %self.trigger.topic, %error, "stream trigger: retrying");
+            streams.error(&self.template, Some(error));
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = tokio::time::sleep(wait) => {}
+            }
+            wait = (wait * 2).min(Duration::from_secs(10));
+        }
+        streams.stopped(&self.template);
+    }
+
+    async fn connect(&self) -> Result<RedisSource, String> {
+        let Broker::Redis(url) = &self.broker;
+        let source = RedisSource::connect(url, &self.trigger.topic, &self.trigger.group).await?;
+        source.prepare().await?;
+        Ok(source)
+    }
+
+    /// Serves `source` until `stop` (`None`) or a failure (`Some`).
+    async fn serve(&self, source: &dyn Source, stop: &CancellationToken) -> Option<String> {
+        let streams = self.api.streams();
+        let claim_after = Duration::from_millis(self.trigger.claim_after_ms);
+        let mut claimed_at: Option<Instant> = None;
+        let mut measured_at: Option<Instant> = None;
+        loop {
+            if measured_at.is_none_or(|at| at.elapsed() >= BACKLOG_EVERY) {
+                match source.backlog().await {
+                    Ok((lag, pending)) => streams.backlog(&self.template, lag, pending),
+                    Err(e) => return Some(e),
+                }
+                measured_at = Some(Instant::now());
+            }
+            let room = match self.room().await {
+                Ok(room) => room,
+                Err(e) => return Some(e),
+            };
+            streams.paused(&self.template, room == 0);
+            if room == 0 {
+                tokio::select! {
+                    () = stop.cancelled() => return None,
+                    () = tokio::time::sleep(Duration::from_millis(500)) => continue,
+                }
+            }
+            let count = usize::try_from(room.min(BATCH)).unwrap_or(1);
+            let mut batch = Vec::new();
+            if claimed_at.is_none_or(|at| at.elapsed() >= claim_after / 2) {
+                match source.claim(&self.member, claim_after, count).await {
+                    Ok(claimed) => batch = claimed,
+                    Err(e) => return Some(e),
+                }
+                claimed_at = Some(Instant::now());
+            }
+            if batch.is_empty() {
+                batch = tokio::select! {
+                    () = stop.cancelled() => return None,
+                    read = source.read(&self.member, count, WAIT) => match read {
+                        Ok(read) => read,
+                        Err(e) => return Some(e),
+                    },
+                };
+            }
+            streams.error(&self.template, None);
+            for message in &batch {
+                if let Err(e) = self.deliver(source, message).await {
+                    return Some(e);
+                }
+            }
+            if !batch.is_empty() {
+                // What was just taken changes the backlog: say so at once.
+                measured_at = None;
+            }
+        }
+    }
+
+    /// How many more runs the template may have before reading pauses.
+    async fn room(&self) -> Result<u64, String> {
+        let filter = WorkflowFilter {
+            template_name: Some(self.template.clone()),
+            statuses: WorkflowStatus::ALL
+                .into_iter()
+                .filter(|s| !s.is_ended())
+                .collect(),
+            limit: Some(u32::try_from(self.trigger.max_backlog).unwrap_or(u32::MAX)),
+            ..WorkflowFilter::default()
+        };
+        let open = self
+            .api
+            .executor()
+            .store()
+            .workflows(filter)
+            .await
+            .map_err(|e| format!("the store: {e}"))?
+            .len() as u64;
+        Ok(self.trigger.max_backlog.saturating_sub(open))
+    }
+
+    /// Makes `message` a run, then acknowledges it; a message that maps to
+    /// nothing goes to the dead-letter topic. A failure to reach the broker
+    /// is `Err`; a run that could not start leaves the message to be
+    /// delivered again.
+    async fn deliver(&self, source: &dyn Source, message: &Message) -> Result<(), String> {
+        let streams = self.api.streams();
+        let outcome = self
+            .api
+            .deliver_message(
+                &self.template,
+                &self.trigger,
+                &message.fields,
+                &message.position,
+            )
+            .await;
+        match outcome {
+            Outcome::Started(_) => {
+                source.ack(&message.position).await?;
+                streams.message(&self.template, "started");
+            }
+            Outcome::Duplicate(_) => {
+                source.ack(&message.position).await?;
+                streams.message(&self.template, "duplicate");
+            }
+            Outcome::DeadLetter(code, error) => {
+                let extra = vec![
+                    ("code".to_owned(), code.clone()),
+                    ("error".to_owned(), error.clone()),
+                    ("template".to_owned(), self.template.clone()),
+                ];
+                source.dead_letter(message, extra).await?;
+                tracing::warn!(template = %self.template, position = %message.position, %code, %error, "stream message dead-lettered");
+                streams.dead_letter(
+                    &self.template,
+                    DeadLetter {
+                        at: rfc3339(now_ms()),
+                        position: message.position.clone(),
+                        code,
+                        error,
+                    },
+                );
+            }
+            Outcome::Failed(error) => {
+                tracing::warn!(template = %self.template, position = %message.position, %error, "stream message not started; it is delivered again later");
+                streams.message(&self.template, "failed");
+            }
+        }
+        Ok(())
+    }
+}

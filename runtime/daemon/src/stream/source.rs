@@ -1,0 +1,52 @@
+//! What a trigger reads from: a topic of a broker, read as one member of a
+//! consumer group (spec/triggers-stream.md). Redis Streams implement it
+//! today; Kafka is the next (decision 0057).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+/// One message: where it is in the topic, and its fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// Its position in the topic (what is acknowledged).
+    pub position: String,
+    /// Its fields: `body`, `id` and headers.
+    pub fields: BTreeMap<String, String>,
+}
+
+/// Where the messages of one trigger come from.
+pub trait Source: Send + Sync {
+    /// Makes the consumer group (and the topic) if missing.
+    fn prepare(&self) -> BoxFuture<'_, Result<(), String>>;
+    /// Up to `count` messages no member has read, for `member`; waits up
+    /// to `wait` for one.
+    fn read<'a>(
+        &'a self,
+        member: &'a str,
+        count: usize,
+        wait: Duration,
+    ) -> BoxFuture<'a, Result<Vec<Message>, String>>;
+    /// Up to `count` messages another member read and left unacknowledged
+    /// at least `idle`, now `member`'s.
+    fn claim<'a>(
+        &'a self,
+        member: &'a str,
+        idle: Duration,
+        count: usize,
+    ) -> BoxFuture<'a, Result<Vec<Message>, String>>;
+    /// Acknowledges the message at `position`: it is done.
+    fn ack<'a>(&'a self, position: &'a str) -> BoxFuture<'a, Result<(), String>>;
+    /// Writes `message` to the dead-letter topic with `extra` fields, then
+    /// acknowledges it.
+    fn dead_letter<'a>(
+        &'a self,
+        message: &'a Message,
+        extra: Vec<(String, String)>,
+    ) -> BoxFuture<'a, Result<(), String>>;
+    /// Messages the group has not been given yet, and given but not
+    /// acknowledged: `(lag, pending)`; lag is `None` where the broker does
+    /// not say.
+    fn backlog(&self) -> BoxFuture<'_, Result<(Option<u64>, u64), String>>;
+}
