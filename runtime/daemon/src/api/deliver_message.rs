@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 use crate::stream::trigger::StreamTrigger;
 
 use super::Api;
+use crate::serve::depth::MAX_BODY;
 
 /// What one message came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +77,12 @@ fn mapped(
     let text = fields
         .get("body")
         .ok_or("the message has no `body` field (the JSON of its params)")?;
+    if text.len() > MAX_BODY {
+        return Err(format!(
+            "the body is {} bytes; a message's may be at most {MAX_BODY}, as a request's",
+            text.len()
+        ));
+    }
     let body: Value =
         serde_json::from_str(text).map_err(|e| format!("the body is not JSON: {e}"))?;
     let id = match &trigger.id {
