@@ -81,6 +81,16 @@ pub fn read(src: &str) -> (Option<AgentDefinition>, Diagnostics) {
     (definition, sink)
 }
 
+/// What reading `text` finds when the file `name` is an agent definition
+/// (`*.agent.json`) or an eval suite (`*.eval.json`); `None` for another
+/// file. Editors and `opcodec check` say these as they say a workflow's.
+pub fn diagnose(name: &str, text: &str) -> Option<Diagnostics> {
+    if is_definition_file(name) {
+        return Some(read(text).1);
+    }
+    suite::is_suite_file(name).then(|| suite::read(text).1)
+}
+
 /// Whether the file `name` holds an agent definition (`*.agent.json`).
 pub fn is_definition_file(name: &str) -> bool {
     name.ends_with(".agent.json")

@@ -75,10 +75,11 @@ pub fn check_file(compiler: &Compiler, path: &PathBuf) -> Result<Checked, String
 }
 
 /// What checking `text`, the file `file`, finds: an agent definition
-/// (`*.agent.json`, spec/registry.md) or a workflow of either syntax.
+/// (`*.agent.json`, spec/registry.md), an eval suite (`*.eval.json`,
+/// spec/agent-evals.md) or a workflow of either syntax.
 pub fn diagnose(compiler: &Compiler, file: &str, text: &str) -> Vec<Diagnostic> {
-    if opcode_compiler::agent::is_definition_file(file) {
-        return opcode_compiler::agent::read(text).1.into_sorted();
+    if let Some(found) = opcode_compiler::agent::diagnose(file, text) {
+        return found.into_sorted();
     }
     let syntax = opcode_compiler::Syntax::of_file(file);
     compiler.check_as(text, syntax).into_sorted()

@@ -166,6 +166,26 @@ fn agent_definitions_are_checked_and_fixed_like_workflows() {
 }
 
 #[test]
+fn eval_suites_are_checked_and_fixed_like_workflows() {
+    let path = temp_file(
+        "db.eval.json",
+        br#"{"agent": "db", "cases": [{"name": "a", "prompt": "p", "expect": {"output_contian": ["x"], "files_exist": ["../etc"]}}]}"#,
+    );
+    let (code, diagnostics) = json_diagnostics(&path);
+    let codes: Vec<&str> = diagnostics
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
+    assert_eq!((code, codes), (1, vec!["E0071", "E0071"]));
+    let p = path.to_str().unwrap();
+    let fixed = opcodec(&["check", "--fix", p]);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(r#""output_contains": ["x"]"#), "{text}");
+    // A path leaving the workspace has no fix: it is left, and said.
+    assert_eq!(fixed.status.code(), Some(1), "{}", stdout(&fixed));
+}
+
+#[test]
 fn fix_applies_what_an_agent_would_and_check_only_says_so() {
     let broken = br#"{"steps": [
   {"id": "a", "action": "http.get", "params": {"timeout": 30}},

@@ -46,9 +46,9 @@ impl Document {
                 index: None,
                 inputs: Vec::new(),
             })
-        } else if opcode_compiler::agent::is_definition_file(uri) {
+        } else if let Some(found) = opcode_compiler::agent::diagnose(uri, &text) {
             Some(Analysis {
-                diagnostics: opcode_compiler::agent::read(&text).1.into_sorted(),
+                diagnostics: found.into_sorted(),
                 index: None,
                 inputs: Vec::new(),
             })
