@@ -3,6 +3,8 @@
 
 use std::fmt::Write as _;
 
+use opcode_compiler::diagram::svg::xml as escape;
+
 /// One suite: a test file or an agent's eval suite.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Suite {
@@ -69,18 +71,6 @@ pub fn render(suites: &[Suite]) -> String {
     }
     out.push_str("</testsuites>\n");
     out
-}
-
-/// `text` safe in XML attributes and text; characters XML 1.0 cannot
-/// hold at all (control characters) are left out.
-fn escape(text: &str) -> String {
-    text.chars()
-        .filter(|c| !c.is_control() || matches!(c, '\n' | '\t' | '\r'))
-        .collect::<String>()
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 #[cfg(test)]

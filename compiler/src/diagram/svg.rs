@@ -259,9 +259,14 @@ impl Drawer<'_> {
     }
 }
 
-/// XML text: markup characters as entities.
-fn xml(text: &str) -> String {
-    text.replace('&', "&amp;")
+/// XML text and attribute values: markup characters as entities, and the
+/// control characters XML 1.0 cannot hold at all left out (a name or a
+/// message may have them; the document must still parse).
+pub fn xml(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control() || matches!(c, '\n' | '\t' | '\r'))
+        .collect::<String>()
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
