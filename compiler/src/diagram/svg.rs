@@ -279,7 +279,7 @@ mod tests {
 
     #[test]
     fn draws_every_step_and_nested_blocks_as_clusters() {
-        let src = r#"{"name": "x<y>", "definition": {"steps": [
+        let src = r#"{"name": "x<y>\u0001", "definition": {"steps": [
             {"id": "a", "action": "crypto.uuid"},
             {"id": "l", "type": "loop", "depends_on": ["a"], "config": {"over": "[1, 2]", "body": [
                 {"id": "inner", "action": "workflow.log"}]}}]}}"#;
@@ -312,6 +312,10 @@ mod tests {
         assert!(drawing.contains("a (crypto.uuid)") && drawing.contains("l (loop)"));
         assert!(drawing.contains("inner (workflow.log)"));
         assert!(drawing.contains("x&lt;y&gt;"), "text is escaped");
+        assert!(
+            !drawing.contains('\u{1}'),
+            "no control character XML cannot hold"
+        );
         assert!(
             drawing.contains(">body<"),
             "the loop body is a titled cluster"
