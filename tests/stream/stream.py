@@ -139,17 +139,35 @@ def three_daemons(binary, root, redis, expect):
     settings = {"isolation": {"enabled": False}, "lease_ttl": "3s", "brokers": {"bus": {"redis": redis.url}}}
     daemons = []
     try:
-        for name in ("a", "b", "c"):
-            daemons.append(daemon(binary, f"{root}/{name}", settings, db=url))
-        a, b, c = daemons
+        # b alone first: it reads, and is killed with messages read and not
+        # acknowledged; a and c then take those over (claim_after) and read on.
+        b = daemon(binary, f"{root}/b", settings, db=url)
+        daemons.append(b)
         trigger = {"broker": "bus", "topic": "work", "id": "/k", "claim_after": "2s", "max_backlog": 1000}
-        call(a, "opcode.define", {"name": "worker", "input_schema": SCHEMA, "triggers": {"stream": trigger},
+        call(b, "opcode.define", {"name": "worker", "input_schema": SCHEMA, "triggers": {"stream": trigger},
                                   "definition": {"steps": [{"id": "log", "action": "workflow.log",
                                                             "params": {"message": "n=${{inputs.n}}"}}]}})
-        time.sleep(3)  # every daemon picks the trigger up
+        wait_for("b's consumer group", lambda: "opcode-worker" in redis.cli("XINFO", "GROUPS", "work"), 30)
         redis.send("work", [{"body": json.dumps({"n": i, "k": f"k{i}"})} for i in range(500)])
-        wait_for("some runs", lambda: len(runs_of(a, "worker")) >= 150, 60)
+
+        def unacknowledged():
+            summary = redis.cli("XPENDING", "work", "opcode-worker").splitlines()
+            return int(summary[0]) if summary and summary[0].isdigit() else 0
+
+        def frozen_holding():
+            """b frozen (SIGSTOP) while it holds messages it read: then no ack can come."""
+            if not unacknowledged():
+                return 0
+            b.process.send_signal(signal.SIGSTOP)
+            held = unacknowledged()
+            if not held:
+                b.process.send_signal(signal.SIGCONT)
+            return held
+        held = wait_for("b holding messages it read", frozen_holding, 60)
         b.kill()
+        for name in ("a", "c"):
+            daemons.append(daemon(binary, f"{root}/{name}", settings, db=url))
+        a, c = daemons[1], daemons[2]
         redis.send("work", [{"body": json.dumps({"n": i, "k": f"k{i}"})} for i in range(500, 1000)])
         redis.send("work", [{"body": "{poison"}])
         runs = wait_for("1,000 runs", lambda: completed(a, "worker", 1000), 240)
@@ -165,6 +183,10 @@ def three_daemons(binary, root, redis, expect):
                 if line.startswith('opcode_stream_messages_total{outcome="started"'):
                     counted[d.port] = int(float(line.rsplit(" ", 1)[1]))
         expect.that(sum(counted.values()) >= 1, f"the live daemons started runs: {counted}")
+        for d in (a, c):
+            page = wait_for("the dead letter in the panel", lambda: "R0137" in get(d, "/triggers")[1], 15)
+            expect.that(page, f"daemon {d.port}'s panel lists the poison message, whoever dead-lettered it")
+        print(f"  kill -9 with {held} message(s) read and not acknowledged; taken over by the others")
         expect.section("three daemons on PostgreSQL, one killed -9 midway: 1,000 messages, 1,000 runs, none twice; "
                        "the poison message dead-lettered")
     finally:

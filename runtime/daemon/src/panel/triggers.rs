@@ -52,16 +52,16 @@ pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
             h2 { "Dead letters" }
             @let letters: Vec<_> = seen.iter().flat_map(|(t, s)| s.dead.iter().map(move |d| (t, &s.topic, d))).collect();
             @if letters.is_empty() {
-                (empty("No message was dead-lettered since this daemon started."))
+                (empty("No message of these topics was dead-lettered."))
             } @else {
                 table {
-                    thead { tr { th { "When" } th { "Template" } th { "Where" } th { "Code" } th { "Why" } } }
+                    thead { tr { th { "Dead letter" } th { "Template" } th { "From" } th { "Code" } th { "Why" } } }
                     tbody {
                         @for (template, topic, letter) in &letters {
                             tr {
-                                td { (panel.clock.time(Some(&letter.at))) }
+                                td { code { (topic) ".dead-letter#" (letter.at) } }
                                 td { (template) }
-                                td { code { (topic) "#" (letter.position) } " → " code { (topic) ".dead-letter" } }
+                                td { code { (topic) "#" (letter.position) } }
                                 td { code { (letter.code) } }
                                 td { (letter.error) }
                             }

@@ -7,12 +7,11 @@
 use std::time::{Duration, Instant};
 
 use opcode_runtime::store::{WorkflowFilter, WorkflowStatus};
-use opcode_runtime::time::{now_ms, rfc3339};
 use tokio_util::sync::CancellationToken;
 
 use super::redis::RedisSource;
 use super::source::{Message, Source};
-use super::stats::DeadLetter;
+use super::stats::{DeadLetter, KEPT};
 use super::trigger::{Broker, StreamTrigger};
 use crate::api::{Api, Outcome};
 
@@ -75,9 +74,8 @@ impl Consumer {
         let mut measured_at: Option<Instant> = None;
         loop {
             if measured_at.is_none_or(|at| at.elapsed() >= BACKLOG_EVERY) {
-                match source.backlog().await {
-                    Ok((lag, pending)) => streams.backlog(&self.template, lag, pending),
-                    Err(e) => return Some(e),
+                if let Err(e) = self.measure(source).await {
+                    return Some(e);
                 }
                 measured_at = Some(Instant::now());
             }
@@ -121,6 +119,28 @@ impl Consumer {
                 measured_at = None;
             }
         }
+    }
+
+    /// Reads the topic's backlog and its last dead letters (whichever
+    /// daemon wrote them) into the stats.
+    async fn measure(&self, source: &dyn Source) -> Result<(), String> {
+        let streams = self.api.streams();
+        let (lag, pending) = source.backlog().await?;
+        streams.backlog(&self.template, lag, pending);
+        let letters = source
+            .dead_letters(KEPT)
+            .await?
+            .into_iter()
+            .filter(|m| m.fields.get("template") == Some(&self.template))
+            .map(|m| DeadLetter {
+                at: m.position,
+                position: m.fields.get("source_id").cloned().unwrap_or_default(),
+                code: m.fields.get("code").cloned().unwrap_or_default(),
+                error: m.fields.get("error").cloned().unwrap_or_default(),
+            })
+            .collect();
+        streams.dead_letters(&self.template, letters);
+        Ok(())
     }
 
     /// How many more runs the template may have before reading pauses.
@@ -177,15 +197,7 @@ impl Consumer {
                 ];
                 source.dead_letter(message, extra).await?;
                 tracing::warn!(template = %self.template, position = %message.position, %code, %error, "stream message dead-lettered");
-                streams.dead_letter(
-                    &self.template,
-                    DeadLetter {
-                        at: rfc3339(now_ms()),
-                        position: message.position.clone(),
-                        code,
-                        error,
-                    },
-                );
+                streams.dead_letter(&self.template, &code);
             }
             Outcome::Failed(error) => {
                 tracing::warn!(template = %self.template, position = %message.position, %error, "stream message not started; it is delivered again later");

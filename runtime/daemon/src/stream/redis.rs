@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use redis::aio::MultiplexedConnection;
 use redis::streams::{
     StreamAutoClaimOptions, StreamAutoClaimReply, StreamId, StreamInfoGroupsReply,
-    StreamReadOptions, StreamReadReply,
+    StreamRangeReply, StreamReadOptions, StreamReadReply,
 };
 use redis::{AsyncCommands as _, AsyncConnectionConfig, Client, RedisError};
 
@@ -143,6 +143,17 @@ impl Source for RedisSource {
                 .await
                 .map_err(said)?;
             self.ack(&message.position).await
+        })
+    }
+
+    fn dead_letters(&self, count: usize) -> BoxFuture<'_, Result<Vec<Message>, String>> {
+        Box::pin(async move {
+            let mut conn = self.writes.clone();
+            let reply: StreamRangeReply = conn
+                .xrevrange_count(format!("{}.dead-letter", self.topic), "+", "-", count)
+                .await
+                .map_err(said)?;
+            Ok(reply.ids.into_iter().map(message).collect())
         })
     }
 

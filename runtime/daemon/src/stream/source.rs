@@ -45,6 +45,8 @@ pub trait Source: Send + Sync {
         message: &'a Message,
         extra: Vec<(String, String)>,
     ) -> BoxFuture<'a, Result<(), String>>;
+    /// The newest `count` messages of the dead-letter topic, newest first.
+    fn dead_letters(&self, count: usize) -> BoxFuture<'_, Result<Vec<Message>, String>>;
     /// Messages the group has not been given yet, and given but not
     /// acknowledged: `(lag, pending)`; lag is `None` where the broker does
     /// not say.

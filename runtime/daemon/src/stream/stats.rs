@@ -2,22 +2,22 @@
 //! `/metrics` (what KEDA reads) and, for the panel, each trigger's state
 //! and its last dead letters (spec/triggers-stream.md, "Metrics").
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use prometheus::{IntCounterVec, IntGaugeVec, Opts};
 
 use crate::metrics::Metrics;
 
-/// The dead letters kept for the panel, per trigger.
-const KEPT: usize = 20;
+/// The dead letters read back for the panel, per trigger.
+pub const KEPT: usize = 20;
 
 /// One dead letter, as the panel lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadLetter {
-    /// When (RFC 3339).
+    /// Its position in the dead-letter topic.
     pub at: String,
-    /// Its position in the topic.
+    /// Its position in the topic it came from.
     pub position: String,
     /// Why, as a code (R0137, R0108).
     pub code: String,
@@ -42,8 +42,9 @@ pub struct Seen {
     pub paused: bool,
     /// The last problem reaching the broker, if the last try failed.
     pub error: Option<String>,
-    /// The last dead letters, newest first.
-    pub dead: VecDeque<DeadLetter>,
+    /// The last dead letters of its topic (whichever daemon wrote them),
+    /// newest first.
+    pub dead: Vec<DeadLetter>,
 }
 
 /// The stream triggers' metrics and state.
@@ -148,16 +149,15 @@ impl Streams {
         });
     }
 
-    /// A message of `template` was dead-lettered.
-    pub fn dead_letter(&self, template: &str, letter: DeadLetter) {
-        self.dead_letters
-            .with_label_values(&[template, &letter.code])
-            .inc();
+    /// A message of `template` was dead-lettered with `code`.
+    pub fn dead_letter(&self, template: &str, code: &str) {
+        self.dead_letters.with_label_values(&[template, code]).inc();
         self.message(template, "dead_letter");
-        self.with(template, |seen| {
-            seen.dead.push_front(letter);
-            seen.dead.truncate(KEPT);
-        });
+    }
+
+    /// The last dead letters of `template`'s topic, as read back from it.
+    pub fn dead_letters(&self, template: &str, letters: Vec<DeadLetter>) {
+        self.with(template, |seen| seen.dead = letters);
     }
 
     /// The topic's backlog for the trigger's group.

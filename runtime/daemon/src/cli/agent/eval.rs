@@ -55,6 +55,8 @@ pub async fn run(definition: &Value, suite: &Suite, jobs: usize) -> Result<Vec<O
     let executor = executor(store.clone(), false, Some(&settings), &files)
         .await
         .map_err(|_| "the executor cannot start with these settings".to_owned())?;
+    // Timers (a retry's backoff, a step's deadline) fire as in `opcode run`.
+    let _background = executor.background();
     let spaces = workspaces(&settings)?;
     let role = definition["role"].as_str().unwrap_or("scout").to_owned();
     let runner = Runner {
