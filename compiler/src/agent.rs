@@ -14,7 +14,7 @@ use crate::diagnostics::{Diagnostic, Diagnostics, Fix, PatchOp, did_you_mean};
 use crate::source::Span;
 use crate::syntax::node::{Member, Node, child_pointer};
 
-pub use self::skills::{Skill, SkillSource};
+pub use self::skills::{MAX_SKILL_BYTES, MAX_SKILLS, Skill, SkillSource};
 
 /// The roles an agent may take (spec/agents.md, "Roles").
 pub const ROLES: [&str; 3] = ["scout", "worker", "runner"];

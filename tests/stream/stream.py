@@ -72,7 +72,8 @@ def completed(d, template, count):
 
 def one_daemon(binary, root, redis, expect):
     home = f"{root}/one"
-    d = daemon(binary, home, {"isolation": {"enabled": False}, "brokers": {"events": {"redis": redis.url}}})
+    brokers = {"events": {"redis": redis.url, "topics": ["missions", "gated"]}}
+    d = daemon(binary, home, {"isolation": {"enabled": False}, "brokers": brokers})
     try:
         trigger = {"broker": "events", "topic": "missions", "id": "/mission", "claim_after": "2s"}
         defined = call(d, "opcode.define", {"name": "intake", "input_schema": SCHEMA, "triggers": {"stream": trigger},
@@ -85,6 +86,12 @@ def one_daemon(binary, root, redis, expect):
         expect.that(refused.get("error", {}).get("code") == "R0122"
                     and refused["error"]["details"]["pointer"] == "/triggers/stream/broker"
                     and "events" in refused["error"]["message"], f"an unknown broker: {refused}")
+        refused = call(d, "opcode.define", {"name": "snoop", "triggers": {"stream": {"broker": "events", "topic": "payroll"}},
+                                            "definition": {"steps": [{"id": "a", "action": "workflow.log",
+                                                                      "params": {"message": "x"}}]}})
+        expect.that(refused.get("error", {}).get("code") == "R0122"
+                    and refused["error"]["details"]["pointer"] == "/triggers/stream/topic",
+                    f"a topic the settings do not allow: {refused}")
         redis.send("missions", [{"body": json.dumps({"n": i, "mission": f"m{i}"})} for i in range(20)])
         runs = wait_for("20 runs", lambda: completed(d, "intake", 20), 60)
         expect.that(len(runs) == 20, f"runs: {len(runs)}")

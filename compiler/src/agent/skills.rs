@@ -31,6 +31,12 @@ pub enum SkillSource {
     Path(String),
 }
 
+/// The most text a skill may have, in bytes, in `content` or its file.
+pub const MAX_SKILL_BYTES: usize = 1024 * 1024;
+
+/// The most skills a definition may have.
+pub const MAX_SKILLS: usize = 64;
+
 /// Whether `name` may name a skill (the step parameter's rule).
 pub fn is_skill_name(name: &str) -> bool {
     !name.is_empty()
@@ -59,6 +65,20 @@ impl Reader<'_> {
             self.wrong_type(node, "/skills", "a list of skills");
             return Vec::new();
         };
+        if items.len() > MAX_SKILLS {
+            self.sink.push(
+                Diagnostic::error(
+                    E0064,
+                    node.span,
+                    format!(
+                        "{} skills: an agent may have at most {MAX_SKILLS}",
+                        items.len()
+                    ),
+                )
+                .with_pointer("/skills")
+                .with_help("merge related skills into one SKILL.md"),
+            );
+        }
         let mut skills: Vec<Skill> = Vec::new();
         for (i, item) in items.iter().enumerate() {
             let pointer = format!("/skills/{i}");
@@ -113,7 +133,23 @@ impl Reader<'_> {
         }
         let source = match (field("content"), field("path")) {
             (Some(content), None) => {
-                SkillSource::Content(self.string(content, &format!("{pointer}/content"))?)
+                let at = format!("{pointer}/content");
+                let text = self.string(content, &at)?;
+                if text.len() > MAX_SKILL_BYTES {
+                    self.sink.push(
+                        Diagnostic::error(
+                            E0064,
+                            content.span,
+                            format!(
+                                "skill `{name}` is {} bytes: a skill may be at most {MAX_SKILL_BYTES}",
+                                text.len()
+                            ),
+                        )
+                        .with_pointer(at),
+                    );
+                    return None;
+                }
+                SkillSource::Content(text)
             }
             (None, Some(path)) => {
                 let text = self.string(path, &format!("{pointer}/path"))?;

@@ -181,3 +181,26 @@ fn mcp_servers_and_budgets_are_checked() {
         vec![pair("E0014", "/permissions")]
     );
 }
+
+#[test]
+fn skills_are_bounded_in_number_and_size() {
+    let with = |skills: &str| {
+        found(&format!(
+            r#"{{"name": "a", "version": "1.0.0", "role": "scout", "skills": {skills}}}"#
+        ))
+    };
+    let big = "x".repeat(MAX_SKILL_BYTES + 1);
+    assert_eq!(
+        with(&format!(r#"[{{"name": "s", "content": "{big}"}}]"#)),
+        vec![pair("E0064", "/skills/0/content")]
+    );
+    let fits = "x".repeat(MAX_SKILL_BYTES);
+    assert!(with(&format!(r#"[{{"name": "s", "content": "{fits}"}}]"#)).is_empty());
+    let many: Vec<String> = (0..=MAX_SKILLS)
+        .map(|i| format!(r#"{{"name": "s{i}", "content": "x"}}"#))
+        .collect();
+    assert_eq!(
+        with(&format!("[{}]", many.join(","))),
+        vec![pair("E0064", "/skills")]
+    );
+}

@@ -94,21 +94,9 @@ pub async fn define(api: &Api, args: &Args) -> ToolResult {
         };
         super::webhook::Webhook::of(triggers).map_err(refused)?;
         if let Some(stream) = StreamTrigger::of(name, triggers).map_err(refused)?
-            && !api.brokers().0.contains_key(&stream.broker)
+            && let Some(refusal) = api.brokers().refusal(&stream)
         {
-            let known: Vec<&str> = api.brokers().0.keys().map(String::as_str).collect();
-            return Err(refused((
-                "/triggers/stream/broker".into(),
-                format!(
-                    "no broker `{}` in the daemon's settings (`brokers`); known: {}",
-                    stream.broker,
-                    if known.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        known.join(", ")
-                    }
-                ),
-            )));
+            return Err(refused(refusal));
         }
     }
     api.seen(agent_id).await?;

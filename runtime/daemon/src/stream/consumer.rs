@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::redis::RedisSource;
 use super::source::{Message, Source};
 use super::stats::{DeadLetter, KEPT};
-use super::trigger::{Broker, StreamTrigger};
+use super::trigger::{Broker, BrokerKind, StreamTrigger};
 use crate::api::{Api, Outcome};
 
 /// Messages read at once, at most.
@@ -60,7 +60,7 @@ impl Consumer {
     }
 
     async fn connect(&self) -> Result<RedisSource, String> {
-        let Broker::Redis(url) = &self.broker;
+        let BrokerKind::Redis(url) = &self.broker.kind;
         let source = RedisSource::connect(url, &self.trigger.topic, &self.trigger.group).await?;
         source.prepare().await?;
         Ok(source)

@@ -34,8 +34,11 @@ pub async fn run(api: Api, brokers: Brokers, member: String, stop: CancellationT
                     if running.contains_key(&name) {
                         continue;
                     }
+                    if let Some((_, why)) = brokers.refusal(&trigger) {
+                        tracing::warn!(template = %name, "stream trigger not read: {why}");
+                        continue;
+                    }
                     let Some(broker) = brokers.0.get(&trigger.broker).cloned() else {
-                        tracing::warn!(template = %name, broker = %trigger.broker, "stream trigger names a broker the settings do not have");
                         continue;
                     };
                     let token = stop.child_token();

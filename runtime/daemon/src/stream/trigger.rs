@@ -134,11 +134,33 @@ impl StreamTrigger {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Brokers(pub BTreeMap<String, Broker>);
 
-/// One broker of the settings.
+/// One broker of the settings: where it is, and which of its topics
+/// templates may read (none: any).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Broker {
+pub struct Broker {
+    /// Its kind and address.
+    pub kind: BrokerKind,
+    /// Topic names, or prefixes ending in `*`, templates may read.
+    pub topics: Option<Vec<String>>,
+}
+
+/// What a broker is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BrokerKind {
     /// Redis Streams at this URL.
     Redis(String),
+}
+
+impl Broker {
+    /// Whether templates may read `topic` of this broker.
+    pub fn allows(&self, topic: &str) -> bool {
+        self.topics.as_ref().is_none_or(|topics| {
+            topics.iter().any(|t| match t.strip_suffix('*') {
+                Some(prefix) => topic.starts_with(prefix),
+                None => t == topic,
+            })
+        })
+    }
 }
 
 impl Brokers {
@@ -152,23 +174,73 @@ impl Brokers {
         };
         let mut brokers = BTreeMap::new();
         for (name, entry) in entries {
-            let url = entry.get("redis").and_then(Value::as_str);
-            let known = entry.as_object().is_some_and(|e| e.len() == 1);
-            match url {
-                Some(url)
-                    if known && (url.starts_with("redis://") || url.starts_with("rediss://")) =>
-                {
-                    brokers.insert(name.clone(), Broker::Redis(url.to_owned()));
-                }
-                _ => {
-                    return Err(format!(
-                        "`brokers.{name}` in the settings is {{\"redis\": \"redis://host:port/db\"}} \
-                         (Kafka is not built yet: spec/triggers-stream.md)"
-                    ));
-                }
+            let shape = || {
+                format!(
+                    "`brokers.{name}` in the settings is {{\"redis\": \"redis://host:port/db\", \
+                     \"topics\": [\"missions\", \"jobs-*\"]}} (`topics` optional; Kafka is not \
+                     built yet: spec/triggers-stream.md)"
+                )
+            };
+            let Some(fields) = entry.as_object() else {
+                return Err(shape());
+            };
+            if fields.keys().any(|k| k != "redis" && k != "topics") {
+                return Err(shape());
             }
+            let url = match fields.get("redis").and_then(Value::as_str) {
+                Some(url) if url.starts_with("redis://") || url.starts_with("rediss://") => url,
+                _ => return Err(shape()),
+            };
+            let topics = match fields.get("topics") {
+                None => None,
+                Some(Value::Array(items)) => Some(
+                    items
+                        .iter()
+                        .map(|t| t.as_str().filter(|t| !t.is_empty()).map(str::to_owned))
+                        .collect::<Option<Vec<String>>>()
+                        .ok_or_else(shape)?,
+                ),
+                Some(_) => return Err(shape()),
+            };
+            brokers.insert(
+                name.clone(),
+                Broker {
+                    kind: BrokerKind::Redis(url.to_owned()),
+                    topics,
+                },
+            );
         }
         Ok(Brokers(brokers))
+    }
+
+    /// Why `trigger` may not read what it names, if it may not: the
+    /// pointer of the key, and why.
+    pub fn refusal(&self, trigger: &StreamTrigger) -> Option<Refusal> {
+        let Some(broker) = self.0.get(&trigger.broker) else {
+            let known: Vec<&str> = self.0.keys().map(String::as_str).collect();
+            return Some((
+                "/triggers/stream/broker".into(),
+                format!(
+                    "no broker `{}` in the daemon's settings (`brokers`); known: {}",
+                    trigger.broker,
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            ));
+        };
+        (!broker.allows(&trigger.topic)).then(|| {
+            (
+                "/triggers/stream/topic".into(),
+                format!(
+                    "the settings let templates read these topics of `{}` only: {}",
+                    trigger.broker,
+                    broker.topics.as_deref().unwrap_or_default().join(", ")
+                ),
+            )
+        })
     }
 }
 
@@ -221,14 +293,31 @@ mod tests {
     }
 
     #[test]
-    fn brokers_are_redis_urls_for_now() {
-        let brokers = Brokers::parse(Some(
-            &json!({"events": {"redis": "redis://127.0.0.1:6379/0"}}),
-        ))
+    fn brokers_are_redis_urls_for_now_and_may_narrow_their_topics() {
+        let brokers = Brokers::parse(Some(&json!({
+            "events": {"redis": "redis://127.0.0.1:6379/0"},
+            "jobs": {"redis": "redis://127.0.0.1:6379/1", "topics": ["missions", "team-a.*"]},
+        })))
         .unwrap();
         assert_eq!(
-            brokers.0["events"],
-            Broker::Redis("redis://127.0.0.1:6379/0".into())
+            brokers.0["events"].kind,
+            BrokerKind::Redis("redis://127.0.0.1:6379/0".into())
+        );
+        let reading = |broker: &str, topic: &str| {
+            let block = json!({"broker": broker, "topic": topic});
+            let trigger = of(&block).unwrap().unwrap();
+            brokers.refusal(&trigger).map(|(pointer, _)| pointer)
+        };
+        assert_eq!(reading("events", "anything"), None);
+        assert_eq!(reading("jobs", "missions"), None);
+        assert_eq!(reading("jobs", "team-a.builds"), None);
+        let topic = Some("/triggers/stream/topic");
+        assert_eq!(reading("jobs", "team-b.builds").as_deref(), topic);
+        assert_eq!(reading("jobs", "missions2").as_deref(), topic);
+        let broker = Some("/triggers/stream/broker");
+        assert_eq!(reading("nope", "missions").as_deref(), broker);
+        assert!(
+            Brokers::parse(Some(&json!({"k": {"redis": "redis://x", "topics": "all"}}))).is_err()
         );
         assert!(Brokers::parse(Some(&json!({"k": {"kafka": "localhost:9092"}}))).is_err());
         assert!(Brokers::parse(Some(&json!({"k": {"redis": "http://x"}}))).is_err());

@@ -15,7 +15,7 @@ use opcode_compiler::diagnostics::render::human;
 use crate::cli::common::{Exit, fail};
 
 /// The largest skill file read.
-pub const MAX_SKILL_BYTES: u64 = 1024 * 1024;
+const MAX_SKILL_BYTES: u64 = opcode_compiler::agent::MAX_SKILL_BYTES as u64;
 
 /// A checked definition and its skills' text, in order.
 pub struct Read {
