@@ -55,7 +55,9 @@ impl Api {
             Some(run_id.clone()),
         ) {
             Ok(request) => request,
-            Err(e) if e.code == codes::R0108 => {
+            // Params against the input_schema, or a template that no longer
+            // compiles: delivering it again would fail the same way.
+            Err(e) if e.code == codes::R0108 || e.code == codes::R0109 => {
                 return Outcome::DeadLetter(e.code.id.to_owned(), e.message);
             }
             Err(e) => return Outcome::Failed(e.message),
