@@ -9,6 +9,9 @@ with a real redis-server from Debian on a free port:
 2. Three daemons on one PostgreSQL: 1,000 messages, one daemon killed -9
    in the middle: every message started exactly one run, none lost (the
    dead daemon's unacknowledged messages were claimed by the others).
+3. NATS JetStream (Debian's nats-server) behind the same trigger: runs,
+   a duplicate, a dead letter; a daemon killed -9 while it holds messages
+   and started again: every message one run, nothing left unacknowledged.
 
 Usage: python stream.py PATH_TO_OPCODE
 """
@@ -16,6 +19,7 @@ Usage: python stream.py PATH_TO_OPCODE
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -54,6 +58,46 @@ class Redis:
         lines = "".join(f"XADD {topic} * " + " ".join(f"{k} {quoted(v)}" for k, v in m.items()) + "\n"
                         for m in messages)
         subprocess.run(["redis-cli", "-p", str(self.port)], input=lines, text=True, capture_output=True, check=True)
+
+    def stop(self):
+        self.process.kill()
+        self.process.wait()
+
+
+class Nats:
+    def __init__(self, root):
+        self.port = free_port()
+        os.makedirs(f"{root}/nats", exist_ok=True)
+        self.process = subprocess.Popen(
+            ["nats-server", "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", f"{root}/nats"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for("nats-server", self.answers, 20)
+
+    @property
+    def url(self):
+        return f"nats://127.0.0.1:{self.port}"
+
+    def answers(self):
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                return True
+        except OSError:
+            return False
+
+    def send(self, subject, messages):
+        """Publishes each (headers, body) with the raw protocol, then waits for the server's PONG."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
+            s.recv(4096)
+            out = [b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\n']
+            for headers, body in messages:
+                head = ("NATS/1.0\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode()
+                data = body.encode()
+                out.append(f"HPUB {subject} {len(head)} {len(head) + len(data)}\r\n".encode() + head + data + b"\r\n")
+            out.append(b"PING\r\n")
+            s.sendall(b"".join(out))
+            seen = b""
+            while b"PONG" not in seen:
+                seen += s.recv(4096)
 
     def stop(self):
         self.process.kill()
@@ -204,6 +248,42 @@ def three_daemons(binary, root, redis, expect):
         subprocess.run([CLUSTER, "stop", cluster], check=False)
 
 
+def nats_daemon(binary, root, expect):
+    nats = Nats(root)
+    home = f"{root}/nats-home"
+    settings = {"isolation": {"enabled": False}, "brokers": {"js": {"nats": nats.url}}}
+    d = daemon(binary, home, settings)
+    try:
+        trigger = {"broker": "js", "topic": "orders.new", "claim_after": "2s"}
+        call(d, "opcode.define", {"name": "orders", "input_schema": SCHEMA, "triggers": {"stream": trigger},
+                                  "definition": {"steps": [{"id": "log", "action": "workflow.log",
+                                                            "params": {"message": "n=${{inputs.n}}"}}]}})
+        wait_for("the consumer", lambda: 'opcode_stream_pending{template="orders"' in get(d, "/metrics")[1], 30)
+        nats.send("orders.new", [({"id": f"o{i}"}, json.dumps({"n": i})) for i in range(20)])
+        nats.send("orders.new", [({"id": "o3"}, json.dumps({"n": 3})), ({"id": "bad"}, "{not json")])
+        wait_for("20 runs", lambda: completed(d, "orders", 20), 60)
+        page = wait_for("the dead letter", lambda: (p := get(d, "/triggers")[1]) and "R0137" in p and p, 30)
+        _, metrics = get(d, "/metrics")
+        expect.that(len(runs_of(d, "orders")) == 20 and "orders.new.dead-letter" in page
+                    and 'opcode_stream_messages_total{outcome="duplicate",template="orders"} 1' in metrics,
+                    "NATS: " + "\n".join(l for l in metrics.splitlines() if "stream" in l and "#" not in l))
+        expect.section("NATS JetStream: a run per message, a duplicate starts nothing, a dead letter with its code")
+
+        nats.send("orders.new", [({"id": f"p{i}"}, json.dumps({"n": i})) for i in range(300)])
+        wait_for("some runs", lambda: len(runs_of(d, "orders")) >= 60, 60)
+        d.kill()
+        d.start()
+        runs = wait_for("320 runs", lambda: completed(d, "orders", 320), 120)
+        metrics = wait_for("nothing unacknowledged", lambda: (m := get(d, "/metrics")[1])
+                           and 'opcode_stream_pending{template="orders",topic="orders.new"} 0' in m and m, 30)
+        expect.that(len(runs) == 320 and len({r["id"] for r in runs}) == 320 and metrics,
+                    f"NATS after a kill -9: {len(runs)} runs")
+        expect.section("NATS JetStream: killed -9 and started again, every message one run, none left")
+    finally:
+        d.terminate()
+        nats.stop()
+
+
 def main(binary):
     expect = Expectations()
     with tempfile.TemporaryDirectory() as root:
@@ -213,6 +293,7 @@ def main(binary):
         try:
             one_daemon(binary, root, redis, expect)
             three_daemons(binary, root, redis, expect)
+            nats_daemon(binary, root, expect)
         except Exception:
             print("\n".join(expect.failed + expect.current))
             raise

@@ -160,8 +160,8 @@ pub struct Settings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_mcp: Option<Vec<String>>,
     /// The brokers templates' `triggers.stream` may read, by name:
-    /// `{"events": {"redis": "redis://host:port/db"}}` (file only;
-    /// spec/triggers-stream.md).
+    /// `{"events": {"redis": "redis://host:port/db"}}` or `{"js": {"nats":
+    /// "nats://host:port"}}` (file only; spec/triggers-stream.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub brokers: Option<serde_json::Value>,
     /// Tenants: `{name: {tokens, db?, grants?}}`, each with a database and

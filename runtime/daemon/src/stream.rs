@@ -1,9 +1,11 @@
 //! Templates started by messages of a broker topic (`triggers.stream`,
 //! spec/triggers-stream.md): the trigger and the settings' brokers, what a
-//! broker is to the daemon ([`source::Source`]), Redis Streams, the
+//! broker is to the daemon ([`source::Source`]), Redis Streams and NATS
+//! JetStream, the
 //! consumer each trigger gets, and what they did.
 
 pub mod consumer;
+pub mod nats;
 pub mod redis;
 pub mod source;
 pub mod stats;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use opcode_runtime::store::{WorkflowFilter, WorkflowStatus};
 use tokio_util::sync::CancellationToken;
 
+use super::nats::NatsSource;
 use super::redis::RedisSource;
 use super::source::{Message, Source};
 use super::stats::{DeadLetter, KEPT};
@@ -44,7 +45,7 @@ impl Consumer {
         let mut wait = Duration::from_secs(1);
         while !stop.is_cancelled() {
             let failed = match self.connect().await {
-                Ok(source) => self.serve(&source, &stop).await,
+                Ok(source) => self.serve(source.as_ref(), &stop).await,
                 Err(e) => Some(e),
             };
             let Some(error) = failed else { break };
@@ -59,9 +60,15 @@ impl Consumer {
         streams.stopped(&self.template);
     }
 
-    async fn connect(&self) -> Result<RedisSource, String> {
-        let BrokerKind::Redis(url) = &self.broker.kind;
-        let source = RedisSource::connect(url, &self.trigger.topic, &self.trigger.group).await?;
+    async fn connect(&self) -> Result<Box<dyn Source>, String> {
+        let (topic, group) = (&self.trigger.topic, &self.trigger.group);
+        let source: Box<dyn Source> = match &self.broker.kind {
+            BrokerKind::Redis(url) => Box::new(RedisSource::connect(url, topic, group).await?),
+            BrokerKind::Nats(url) => {
+                let ack_wait = Duration::from_millis(self.trigger.claim_after_ms);
+                Box::new(NatsSource::connect(url, topic, group, ack_wait).await?)
+            }
+        };
         source.prepare().await?;
         Ok(source)
     }

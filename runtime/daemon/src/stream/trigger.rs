@@ -149,6 +149,8 @@ pub struct Broker {
 pub enum BrokerKind {
     /// Redis Streams at this URL.
     Redis(String),
+    /// NATS JetStream at this URL.
+    Nats(String),
 }
 
 impl Broker {
@@ -176,19 +178,33 @@ impl Brokers {
         for (name, entry) in entries {
             let shape = || {
                 format!(
-                    "`brokers.{name}` in the settings is {{\"redis\": \"redis://host:port/db\", \
-                     \"topics\": [\"missions\", \"jobs-*\"]}} (`topics` optional; Kafka is not \
-                     built yet: spec/triggers-stream.md)"
+                    "`brokers.{name}` in the settings is {{\"redis\": \"redis://host:port/db\"}} or \
+                     {{\"nats\": \"nats://host:port\"}}, with `topics` optionally \
+                     ([\"missions\", \"jobs-*\"]); Kafka is not built yet: spec/triggers-stream.md"
                 )
             };
             let Some(fields) = entry.as_object() else {
                 return Err(shape());
             };
-            if fields.keys().any(|k| k != "redis" && k != "topics") {
+            if fields
+                .keys()
+                .any(|k| !["redis", "nats", "topics"].contains(&k.as_str()))
+            {
                 return Err(shape());
             }
-            let url = match fields.get("redis").and_then(Value::as_str) {
-                Some(url) if url.starts_with("redis://") || url.starts_with("rediss://") => url,
+            let url = |key: &str, schemes: &[&str]| {
+                fields
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .filter(|url| schemes.iter().any(|s| url.starts_with(s)))
+                    .map(str::to_owned)
+            };
+            let kind = match (
+                url("redis", &["redis://", "rediss://"]),
+                url("nats", &["nats://", "tls://"]),
+            ) {
+                (Some(url), None) if !fields.contains_key("nats") => BrokerKind::Redis(url),
+                (None, Some(url)) if !fields.contains_key("redis") => BrokerKind::Nats(url),
                 _ => return Err(shape()),
             };
             let topics = match fields.get("topics") {
@@ -202,13 +218,7 @@ impl Brokers {
                 ),
                 Some(_) => return Err(shape()),
             };
-            brokers.insert(
-                name.clone(),
-                Broker {
-                    kind: BrokerKind::Redis(url.to_owned()),
-                    topics,
-                },
-            );
+            brokers.insert(name.clone(), Broker { kind, topics });
         }
         Ok(Brokers(brokers))
     }
@@ -319,6 +329,13 @@ mod tests {
         assert!(
             Brokers::parse(Some(&json!({"k": {"redis": "redis://x", "topics": "all"}}))).is_err()
         );
+        let nats = Brokers::parse(Some(&json!({"js": {"nats": "nats://127.0.0.1:4222"}}))).unwrap();
+        assert_eq!(
+            nats.0["js"].kind,
+            BrokerKind::Nats("nats://127.0.0.1:4222".into())
+        );
+        let both = json!({"k": {"redis": "redis://x", "nats": "nats://y"}});
+        assert!(Brokers::parse(Some(&both)).is_err());
         assert!(Brokers::parse(Some(&json!({"k": {"kafka": "localhost:9092"}}))).is_err());
         assert!(Brokers::parse(Some(&json!({"k": {"redis": "http://x"}}))).is_err());
     }
