@@ -5,7 +5,7 @@
 //! again by the server (so `claim` has nothing to do); the lag is the
 //! consumer's `num_pending`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -28,6 +28,10 @@ pub struct NatsSource {
     ack_wait: Duration,
     /// Messages read and not acknowledged yet, by position.
     unacked: Mutex<HashMap<String, jetstream::Message>>,
+    /// A consumer of the dead-letter subject, and the newest dead letters
+    /// it gave, newest first.
+    dead: Mutex<Option<PullConsumer>>,
+    dead_seen: Mutex<VecDeque<Message>>,
 }
 
 impl NatsSource {
@@ -52,6 +56,8 @@ impl NatsSource {
             group: group.to_owned(),
             ack_wait,
             unacked: Mutex::new(HashMap::new()),
+            dead: Mutex::new(None),
+            dead_seen: Mutex::new(VecDeque::new()),
         })
     }
 
@@ -187,24 +193,44 @@ impl Source for NatsSource {
 
     fn dead_letters(&self, count: usize) -> BoxFuture<'_, Result<Vec<Message>, String>> {
         Box::pin(async move {
-            let name = lock(&self.stream).clone();
-            let mut stream = self.context.get_stream(&name).await.map_err(said)?;
-            let last = stream.info().await.map_err(said)?.state.last_sequence;
-            let mut out = Vec::new();
-            // Newest first, from the end of the stream back.
-            let mut sequence = last;
-            while sequence > 0 && out.len() < count && last - sequence < 10_000 {
-                if let Ok(raw) = stream.get_raw_message(sequence).await
-                    && raw.subject.as_str() == self.dead_subject()
-                {
-                    out.push(Message {
-                        position: sequence.to_string(),
-                        fields: fields_of(Some(&raw.headers), &raw.payload),
-                    });
+            let existing = lock(&self.dead).clone();
+            let consumer = if let Some(consumer) = existing {
+                consumer
+            } else {
+                let name = lock(&self.stream).clone();
+                let stream = self.context.get_stream(&name).await.map_err(said)?;
+                let consumer: PullConsumer = stream
+                    .create_consumer(Config {
+                        filter_subject: self.dead_subject(),
+                        deliver_policy: DeliverPolicy::All,
+                        ack_policy: AckPolicy::Explicit,
+                        inactive_threshold: Duration::from_mins(5),
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(said)?;
+                *lock(&self.dead) = Some(consumer.clone());
+                consumer
+            };
+            // What came since the last look, kept newest first.
+            let fetched = consumer.fetch().max_messages(1_000).messages().await;
+            let mut batch = match fetched {
+                Ok(batch) => batch,
+                Err(e) => {
+                    *lock(&self.dead) = None;
+                    return Err(said(e));
                 }
-                sequence -= 1;
+            };
+            while let Some(next) = batch.next().await {
+                let message = next.map_err(said)?;
+                let position = message.info().map_err(said)?.stream_sequence.to_string();
+                let fields = fields_of(message.message.headers.as_ref(), &message.message.payload);
+                message.double_ack().await.map_err(said)?;
+                let mut seen = lock(&self.dead_seen);
+                seen.push_front(Message { position, fields });
+                seen.truncate(count);
             }
-            Ok(out)
+            Ok(lock(&self.dead_seen).iter().cloned().collect())
         })
     }
 
