@@ -248,12 +248,22 @@ def three_daemons(binary, root, redis, expect):
         subprocess.run([CLUSTER, "stop", cluster], check=False)
 
 
-def nats_daemon(binary, root, expect):
+def nats_daemon(binary, root, redis, expect):
     nats = Nats(root)
     home = f"{root}/nats-home"
     settings = {"isolation": {"enabled": False}, "brokers": {"js": {"nats": nats.url}}}
     d = daemon(binary, home, settings)
     try:
+        both = {"brokers": {"events": {"redis": redis.url}, "js": {"nats": nats.url}}}
+        with open(f"{root}/doctor.json", "w") as f:
+            json.dump(both, f)
+        doctor = subprocess.run([binary, "doctor", "--json", "--config", f"{root}/doctor.json", "--db",
+                                 f"{root}/doctor.db", "--listen", f"127.0.0.1:{free_port()}"],
+                                capture_output=True, text=True)
+        brokers = [c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "brokers"]
+        expect.that(brokers and brokers[0]["status"] == "ok" and "redis 7" in brokers[0]["detail"]
+                    and "with JetStream" in brokers[0]["detail"], f"doctor: {brokers}")
+        expect.section("opcode doctor says each broker answers, and what it runs")
         trigger = {"broker": "js", "topic": "orders.new", "claim_after": "2s"}
         call(d, "opcode.define", {"name": "orders", "input_schema": SCHEMA, "triggers": {"stream": trigger},
                                   "definition": {"steps": [{"id": "log", "action": "workflow.log",
@@ -293,7 +303,7 @@ def main(binary):
         try:
             one_daemon(binary, root, redis, expect)
             three_daemons(binary, root, redis, expect)
-            nats_daemon(binary, root, expect)
+            nats_daemon(binary, root, redis, expect)
         except Exception:
             print("\n".join(expect.failed + expect.current))
             raise

@@ -6,6 +6,7 @@
 
 pub mod consumer;
 pub mod nats;
+pub mod probe;
 pub mod redis;
 pub mod source;
 pub mod stats;

@@ -314,3 +314,32 @@ fn no_settings_file_is_said_so() {
     let detail = settings["detail"].as_str().unwrap();
     assert!(detail.starts_with("no file at "), "{detail}");
 }
+
+#[test]
+fn a_broker_that_does_not_answer_fails_naming_it() {
+    let settings = json!({"brokers": {
+        "events": {"redis": format!("redis://127.0.0.1:{}/0", free_port())},
+        "js": {"nats": format!("nats://127.0.0.1:{}", free_port())},
+    }});
+    let deployment = Deployment::new(&settings);
+    let (code, report) = deployment.doctor(&[]);
+    assert_eq!(
+        (code, failed(&report)),
+        (Some(1), vec!["brokers"]),
+        "{report}"
+    );
+    let detail = check(&report, "brokers")["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("events (redis)") && detail.contains("js (nats)"),
+        "{detail}"
+    );
+    let bad = Deployment::new(&json!({"brokers": {"k": {"kafka": "localhost:9092"}}}));
+    let (code, report) = bad.doctor(&[]);
+    assert_eq!(
+        (code, failed(&report)),
+        (Some(1), vec!["brokers"]),
+        "{report}"
+    );
+    let detail = check(&report, "brokers")["detail"].as_str().unwrap();
+    assert!(detail.contains("Kafka is not built yet"), "{detail}");
+}

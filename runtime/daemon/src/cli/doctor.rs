@@ -3,6 +3,7 @@
 //! failure (spec/operator.md). Exit 0 when nothing fails, 1 when a check
 //! fails, 2 when the settings cannot be read at all.
 
+mod brokers;
 mod host;
 mod store;
 
@@ -118,6 +119,7 @@ pub async fn doctor(args: &DoctorArgs) -> Exit {
             checks.push(check);
             isolation = report;
             checks.extend(host::plugins(&settings).await);
+            checks.extend(brokers::checks(&settings).await);
         }
     }
     let failed = checks.iter().any(|c| c.status == Status::Fail);
