@@ -357,6 +357,11 @@ async def agents_scenario(client, transport):
     found = [(d["code"], d["pointer"]) for d in refused["details"]["diagnostics"]]
     check(refused["code"] == "R0123" and found == [("E0064", "/agent/skills/0/path")],
           f"{transport}: a skill by path over MCP: {refused}")
+    # Skills are bounded however they come: a file (tests/agents.rs), inline, over MCP.
+    agent["skills"] = [{"name": "s", "content": "x" * (1024 * 1024 + 1)}]
+    refused = error_of(await client.call_tool("opcode.define", {"agent": agent}))
+    found = [(d["code"], d["pointer"]) for d in refused["details"]["diagnostics"]]
+    check(found == [("E0064", "/agent/skills/0/content")], f"{transport}: a skill over 1 MiB over MCP: {found}")
     agent["skills"] = [{"name": "s", "content": "Fix it."}]
     published = data(await client.call_tool("opcode.define", {"name": name, "agent": agent}))
     check(published["kind"] == "agent" and published["version"] == "0.1.0" and not published["unchanged"],

@@ -61,12 +61,13 @@ pub async fn publish(api: &Api, args: &Args, agent: &Value) -> ToolResult {
             ToolError::new(first.code, first.message).with_details(json!({"help": first.help}))
         );
     }
+    // Every skill gives its content: `no_paths` refused the others.
     let texts: Vec<String> = definition
         .skills
         .iter()
-        .map(|skill| match &skill.source {
-            SkillSource::Content(text) => text.clone(),
-            SkillSource::Path(_) => String::new(),
+        .filter_map(|skill| match &skill.source {
+            SkillSource::Content(text) => Some(text.clone()),
+            SkillSource::Path(_) => None,
         })
         .collect();
     let by = args.opt_str("agent_id")?.map(str::to_owned);

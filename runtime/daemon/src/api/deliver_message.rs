@@ -205,4 +205,60 @@ mod tests {
         assert_ne!(run_id("a", "t", "1"), run_id("a", "t", "2"));
         assert_ne!(run_id("a", "t", "1"), run_id("b", "t", "1"));
     }
+
+    /// A stored template that no longer compiles (an action gone, say):
+    /// its messages are dead-lettered, not taken again for ever; a good
+    /// one starts its run, and the same message again is a duplicate.
+    #[tokio::test]
+    async fn a_template_that_no_longer_compiles_dead_letters_its_messages() {
+        use std::sync::Arc;
+
+        use opcode_runtime::store::TemplateDraft;
+        use opcode_runtime::store::memory::MemoryStore;
+        use opcode_runtime::{Config, EventStore, Executor};
+        use opcode_stdlib::exec::EnvSecrets;
+
+        let store: Arc<dyn EventStore> = Arc::new(MemoryStore::new());
+        let draft = |name: &str, action: &str| TemplateDraft {
+            name: name.into(),
+            description: String::new(),
+            definition:
+                json!({"steps": [{"id": "a", "action": action, "params": {"message": "x"}}]})
+                    .to_string(),
+            input_schema: None,
+            output_schema: None,
+            triggers: "{}".into(),
+            agent_id: None,
+            at: "2026-12-06T00:00:00.000Z".into(),
+        };
+        store
+            .define_template(draft("gone", "no.such_action"))
+            .await
+            .unwrap();
+        store
+            .define_template(draft("fine", "workflow.log"))
+            .await
+            .unwrap();
+        let api = Api::new(Executor::new(
+            store,
+            Arc::new(EnvSecrets),
+            Config::default(),
+        ));
+        let message = fields(&[("body", "{}"), ("id", "m1")]);
+        let outcome = api
+            .deliver_message("gone", &trigger(&json!({})), &message, "1-0")
+            .await;
+        assert!(
+            matches!(&outcome, Outcome::DeadLetter(code, _) if code == "R0109"),
+            "{outcome:?}"
+        );
+        let first = api
+            .deliver_message("fine", &trigger(&json!({})), &message, "1-0")
+            .await;
+        assert_eq!(first, Outcome::Started(run_id("fine", "missions", "m1")));
+        let again = api
+            .deliver_message("fine", &trigger(&json!({})), &message, "2-0")
+            .await;
+        assert_eq!(again, Outcome::Duplicate(run_id("fine", "missions", "m1")));
+    }
 }

@@ -14,7 +14,6 @@ use opcode_runtime::store::Published;
 use opcode_runtime::time::{now_ms, rfc3339};
 use serde_json::{Value, json};
 
-use opcode_compiler::agent::AgentDefinition;
 use opcode_daemon::settings::Settings;
 
 use super::common::{DbArgs, Exit, fail, home};
@@ -91,11 +90,8 @@ enum Command {
 pub async fn agent(args: Args) -> Exit {
     match args.command {
         Command::Init { name, role, dir } => init(&name, &role, &dir),
-        Command::Check { file } => match file::read(&file) {
+        Command::Check { file } => match checked(&file) {
             Ok(read) => {
-                if let Err(exit) = servers_allowed(&read.definition) {
-                    return exit;
-                }
                 let warnings = match read.warnings {
                     0 => String::new(),
                     n => format!(", {n} warning(s)"),
@@ -141,12 +137,10 @@ pub async fn agent(args: Args) -> Exit {
 /// Runs the suite of the definition at `file`; keeps the result with the
 /// release of the same content, when it is published.
 async fn test(db: &DbArgs, file: &Path, args: &testing::SuiteArgs) -> Exit {
-    let Ok(read) = file::read(file) else {
-        return Exit::Usage;
+    let read = match checked(file) {
+        Ok(read) => read,
+        Err(exit) => return exit,
     };
-    if let Err(exit) = servers_allowed(&read.definition) {
-        return exit;
-    }
     let name = read.definition.name.clone();
     let Some(path) = testing::suite_path(file, args, &name) else {
         return fail(format!(
@@ -196,12 +190,10 @@ async fn publish(
     force: bool,
     args: &testing::SuiteArgs,
 ) -> Exit {
-    let Ok(read) = file::read(file) else {
-        return Exit::Usage;
+    let read = match checked(file) {
+        Ok(read) => read,
+        Err(exit) => return exit,
     };
-    if let Err(exit) = servers_allowed(&read.definition) {
-        return exit;
-    }
     let store = match db.open().await {
         Ok(store) => store,
         Err(exit) => return exit,
@@ -253,16 +245,17 @@ async fn publish(
     Exit::Ok
 }
 
-/// Whether the settings (`agent_mcp`) allow every MCP server of
-/// `definition`; prints each refusal.
-fn servers_allowed(definition: &AgentDefinition) -> Result<(), Exit> {
+/// The definition at `file` and its skills, read and checked, its MCP
+/// servers ones the settings (`agent_mcp`) allow; prints each problem.
+fn checked(file: &Path) -> Result<file::Read, Exit> {
+    let read = file::read(file)?;
     let settings = Settings::load(&Settings::file_in(&home())).map_err(fail)?;
-    let refused = registry::refused_servers(definition, settings.agent_mcp.as_deref());
+    let refused = registry::refused_servers(&read.definition, settings.agent_mcp.as_deref());
     for refusal in &refused {
         eprintln!("{refusal}");
     }
     if refused.is_empty() {
-        Ok(())
+        Ok(read)
     } else {
         Err(Exit::Usage)
     }
