@@ -5,9 +5,11 @@ the clock runs from the publish until every run is started (the daemon's
 `opcode_stream_messages_total{outcome="started"}`) and until every run has
 completed (`opcode_workflows{status="completed"}`).
 
-Usage: python benches/stream/throughput.py PATH_TO_OPCODE [MESSAGES]
+Usage: python benches/stream/throughput.py PATH_TO_OPCODE [MESSAGES] [PATH_TO_TANSU]
 (a release build: `cargo build --release -p opcode-daemon --bin opcode`).
-Needs Debian's redis-server and nats-server (tests/stream/run installs them).
+Needs Debian's redis-server and nats-server (tests/stream/run installs them);
+with PATH_TO_TANSU, Kafka too (tansu's memory storage, a topic of one
+partition), run with target/stream-venv/bin/python for confluent-kafka.
 """
 
 import json
@@ -52,7 +54,20 @@ def measure(binary, root, kind, broker, send, count):
         d.terminate()
 
 
-def main(binary, count):
+def kafka(binary, root, tansu, count):
+    from kafka import Kafka  # confluent-kafka: only where Kafka is measured
+
+    broker = Kafka(tansu, root)
+    try:
+        broker.topic("bench.in", 1)
+        measure(binary, root, "kafka", {"kafka": broker.servers},
+                lambda n: broker.send("bench.in", [(None, {"id": str(i)}, json.dumps({"n": i})) for i in range(n)]),
+                count)
+    finally:
+        broker.stop()
+
+
+def main(binary, count, tansu):
     with tempfile.TemporaryDirectory() as root:
         redis, nats = Redis(root), Nats(root)
         try:
@@ -61,10 +76,13 @@ def main(binary, count):
             measure(binary, root, "nats", {"nats": nats.url},
                     lambda n: nats.send("bench.in", [({"id": str(i)}, json.dumps({"n": i})) for i in range(n)]),
                     count)
+            if tansu:
+                kafka(binary, root, tansu, count)
         finally:
             redis.stop()
             nats.stop()
 
 
 if __name__ == "__main__":
-    main(os.path.abspath(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 2000)
+    main(os.path.abspath(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 2000,
+         os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 else None)

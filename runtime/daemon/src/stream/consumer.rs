@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use opcode_runtime::store::{WorkflowFilter, WorkflowStatus};
 use tokio_util::sync::CancellationToken;
 
+use super::kafka::KafkaSource;
 use super::nats::NatsSource;
 use super::redis::RedisSource;
 use super::source::{Message, Source};
@@ -68,6 +69,16 @@ impl Consumer {
                 let ack_wait = Duration::from_millis(self.trigger.claim_after_ms);
                 Box::new(NatsSource::connect(url, topic, group, ack_wait).await?)
             }
+            BrokerKind::Kafka(servers) => {
+                let session = Duration::from_millis(self.trigger.claim_after_ms);
+                Box::new(KafkaSource::connect(
+                    servers,
+                    topic,
+                    group,
+                    &self.member,
+                    session,
+                )?)
+            }
         };
         source.prepare().await?;
         Ok(source)
@@ -92,6 +103,9 @@ impl Consumer {
             };
             streams.paused(&self.template, room == 0);
             if room == 0 {
+                if let Err(e) = source.hold().await {
+                    return Some(e);
+                }
                 tokio::select! {
                     () = stop.cancelled() => return None,
                     () = tokio::time::sleep(Duration::from_millis(500)) => continue,

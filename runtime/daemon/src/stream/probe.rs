@@ -1,9 +1,10 @@
 //! Whether a broker of the settings answers (for `opcode doctor`): a
-//! Redis `PING`, a NATS connection with JetStream; what it runs, or why
-//! not.
+//! Redis `PING`, a NATS connection with JetStream, a Kafka cluster's
+//! metadata; what it runs, or why not.
 
 use std::time::Duration;
 
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use redis::{AsyncConnectionConfig, Client};
 
 use super::trigger::BrokerKind;
@@ -17,7 +18,26 @@ pub async fn answers(broker: &BrokerKind) -> Result<String, String> {
     match broker {
         BrokerKind::Redis(url) => redis(url).await,
         BrokerKind::Nats(url) => nats(url).await,
+        BrokerKind::Kafka(servers) => kafka(servers).await,
     }
+}
+
+async fn kafka(servers: &str) -> Result<String, String> {
+    let servers = servers.to_owned();
+    let asked = tokio::task::spawn_blocking(move || {
+        let client: BaseConsumer = super::kafka::config(&servers)
+            .create()
+            .map_err(|e| e.to_string())?;
+        let metadata = client
+            .fetch_metadata(None, WAIT)
+            .map_err(|e| e.to_string())?;
+        Ok(format!(
+            "kafka with {} broker(s), {} topic(s)",
+            metadata.brokers().len(),
+            metadata.topics().len()
+        ))
+    });
+    asked.await.map_err(|e| e.to_string())?
 }
 
 async fn redis(url: &str) -> Result<String, String> {

@@ -1,6 +1,6 @@
 //! What a trigger reads from: a topic of a broker, read as one member of a
-//! consumer group (spec/triggers-stream.md). Redis Streams implement it
-//! today; Kafka is the next (decision 0057).
+//! consumer group (spec/triggers-stream.md): Redis Streams, NATS
+//! JetStream and Kafka implement it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -36,6 +36,11 @@ pub trait Source: Send + Sync {
         idle: Duration,
         count: usize,
     ) -> BoxFuture<'a, Result<Vec<Message>, String>>;
+    /// Reading is paused (back-pressure): keeps this member in its group
+    /// without taking more work.
+    fn hold(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
     /// Acknowledges the message at `position`: it is done.
     fn ack<'a>(&'a self, position: &'a str) -> BoxFuture<'a, Result<(), String>>;
     /// Writes `message` to the dead-letter topic with `extra` fields, then

@@ -151,6 +151,17 @@ pub enum BrokerKind {
     Redis(String),
     /// NATS JetStream at this URL.
     Nats(String),
+    /// A Kafka cluster at these bootstrap servers (`host:port`, by commas).
+    Kafka(String),
+}
+
+/// Whether `servers` is a list of `host:port`, by commas.
+fn bootstrap_servers(servers: &str) -> bool {
+    servers.split(',').all(|server| {
+        server.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.trim().is_empty() && !host.contains('/') && port.parse::<u16>().is_ok()
+        })
+    })
 }
 
 impl Broker {
@@ -178,17 +189,19 @@ impl Brokers {
         for (name, entry) in entries {
             let shape = || {
                 format!(
-                    "`brokers.{name}` in the settings is {{\"redis\": \"redis://host:port/db\"}} or \
-                     {{\"nats\": \"nats://host:port\"}}, with `topics` optionally \
-                     ([\"missions\", \"jobs-*\"]); Kafka is not built yet: spec/triggers-stream.md"
+                    "`brokers.{name}` in the settings is {{\"redis\": \"redis://host:port/db\"}}, \
+                     {{\"nats\": \"nats://host:port\"}} or {{\"kafka\": \"host:9092,host2:9092\"}}, \
+                     with `topics` optionally ([\"missions\", \"jobs-*\"]): spec/triggers-stream.md"
                 )
             };
             let Some(fields) = entry.as_object() else {
                 return Err(shape());
             };
+            let kinds = ["redis", "nats", "kafka"];
             if fields
                 .keys()
-                .any(|k| !["redis", "nats", "topics"].contains(&k.as_str()))
+                .any(|k| !kinds.contains(&k.as_str()) && k != "topics")
+                || kinds.iter().filter(|k| fields.contains_key(**k)).count() != 1
             {
                 return Err(shape());
             }
@@ -199,13 +212,18 @@ impl Brokers {
                     .filter(|url| schemes.iter().any(|s| url.starts_with(s)))
                     .map(str::to_owned)
             };
-            let kind = match (
-                url("redis", &["redis://", "rediss://"]),
-                url("nats", &["nats://", "tls://"]),
-            ) {
-                (Some(url), None) if !fields.contains_key("nats") => BrokerKind::Redis(url),
-                (None, Some(url)) if !fields.contains_key("redis") => BrokerKind::Nats(url),
-                _ => return Err(shape()),
+            let kind = if let Some(url) = url("redis", &["redis://", "rediss://"]) {
+                BrokerKind::Redis(url)
+            } else if let Some(url) = url("nats", &["nats://", "tls://"]) {
+                BrokerKind::Nats(url)
+            } else if let Some(servers) = fields
+                .get("kafka")
+                .and_then(Value::as_str)
+                .filter(|s| bootstrap_servers(s))
+            {
+                BrokerKind::Kafka(servers.to_owned())
+            } else {
+                return Err(shape());
             };
             let topics = match fields.get("topics") {
                 None => None,
@@ -303,7 +321,7 @@ mod tests {
     }
 
     #[test]
-    fn brokers_are_redis_urls_for_now_and_may_narrow_their_topics() {
+    fn brokers_are_redis_nats_or_kafka_and_may_narrow_their_topics() {
         let brokers = Brokers::parse(Some(&json!({
             "events": {"redis": "redis://127.0.0.1:6379/0"},
             "jobs": {"redis": "redis://127.0.0.1:6379/1", "topics": ["missions", "team-a.*"]},
@@ -336,7 +354,14 @@ mod tests {
         );
         let both = json!({"k": {"redis": "redis://x", "nats": "nats://y"}});
         assert!(Brokers::parse(Some(&both)).is_err());
-        assert!(Brokers::parse(Some(&json!({"k": {"kafka": "localhost:9092"}}))).is_err());
+        let kafka = Brokers::parse(Some(&json!({"k": {"kafka": "a:9092,b:9093"}}))).unwrap();
+        assert_eq!(kafka.0["k"].kind, BrokerKind::Kafka("a:9092,b:9093".into()));
+        for servers in ["localhost", "kafka://a:9092", "a:9092,", "a:x", ""] {
+            let entry = json!({"k": {"kafka": servers}});
+            assert!(Brokers::parse(Some(&entry)).is_err(), "{servers}");
+        }
+        let two = json!({"k": {"kafka": "a:9092", "redis": "redis://x"}});
+        assert!(Brokers::parse(Some(&two)).is_err());
         assert!(Brokers::parse(Some(&json!({"k": {"redis": "http://x"}}))).is_err());
     }
 }

@@ -26,6 +26,7 @@ pub async fn checks(settings: &Settings) -> Vec<Check> {
         let kind = match broker.kind {
             BrokerKind::Redis(_) => "redis",
             BrokerKind::Nats(_) => "nats",
+            BrokerKind::Kafka(_) => "kafka",
         };
         match probe::answers(&broker.kind).await {
             Ok(running) => found.push(format!("{name}: {running}")),
