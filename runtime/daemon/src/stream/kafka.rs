@@ -410,19 +410,32 @@ async fn exists(consumer: &Arc<StreamConsumer<Membership>>, topic: &str) -> Resu
 /// A message's fields: its headers (the first value of each), its key as
 /// `key`, its payload as `body` (none for a tombstone).
 fn fields_of(message: &BorrowedMessage<'_>) -> BTreeMap<String, String> {
+    let headers = message
+        .headers()
+        .into_iter()
+        .flat_map(|h| h.iter())
+        .filter_map(|h| Some((h.key, h.value?)));
+    fields(headers, message.key(), message.payload())
+}
+
+/// The fields of a message of `headers`, `key` and `payload`: a header
+/// named `body` is left out (the body is the payload alone), the key is
+/// `key` over a header of that name.
+fn fields<'a>(
+    headers: impl Iterator<Item = (&'a str, &'a [u8])>,
+    key: Option<&[u8]>,
+    payload: Option<&[u8]>,
+) -> BTreeMap<String, String> {
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
     let mut fields = BTreeMap::new();
-    for header in message.headers().into_iter().flat_map(|h| h.iter()) {
-        if let Some(value) = header.value {
-            fields
-                .entry(header.key.to_owned())
-                .or_insert_with(|| String::from_utf8_lossy(value).into_owned());
-        }
+    for (name, value) in headers.filter(|(name, _)| *name != "body") {
+        fields.entry(name.to_owned()).or_insert_with(|| text(value));
     }
-    if let Some(key) = message.key() {
-        fields.insert("key".into(), String::from_utf8_lossy(key).into_owned());
+    if let Some(key) = key {
+        fields.insert("key".into(), text(key));
     }
-    if let Some(payload) = message.payload() {
-        fields.insert("body".into(), String::from_utf8_lossy(payload).into_owned());
+    if let Some(payload) = payload {
+        fields.insert("body".into(), text(payload));
     }
     fields
 }
@@ -449,4 +462,28 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[allow(clippy::needless_pass_by_value)] // used as `map_err(said)`
 fn said<E: std::fmt::Display>(e: E) -> String {
     format!("kafka: {e}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_is_its_headers_its_key_and_its_value_as_the_body() {
+        let headers = [
+            ("source", &b"factory"[..]),
+            ("source", b"again"),
+            ("key", b"from a header"),
+            ("body", b"{\"n\": 666}"),
+        ];
+        let got = fields(headers.into_iter(), Some(b"k1"), Some(b"{\"n\": 1}"));
+        let want: BTreeMap<String, String> =
+            [("body", "{\"n\": 1}"), ("key", "k1"), ("source", "factory")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+        assert_eq!(got, want);
+        let tombstone = fields([("body", &b"{}"[..])].into_iter(), None, None);
+        assert!(tombstone.is_empty(), "no body from a header: {tombstone:?}");
+    }
 }
