@@ -24,7 +24,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
 };
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::message::{BorrowedMessage, Header, Headers as _, Message as _, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::types::RDKafkaErrorCode;
@@ -118,8 +118,11 @@ impl KafkaSource {
         let committed = list_of(&self.topic, &commits)
             .and_then(|list| self.consumer.commit(&list, CommitMode::Async));
         if let Err(e) = committed {
-            // The messages are given again; their runs are found started.
-            tracing::warn!(topic = %self.topic, error = %e, "kafka: commit failed");
+            tracing::warn!(topic = %self.topic, error = %e, "kafka: a commit failed; it is asked again");
+            let mut held = lock(&self.held);
+            for (partition, _) in commits {
+                held.retry(partition);
+            }
         }
     }
 
@@ -180,6 +183,16 @@ impl ConsumerContext for Membership {
             && let Err(e) = consumer.commit(&list, CommitMode::Sync)
         {
             tracing::warn!(topic = %self.topic, error = %e, "kafka: commit before a rebalance failed");
+        }
+    }
+
+    fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
+        if let Err(e) = result {
+            tracing::warn!(topic = %self.topic, error = %e, "kafka: a commit failed; it is asked again");
+            let mut held = lock(&self.held);
+            for element in offsets.elements_for_topic(&self.topic) {
+                held.retry(element.partition());
+            }
         }
     }
 

@@ -96,6 +96,14 @@ impl Held {
         out
     }
 
+    /// A commit of `partition` failed: its commit point is asked again by
+    /// the next [`Held::take_commits`].
+    pub fn retry(&mut self, partition: i32) {
+        if let Some(part) = self.partitions.get_mut(&partition) {
+            part.committed = -1;
+        }
+    }
+
     /// `partition` went to another member: what it held is its now.
     pub fn forget(&mut self, partition: i32) {
         self.partitions.remove(&partition);
@@ -149,6 +157,12 @@ mod tests {
         assert!(held.ack(0, 13));
         assert_eq!(held.take_commits(None), vec![(0, 14)]);
         assert_eq!(held.count(), 0);
+        held.retry(0);
+        assert_eq!(
+            held.take_commits(None),
+            vec![(0, 14)],
+            "a failed commit asked again"
+        );
     }
 
     #[test]
