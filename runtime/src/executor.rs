@@ -39,6 +39,7 @@ mod types;
 mod writes;
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -538,7 +539,12 @@ impl Inner {
             Some(reply),
         );
         let _ = tx.send(Msg::Deliver(Box::new(started)));
-        self.runs().insert(id.clone(), tx.clone());
+        match self.runs().entry(id.clone()) {
+            // Loaded here, so it exists: the task of a second creation would
+            // take the live run's place in the map and give its lease up.
+            Entry::Occupied(_) => return Err(ExecError::Store(StoreError::Exists(id))),
+            Entry::Vacant(slot) => slot.insert(tx.clone()),
+        };
         let setup = Setup {
             id: id.clone(),
             vm: Vm::new(plan),

@@ -11,9 +11,11 @@ use std::time::Duration;
 use common::{config, executor, request, runtime};
 use opcode_runtime::executor::Config;
 use opcode_runtime::store::memory::MemoryStore;
-use opcode_runtime::store::{DecisionStatus, EntryKind, EventName, LogEntry, RunLog, WorkflowRow};
+use opcode_runtime::store::{
+    DecisionStatus, EntryKind, EventName, LogEntry, RunLog, StoreError, WorkflowRow,
+};
 use opcode_runtime::workspace::Workspaces;
-use opcode_runtime::{Delivery, ExecError, Executor, Recovery, Until};
+use opcode_runtime::{Delivery, ExecError, Executor, Recovery, StartRequest, Until};
 use opcode_vm::event::{Event, Resolution};
 use serde_json::{Value, json};
 
@@ -583,5 +585,86 @@ fn a_read_runs_while_the_commit_of_its_start_is_written_and_a_write_waits_for_it
                 .unwrap()
         };
         assert!(seq_of("step_started", "read") < seq_of("step_completed", "read"));
+    });
+}
+
+#[test]
+fn a_second_start_of_a_loaded_run_is_refused_and_leaves_it_running() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        // A long step keeps the run loaded (and leased) while it is started
+        // again, as a message delivered again or a webhook sent again does.
+        let slow = json!({"steps": [
+            {"id": "nap", "action": "shell.exec", "params": {"command": "sleep", "args": ["1"]}},
+            {"id": "review", "type": "reasoning", "depends_on": ["nap"], "config": {
+                "prompt_context": "ok?", "options": [{"id": "yes"}, {"id": "no"}]}}
+        ]});
+        let first = StartRequest {
+            id: Some("msg-1".into()),
+            ..request(&slow, &json!({}))
+        };
+        exec.start(first.clone()).await.unwrap();
+        for _ in 0..3 {
+            let again = exec.start(first.clone()).await;
+            assert!(
+                matches!(again, Err(ExecError::Store(StoreError::Exists(_)))),
+                "{again:?}"
+            );
+            assert_eq!(exec.loaded(), ["msg-1"], "the first is still loaded");
+        }
+        exec.wait("msg-1", Until::Settled).await.unwrap();
+        assert_eq!(
+            exec.deliver("msg-1", decide("review", "yes"))
+                .await
+                .unwrap(),
+            Delivery::Applied
+        );
+        let row = settle(&exec, "msg-1", Until::Ended).await;
+        assert_eq!(row.status.as_str(), "completed");
+        let log = entries(&store, "msg-1").await;
+        let started = log.iter().filter(|e| e.event_type == "workflow_started");
+        assert_eq!(started.count(), 1);
+        let naps = log.iter().filter(|e| e.event_type == "step_started");
+        assert_eq!(naps.count(), 2, "each step once: {log:?}");
+    });
+}
+
+#[test]
+fn a_second_start_of_a_run_not_loaded_fails_no_one_waiting_for_it() {
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let exec = Arc::new(executor(&store, config(dir.path())));
+        let first = StartRequest {
+            id: Some("hook-1".into()),
+            ..request(&review_loop(), &json!({"items": [1]}))
+        };
+        exec.start(first.clone()).await.unwrap();
+        exec.wait("hook-1", Until::Settled).await.unwrap();
+        while !exec.loaded().is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let waiting = {
+            let exec = exec.clone();
+            tokio::spawn(async move { exec.wait("hook-1", Until::Ended).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let again = exec.start(first).await;
+        assert!(
+            matches!(again, Err(ExecError::Store(StoreError::Exists(_)))),
+            "{again:?}"
+        );
+        exec.deliver("hook-1", decide("review[0]", "yes"))
+            .await
+            .unwrap();
+        let waited = waiting.await.unwrap();
+        assert_eq!(
+            waited
+                .map(|s| s.as_str().to_owned())
+                .map_err(|e| e.to_string()),
+            Ok("completed".to_owned())
+        );
     });
 }

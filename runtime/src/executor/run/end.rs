@@ -7,7 +7,7 @@ use tokio::sync::oneshot;
 
 use super::{KEEP_LOADED_FOR, Msg, RunTask};
 use crate::executor::{ExecError, quarantine, writes};
-use crate::store::{Commit, LeaseChange, WorkflowStatus};
+use crate::store::{Commit, LeaseChange, StoreError, WorkflowStatus};
 use crate::time::now_ms;
 use crate::{log, owner};
 
@@ -78,7 +78,14 @@ impl RunTask {
     /// It is replayed when next loaded; after a write the store refused,
     /// the background loop loads it again until the store takes writes.
     pub(super) async fn stop(mut self, error: &ExecError) {
-        tracing::warn!(workflow = %self.id, %error, "workflow unloaded after an error; it replays when next loaded");
+        // A creation that found the run stored started nothing: the run
+        // itself (running elsewhere, or ended) is not told of it.
+        let exists = matches!(error, ExecError::Store(StoreError::Exists(_)));
+        if exists {
+            tracing::debug!(workflow = %self.id, "a run of this id exists; nothing started");
+        } else {
+            tracing::warn!(workflow = %self.id, %error, "workflow unloaded after an error; it replays when next loaded");
+        }
         self.leave();
         if matches!(error, ExecError::Store(e) if writes::refused(e)) {
             self.inner.writes.strand(&self.id);
@@ -88,7 +95,9 @@ impl RunTask {
             handle.abort();
         }
         self.let_go().await;
-        self.inner.publish_failure(&self.id, error);
+        if !exists {
+            self.inner.publish_failure(&self.id, error);
+        }
         self.inner.wake.notify_one();
     }
 
