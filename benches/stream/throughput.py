@@ -61,7 +61,8 @@ def kafka(binary, root, tansu, count):
     try:
         broker.topic("bench.in", 1)
         measure(binary, root, "kafka", {"kafka": broker.servers},
-                lambda n: broker.send("bench.in", [(None, {"id": str(i)}, json.dumps({"n": i})) for i in range(n)]),
+                lambda n: broker.send("bench.in", [(None, {"id": str(i)}, json.dumps({"n": i})) for i in range(n)],
+                                      batched=True),
                 count)
     finally:
         broker.stop()

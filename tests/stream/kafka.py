@@ -74,11 +74,15 @@ class Kafka:
         topic = metadata.topics.get(name)
         return sorted(topic.partitions) if topic and not topic.error else []
 
-    def send(self, topic, messages):
-        """Produces each (key, headers, value); a value of None is a tombstone."""
-        # One record a batch: tansu 0.6 gives a partition's high watermark as
-        # its last batch's base offset + 1, so batches of one keep it true.
-        producer = Producer({"bootstrap.servers": self.servers, "batch.num.messages": 1})
+    def send(self, topic, messages, batched=False):
+        """Produces each (key, headers, value); a value of None is a tombstone.
+        Unless `batched`, one record a batch: tansu 0.6 gives a partition's
+        high watermark as its last batch's base offset + 1, so batches of
+        one keep the lag true."""
+        settings = {"bootstrap.servers": self.servers}
+        if not batched:
+            settings["batch.num.messages"] = 1
+        producer = Producer(settings)
         for key, headers, value in messages:
             producer.produce(topic, value=value, key=key, headers=headers)
             producer.poll(0)

@@ -23,6 +23,9 @@ const BATCH: u64 = 32;
 const WAIT: Duration = Duration::from_secs(1);
 /// How often the topic's backlog is read.
 const BACKLOG_EVERY: Duration = Duration::from_secs(2);
+/// How soon it is read again after messages were taken (reading it costs
+/// a Kafka cluster several requests: not after every batch).
+const BACKLOG_AFTER_READ: Duration = Duration::from_millis(250);
 
 /// What one consumer reads, and as whom.
 pub struct Consumer {
@@ -90,8 +93,15 @@ impl Consumer {
         let claim_after = Duration::from_millis(self.trigger.claim_after_ms);
         let mut claimed_at: Option<Instant> = None;
         let mut measured_at: Option<Instant> = None;
+        let mut taken_since = false;
         loop {
-            if measured_at.is_none_or(|at| at.elapsed() >= BACKLOG_EVERY) {
+            let due = if taken_since {
+                BACKLOG_AFTER_READ
+            } else {
+                BACKLOG_EVERY
+            };
+            if measured_at.is_none_or(|at| at.elapsed() >= due) {
+                taken_since = false;
                 if let Err(e) = self.measure(source).await {
                     return Some(e);
                 }
@@ -135,10 +145,8 @@ impl Consumer {
                     return Some(e);
                 }
             }
-            if !batch.is_empty() {
-                // What was just taken changes the backlog: say so at once.
-                measured_at = None;
-            }
+            // What was just taken changes the backlog: say so soon.
+            taken_since |= !batch.is_empty();
         }
     }
 

@@ -72,7 +72,8 @@ fn look(
     }
     let reader = state.reader.as_ref().ok_or("kafka: no reader")?;
     for _ in 0..LOOK {
-        let Some(next) = reader.poll(Duration::from_millis(50)) else {
+        // What has come is taken; what is still on its way, at the next look.
+        let Some(next) = reader.poll(Duration::ZERO) else {
             break;
         };
         let message = next.map_err(said)?;
