@@ -22,7 +22,6 @@ Usage: python kafka.py PATH_TO_OPCODE PATH_TO_TANSU
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from common import Expectations, call, daemon, get, wait_for  # noqa: E402
 from daemon import free_port  # noqa: E402
-from stream import CLUSTER, SCHEMA, completed, runs_of  # noqa: E402
+from stream import CLUSTER, SCHEMA, completed, listening, runs_of  # noqa: E402
 
 LOG = {"definition": {"steps": [{"id": "log", "action": "workflow.log", "params": {"message": "n=${{inputs.n}}"}}]}}
 
@@ -52,19 +51,12 @@ class Kafka:
         self.process = subprocess.Popen(
             [tansu, "broker", "--listener-url", address, "--advertised-listener-url", address,
              "--storage-engine", "memory://tansu/"], stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for("tansu", self.answers, 60)
+        wait_for("tansu", lambda: listening(self.port), 60)
         self.admin = AdminClient({"bootstrap.servers": self.servers})
 
     @property
     def servers(self):
         return f"127.0.0.1:{self.port}"
-
-    def answers(self):
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                return True
-        except OSError:
-            return False
 
     def topic(self, name, partitions):
         self.admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)

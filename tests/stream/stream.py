@@ -35,6 +35,15 @@ CLUSTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "postgr
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 
 
+def listening(port):
+    """Whether something accepts connections on the loopback `port`."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
 class Redis:
     def __init__(self, root):
         self.port = free_port()
@@ -78,11 +87,7 @@ class Nats:
         return f"nats://127.0.0.1:{self.port}"
 
     def answers(self):
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                return True
-        except OSError:
-            return False
+        return listening(self.port)
 
     def send(self, subject, messages):
         """Publishes each (headers, body) with the raw protocol, then waits for the server's PONG."""
