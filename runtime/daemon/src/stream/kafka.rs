@@ -42,6 +42,9 @@ const MAX_HELD: usize = 1_000;
 /// One topic of a Kafka cluster, read as one member of a group.
 pub struct KafkaSource {
     consumer: Arc<StreamConsumer<Membership>>,
+    /// For the group's lag: connections of its own, as a request on the
+    /// consumer's waits behind its long-polling fetch.
+    gauge: Arc<BaseConsumer>,
     producer: FutureProducer,
     held: Arc<Mutex<Held>>,
     /// Whether reading is paused (back-pressure): partitions assigned
@@ -92,6 +95,12 @@ impl KafkaSource {
             .set("heartbeat.interval.ms", (session / 3).to_string())
             .create_with_context(membership)
             .map_err(said)?;
+        // In the group's name to read its offsets; it never joins.
+        let gauge: BaseConsumer = config(servers)
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .create()
+            .map_err(said)?;
         let producer: FutureProducer = config(servers)
             .set("client.id", member)
             .set("message.timeout.ms", "30000")
@@ -99,6 +108,7 @@ impl KafkaSource {
             .map_err(said)?;
         Ok(KafkaSource {
             consumer: Arc::new(consumer),
+            gauge: Arc::new(gauge),
             producer,
             held,
             paused,
@@ -212,7 +222,7 @@ impl Source for KafkaSource {
             let admin: AdminClient<DefaultClientContext> =
                 config(&self.servers).create().map_err(said)?;
             for topic in [self.topic.clone(), dead_topic(&self.topic)] {
-                if exists(&self.consumer, &topic).await? {
+                if exists(&self.gauge, &topic).await? {
                     continue;
                 }
                 // The broker's own defaults (num.partitions, its replication).
@@ -355,9 +365,9 @@ impl Source for KafkaSource {
     fn backlog(&self) -> BoxFuture<'_, Result<(Option<u64>, u64), String>> {
         Box::pin(async move {
             self.commit();
-            let consumer = Arc::clone(&self.consumer);
+            let gauge = Arc::clone(&self.gauge);
             let topic = self.topic.clone();
-            let lag = tokio::task::spawn_blocking(move || group_lag(&consumer, &topic))
+            let lag = tokio::task::spawn_blocking(move || group_lag(&gauge, &topic))
                 .await
                 .map_err(said)??;
             Ok((Some(lag), lock(&self.held).count() as u64))
@@ -367,7 +377,7 @@ impl Source for KafkaSource {
 
 /// Messages of every partition of `topic` past the group's committed
 /// offset (from the start where it committed none).
-fn group_lag(consumer: &StreamConsumer<Membership>, topic: &str) -> Result<u64, String> {
+fn group_lag(consumer: &BaseConsumer, topic: &str) -> Result<u64, String> {
     let partitions = partitions_of(consumer, topic)?;
     let mut list = TopicPartitionList::new();
     for partition in &partitions {
@@ -406,7 +416,7 @@ fn partitions_of<C: ConsumerContext, K: Consumer<C>>(
 }
 
 /// Whether the cluster has `topic`.
-async fn exists(consumer: &Arc<StreamConsumer<Membership>>, topic: &str) -> Result<bool, String> {
+async fn exists(consumer: &Arc<BaseConsumer>, topic: &str) -> Result<bool, String> {
     let consumer = Arc::clone(consumer);
     let topic = topic.to_owned();
     tokio::task::spawn_blocking(move || {
