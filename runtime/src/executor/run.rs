@@ -458,6 +458,12 @@ impl RunTask {
         match self.inner.commit(commit, read_back).await {
             Ok(state) => self.settled_state = state.map(Arc::new),
             Err(e) => {
+                if matches!(e, crate::store::StoreError::Exists(_)) {
+                    // A creation that found the run stored: out of the runs
+                    // map before its caller hears, so what the caller sends
+                    // next reaches the run, not this task.
+                    self.leave();
+                }
                 let e = ExecError::Store(e);
                 for (reply, _) in round.replies.drain(..) {
                     let _ = reply.send(Err(e.clone()));

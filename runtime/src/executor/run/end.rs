@@ -35,7 +35,7 @@ impl RunTask {
 
     /// Leaves the runs map; a load of the run waits until this task has
     /// given its lease up ([`Self::let_go`]).
-    fn leave(&self) {
+    pub(super) fn leave(&self) {
         let mut runs = self.inner.runs();
         runs.remove(&self.id);
         self.inner.fences.leaving(&self.id);
