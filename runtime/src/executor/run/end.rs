@@ -34,9 +34,17 @@ impl RunTask {
     }
 
     /// Leaves the runs map; a load of the run waits until this task has
-    /// given its lease up ([`Self::let_go`]).
+    /// given its lease up ([`Self::let_go`]). Only its own place: a
+    /// creation refused as a duplicate leaves early, and a load of the
+    /// run may have taken the id since.
     pub(super) fn leave(&self) {
         let mut runs = self.inner.runs();
+        if !runs
+            .get(&self.id)
+            .is_some_and(|tx| tx.same_channel(&self.tx))
+        {
+            return;
+        }
         runs.remove(&self.id);
         self.inner.fences.leaving(&self.id);
         self.inner.asks.forget_run(&self.id);
