@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from common import Expectations, call, daemon, get, wait_for  # noqa: E402
 from daemon import free_port  # noqa: E402
-from stream import CLUSTER, SCHEMA, completed, listening, runs_of  # noqa: E402
+from stream import CLUSTER, SCHEMA, completed, listening, postgres, runs_of  # noqa: E402
 
 LOG = {"definition": {"steps": [{"id": "log", "action": "workflow.log", "params": {"message": "n=${{inputs.n}}"}}]}}
 
@@ -189,11 +189,7 @@ def one_daemon(binary, root, kafka, expect):
 
 
 def three_daemons(binary, root, kafka, expect):
-    cluster = f"{root}/pg"
-    started = subprocess.run([CLUSTER, "start", cluster], capture_output=True, text=True, check=True)
-    admin = started.stdout.strip()
-    subprocess.run(["psql", admin, "-qc", "CREATE DATABASE opcode"], check=True, capture_output=True)
-    url = admin.rsplit("/", 1)[0] + "/opcode"
+    cluster, url = postgres(root)
     settings = {"isolation": {"enabled": False}, "lease_ttl": "3s", "brokers": {"bus": {"kafka": kafka.servers}}}
     kafka.topic("work", 3)
     daemons = []

@@ -109,6 +109,16 @@ class Nats:
         self.process.wait()
 
 
+def postgres(root):
+    """A throw-away PostgreSQL cluster in ROOT/pg with a database `opcode`:
+    its folder and the database's URL."""
+    cluster = f"{root}/pg"
+    started = subprocess.run([CLUSTER, "start", cluster], capture_output=True, text=True, check=True)
+    admin = started.stdout.strip()
+    subprocess.run(["psql", admin, "-qc", "CREATE DATABASE opcode"], check=True, capture_output=True)
+    return cluster, admin.rsplit("/", 1)[0] + "/opcode"
+
+
 def runs_of(d, template):
     found = call(d, "opcode.query", {"resource": "workflows", "filter": {"template_name": template, "limit": 5000}})
     return found.get("workflows", [])
@@ -187,11 +197,7 @@ def one_daemon(binary, root, redis, expect):
 
 
 def three_daemons(binary, root, redis, expect):
-    cluster = f"{root}/pg"
-    started = subprocess.run([CLUSTER, "start", cluster], capture_output=True, text=True, check=True)
-    admin = started.stdout.strip()
-    subprocess.run(["psql", admin, "-qc", "CREATE DATABASE opcode"], check=True, capture_output=True)
-    url = admin.rsplit("/", 1)[0] + "/opcode"
+    cluster, url = postgres(root)
     settings = {"isolation": {"enabled": False}, "lease_ttl": "3s", "brokers": {"bus": {"redis": redis.url}}}
     daemons = []
     try:
