@@ -34,6 +34,7 @@ pub enum Dialect {
     /// libSQL: `?N` parameters, `instr`.
     Sqlite,
     /// PostgreSQL: `$N` parameters, `strpos`.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Postgres,
 }
 
