@@ -161,6 +161,57 @@ async fn a_delivery_sent_twice_starts_one_run() {
     assert_eq!(runs(&store).await.len(), 2);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_sent_again_while_its_run_works_leaves_the_run_alone() {
+    let (base, api, store) = daemon().await;
+    api.call(
+        "opcode.define",
+        json!({"name": "slow", "triggers": {"webhook": {"secret": "HOOK"}},
+               "definition": {"steps": [
+                   {"id": "nap", "action": "shell.exec", "params": {"command": "sleep", "args": ["1"]}},
+                   {"id": "log", "action": "workflow.log", "depends_on": ["nap"],
+                    "params": {"message": "done"}}]}}),
+    )
+    .await
+    .unwrap();
+    let body = r#"{"action": "opened"}"#;
+    let headers = [
+        (
+            "X-Hub-Signature-256",
+            format!("sha256={}", signature(body.as_bytes())),
+        ),
+        ("X-GitHub-Delivery", "retried".to_owned()),
+    ];
+    let (_, first) = post(&base, "slow", &headers, body).await;
+    let id = first["workflow_id"].as_str().unwrap().to_owned();
+    // The sender retries while the run is still in its first step.
+    let (status, again) = post(&base, "slow", &headers, body).await;
+    assert_eq!(
+        (status, &again["duplicate"]),
+        (StatusCode::ACCEPTED, &json!(true)),
+        "{again}"
+    );
+    assert_eq!(
+        api.executor().loaded(),
+        vec![id.as_str()],
+        "the run is still here"
+    );
+    let status = api
+        .executor()
+        .wait(&id, opcode_runtime::Until::Ended)
+        .await
+        .unwrap();
+    assert_eq!(status.as_str(), "completed");
+    let naps = store
+        .entries(&id, 0, false)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.event_type == "step_started")
+        .count();
+    assert_eq!(naps, 2, "each step once");
+}
+
 #[tokio::test]
 async fn a_bad_signature_gets_401_and_starts_nothing() {
     let (base, api, store) = daemon().await;
