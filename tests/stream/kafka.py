@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from common import Expectations, call, daemon, get, wait_for  # noqa: E402
 from daemon import free_port  # noqa: E402
-from stream import CLUSTER, SCHEMA, completed, listening, postgres, runs_of  # noqa: E402
+from stream import SCHEMA, completed, listening, postgres, runs_of, stop  # noqa: E402
 
 LOG = {"definition": {"steps": [{"id": "log", "action": "workflow.log", "params": {"message": "n=${{inputs.n}}"}}]}}
 
@@ -250,11 +250,7 @@ def three_daemons(binary, root, kafka, expect):
         expect.section("Kafka: three daemons on PostgreSQL, one killed -9 midway: 1,000 messages, 1,000 runs, "
                        "none twice, every offset committed; the poison message dead-lettered")
     finally:
-        for d in daemons:
-            if d.process.poll() is None:
-                d.process.kill()
-                d.process.wait()
-        subprocess.run([CLUSTER, "stop", cluster], check=False)
+        stop(daemons, cluster)
 
 
 def doctor(binary, root, kafka, expect):

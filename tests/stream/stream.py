@@ -119,6 +119,15 @@ def postgres(root):
     return cluster, admin.rsplit("/", 1)[0] + "/opcode"
 
 
+def stop(daemons, cluster):
+    """Kills what is left of `daemons`, then stops the PostgreSQL `cluster`."""
+    for d in daemons:
+        if d.process.poll() is None:
+            d.process.kill()
+            d.process.wait()
+    subprocess.run([CLUSTER, "stop", cluster], check=False)
+
+
 def runs_of(d, template):
     found = call(d, "opcode.query", {"resource": "workflows", "filter": {"template_name": template, "limit": 5000}})
     return found.get("workflows", [])
@@ -252,11 +261,7 @@ def three_daemons(binary, root, redis, expect):
         expect.section("three daemons on PostgreSQL, one killed -9 midway: 1,000 messages, 1,000 runs, none twice; "
                        "the poison message dead-lettered")
     finally:
-        for d in daemons:
-            if d.process.poll() is None:
-                d.process.kill()
-                d.process.wait()
-        subprocess.run([CLUSTER, "stop", cluster], check=False)
+        stop(daemons, cluster)
 
 
 def nats_daemon(binary, root, redis, expect):

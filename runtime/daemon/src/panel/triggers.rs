@@ -8,6 +8,7 @@ use maud::html;
 
 use super::layout::{self, empty, encode};
 use super::{Fields, Panel};
+use crate::stream::source::dead_letter_topic;
 
 /// `/triggers`.
 pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
@@ -59,7 +60,7 @@ pub async fn list(panel: Panel, Query(query): Query<Fields>) -> Response {
                     tbody {
                         @for (template, topic, letter) in &letters {
                             tr {
-                                td { code { (topic) ".dead-letter#" (letter.at) } }
+                                td { code { (dead_letter_topic(topic)) "#" (letter.at) } }
                                 td { (template) }
                                 td { code { (topic) "#" (letter.position) } }
                                 td { code { (letter.code) } }

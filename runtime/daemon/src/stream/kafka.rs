@@ -32,7 +32,7 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use self::dead::DeadLetters;
 use self::held::Held;
-use super::source::{Message, Source};
+use super::source::{Message, Source, dead_letter_topic, lock};
 
 /// How long a call to the broker may take.
 const WAIT: Duration = Duration::from_secs(10);
@@ -113,7 +113,7 @@ impl KafkaSource {
             held,
             paused,
             spilled: Mutex::new(VecDeque::new()),
-            dead: DeadLetters::new(servers, &dead_topic(topic)),
+            dead: DeadLetters::new(servers, &dead_letter_topic(topic)),
             servers: servers.to_owned(),
             topic: topic.to_owned(),
         })
@@ -221,7 +221,7 @@ impl Source for KafkaSource {
         Box::pin(async move {
             let admin: AdminClient<DefaultClientContext> =
                 config(&self.servers).create().map_err(said)?;
-            for topic in [self.topic.clone(), dead_topic(&self.topic)] {
+            for topic in [self.topic.clone(), dead_letter_topic(&self.topic)] {
                 if exists(&self.gauge, &topic).await? {
                     continue;
                 }
@@ -341,7 +341,7 @@ impl Source for KafkaSource {
                 key: "source_id",
                 value: Some(&message.position),
             });
-            let topic = dead_topic(&self.topic);
+            let topic = dead_letter_topic(&self.topic);
             let mut record: FutureRecord<'_, String, String> =
                 FutureRecord::to(&topic).headers(headers);
             if let Some(body) = message.fields.get("body") {
@@ -470,16 +470,6 @@ fn list_of(topic: &str, commits: &[(i32, i64)]) -> Result<TopicPartitionList, Ka
         list.add_partition_offset(topic, *partition, Offset::Offset(*offset))?;
     }
     Ok(list)
-}
-
-fn dead_topic(topic: &str) -> String {
-    format!("{topic}.dead-letter")
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[allow(clippy::needless_pass_by_value)] // used as `map_err(said)`

@@ -16,7 +16,7 @@ use async_nats::jetstream::{self, Context};
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
 
-use super::source::{Message, Source};
+use super::source::{Message, Source, dead_letter_topic, lock};
 
 /// One subject of a NATS server, read by one durable consumer.
 pub struct NatsSource {
@@ -68,14 +68,8 @@ impl NatsSource {
     }
 
     fn dead_subject(&self) -> String {
-        format!("{}.dead-letter", self.topic)
+        dead_letter_topic(&self.topic)
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Source for NatsSource {

@@ -13,7 +13,7 @@ use redis::streams::{
 };
 use redis::{AsyncCommands as _, AsyncConnectionConfig, Client, RedisError};
 
-use super::source::{Message, Source};
+use super::source::{Message, Source, dead_letter_topic};
 
 /// One topic of a Redis server, read by one group.
 pub struct RedisSource {
@@ -139,7 +139,7 @@ impl Source for RedisSource {
             fields.extend(extra);
             fields.push(("source_id".into(), message.position.clone()));
             let _: String = conn
-                .xadd(format!("{}.dead-letter", self.topic), "*", &fields)
+                .xadd(dead_letter_topic(&self.topic), "*", &fields)
                 .await
                 .map_err(said)?;
             self.ack(&message.position).await
@@ -150,7 +150,7 @@ impl Source for RedisSource {
         Box::pin(async move {
             let mut conn = self.writes.clone();
             let reply: StreamRangeReply = conn
-                .xrevrange_count(format!("{}.dead-letter", self.topic), "+", "-", count)
+                .xrevrange_count(dead_letter_topic(&self.topic), "+", "-", count)
                 .await
                 .map_err(said)?;
             Ok(reply.ids.into_iter().map(message).collect())

@@ -7,6 +7,18 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
+/// Where `topic`'s dead letters go, whatever the broker.
+pub fn dead_letter_topic(topic: &str) -> String {
+    format!("{topic}.dead-letter")
+}
+
+/// `mutex`, locked; a holder that panicked left it usable.
+pub(super) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// One message: where it is in the topic, and its fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
