@@ -1,6 +1,7 @@
 """The README's Neovim snippet, run by the Neovim installed here (Debian's
 0.7.2 takes the snippet for older versions; 0.11+ the other): opening a
-broken workflow must show opcodec's diagnostic.
+broken workflow, JSON or `.opc`, must show opcodec's diagnostic; without
+`opcodec` on PATH, opening either must raise no error at all.
 
 Usage: python neovim.py PATH_TO_OPCODEC_FOLDER
 """
@@ -12,6 +13,13 @@ import sys
 import tempfile
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+# A broken workflow in each syntax; a `.opc` file that starts with a
+# comment is what Neovim 0.7's own detection takes for `conf`.
+BROKEN = {
+    "w.json": '{"steps": [{"id": "a", "action": "crypto.hsh"}]}\n',
+    "w.opc": "# checks a digest\nstep a crypto.hsh\n",
+}
 
 
 def snippets():
@@ -27,28 +35,42 @@ def version():
     return tuple(int(n) for n in re.search(r"v(\d+)\.(\d+)", first).groups())
 
 
+def nvim(folder, config, file, path, report):
+    """Opens `file` in headless Neovim with `config`; answers what it said."""
+    done = subprocess.run(
+        ["nvim", "--headless", "-u", config, file, "-c", report, "-c", "qa!"],
+        cwd=folder, env=dict(os.environ, PATH=path), capture_output=True, text=True, timeout=60)
+    return done.stdout + done.stderr
+
+
 def main(bins):
     newer, older = snippets()
-    nvim = version()
-    snippet = newer if nvim >= (0, 11) else older
+    version_here = version()
+    snippet = newer if version_here >= (0, 11) else older
+    # Waits for the first diagnostic (30 s at most), then prints it.
+    diagnostics = ("lua vim.wait(30000, function() return #vim.diagnostic.get(0) > 0 end, 100); "
+                   "local d = vim.diagnostic.get(0); "
+                   "io.stdout:write(vim.bo.filetype, ': ', #d > 0 and d[1].message or 'no diagnostic', '\\n')")
+    quiet = "lua io.stdout:write('filetype ', vim.bo.filetype, '\\n')"
+    # A PATH without opcodec: the system's folders only.
+    bare = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                           if not os.path.exists(os.path.join(p, "opcodec")))
     with tempfile.TemporaryDirectory() as folder:
         config = os.path.join(folder, "init.lua")
         with open(config, "w") as f:
             f.write(snippet)
-        with open(os.path.join(folder, "w.json"), "w") as f:
-            f.write('{"steps": [{"id": "a", "action": "crypto.hsh"}]}\n')
-        # Waits for the first diagnostic (30 s at most), then prints it.
-        report = ("lua vim.wait(30000, function() return #vim.diagnostic.get(0) > 0 end, 100); "
-                  "local d = vim.diagnostic.get(0); "
-                  "io.stdout:write(#d > 0 and d[1].message or 'no diagnostic', '\\n')")
-        done = subprocess.run(
-            ["nvim", "--headless", "-u", config, "w.json", "-c", report, "-c", "qa!"],
-            cwd=folder, env=dict(os.environ, PATH=bins + os.pathsep + os.environ["PATH"]),
-            capture_output=True, text=True, timeout=60)
-        said = done.stdout + done.stderr
-        if "crypto.hsh" not in said:
-            raise AssertionError(f"Neovim {nvim} with the README's snippet: {said}")
-    print(f"ok - Neovim {nvim[0]}.{nvim[1]} with the README's snippet shows opcodec's diagnostics")
+        for name, text in BROKEN.items():
+            with open(os.path.join(folder, name), "w") as f:
+                f.write(text)
+            kind = name.split(".")[1]
+            said = nvim(folder, config, name, bins + os.pathsep + os.environ["PATH"], diagnostics)
+            if f"{kind}: " not in said or "crypto.hsh" not in said:
+                raise AssertionError(f"Neovim {version_here} with the README's snippet, {name}: {said}")
+            said = nvim(folder, config, name, bare, quiet)
+            if f"filetype {kind}" not in said or re.search(r"(?i)error|E\d{3,4}:", said):
+                raise AssertionError(f"Neovim {version_here} without opcodec on PATH, {name}: {said}")
+    print(f"ok - Neovim {version_here[0]}.{version_here[1]} with the README's snippet: opcodec's "
+          "diagnostics in JSON and .opc files, no error without opcodec")
 
 
 if __name__ == "__main__":
