@@ -340,7 +340,9 @@ const pages = [
   ["/templates", "templates"],
   ["/templates/deploy-form", "template-form"], ["/templates/versioned/compare?a=1&b=2", "compare"],
   ["/decisions", "decisions"], ["/scheduler", "scheduler"], ["/events", "events"], ["/agents", "agents"],
-  ["/plugins", "plugins"], ["/secrets", "secrets"], ["/no/such/page", "not-found"],
+  ["/plugins", "plugins"], ["/secrets", "secrets"], ["/registry", "registry"],
+  ["/registry/release-notes-writer-for-the-platform", "registry-agent"], ["/triggers", "triggers"],
+  ["/no/such/page", "not-found"],
 ];
 for (const [i, [path, name]] of pages.entries()) {
   const response = await small.goto(`${base}${path}`);

@@ -25,12 +25,14 @@ export async function postForm(base, path, fields) {
 /** Debian's headless Chromium, through playwright-core. A browser that
  * dies while starting (it crashed once in a loaded CI run, before any page
  * opened) is started again, up to three times: that is the host's trouble,
- * not the panel's. */
-export async function launchBrowser() {
+ * not the panel's. `backForwardCache` keeps the cache of pages for back
+ * and forward that people's browsers have (playwright turns it off). */
+export async function launchBrowser({ backForwardCache = false } = {}) {
   for (let attempt = 1; ; attempt++) {
     try {
       return await chromium.launch({
         executablePath: "/usr/bin/chromium",
+        ignoreDefaultArgs: backForwardCache ? ["--disable-back-forward-cache"] : [],
         args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
           "--disable-component-update", "--disable-sync", "--no-first-run"],
       });

@@ -19,6 +19,16 @@ const ACTION_BUCKETS: [f64; 14] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0, 300.0,
 ];
 
+/// A panel stream counted as open while this lives.
+#[derive(Debug)]
+pub struct OpenStream(IntGauge);
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// The daemon's metrics.
 pub struct Metrics {
     registry: Registry,
@@ -40,6 +50,7 @@ pub struct Metrics {
     queue_depth: IntGaugeVec,
     queue_wait: HistogramVec,
     rate_limited: IntCounterVec,
+    panel_streams: IntGauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -153,6 +164,10 @@ impl Metrics {
                 "Runs waiting for a slot of their concurrency key, by key.",
                 &["key"],
             ),
+            panel_streams: int_gauge(
+                "opcode_panel_streams",
+                "Open live streams of panel pages (`/panel/live`): one a browser, however many pages it shows.",
+            ),
             leases: gauge(
                 "opcode_leases_held",
                 "Live run leases, by owning process (host:pid:start).",
@@ -178,6 +193,7 @@ impl Metrics {
             Box::new(metrics.queue_depth.clone()),
             Box::new(metrics.rate_limited.clone()),
             Box::new(metrics.queue_wait.clone()),
+            Box::new(metrics.panel_streams.clone()),
             Box::new(prometheus::process_collector::ProcessCollector::for_self()),
         ];
         for collector in collectors {
@@ -192,6 +208,12 @@ impl Metrics {
         if let Err(e) = self.registry.register(collector) {
             tracing::warn!(error = %e, "a metric was not registered");
         }
+    }
+
+    /// Counts a live stream of the panel open until the guard is dropped.
+    pub fn panel_stream(&self) -> OpenStream {
+        self.panel_streams.inc();
+        OpenStream(self.panel_streams.clone())
     }
 
     fn finish(&self, status: &str) {

@@ -158,7 +158,29 @@ pub(crate) fn diagram(result: &Value) -> Markup {
     }
 }
 
-/// An empty state's sentence.
+/// An empty state's sentence; what it quotes between backticks (a
+/// command, a setting) is shown as code.
 pub(crate) fn empty(text: &str) -> Markup {
-    html! { p.empty { (text) } }
+    html! {
+        p.empty {
+            @for (i, part) in text.split('`').enumerate() {
+                @if i % 2 == 1 { code { (part) } } @else { (part) }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::empty;
+
+    #[test]
+    fn an_empty_state_shows_what_it_quotes_as_code() {
+        let page = empty("Nothing yet: `opcode agent init <NAME>`, then `publish`.").into_string();
+        assert_eq!(
+            page,
+            "<p class=\"empty\">Nothing yet: <code>opcode agent init &lt;NAME&gt;</code>, then <code>publish</code>.</p>"
+        );
+        assert!(!page.contains('`'));
+    }
 }

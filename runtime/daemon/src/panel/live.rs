@@ -14,7 +14,10 @@ use super::Panel;
 pub async fn stream(panel: Panel) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let feed = panel.api.executor().appended();
     let stopping = panel.api.stopping().clone();
-    let events = futures::stream::unfold(feed, |mut feed| async move {
+    // Counted open for as long as the stream lives (the client's
+    // disconnect drops it).
+    let open = panel.api.metrics().panel_stream();
+    let events = futures::stream::unfold((feed, open), |(mut feed, open)| async move {
         let data = match feed.recv().await {
             Ok(appended) => {
                 let types: Vec<&str> = appended
@@ -30,7 +33,7 @@ pub async fn stream(panel: Panel) -> Sse<impl Stream<Item = Result<Event, Infall
         };
         Some((
             Ok(Event::default().event("change").data(data.to_string())),
-            feed,
+            (feed, open),
         ))
     });
     let events = events.take_until(async move { stopping.begun().await });

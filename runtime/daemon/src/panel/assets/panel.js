@@ -93,14 +93,45 @@
     if (marks.length) mark(Number(marks[0].dataset.line));
   }
 
-  if (document.querySelector("[data-live]") && window.EventSource) {
+  // Live changes. Every panel page of this browser shares one stream,
+  // held by a shared worker: a browser opens at most six connections to
+  // a host, and a stream per page (tabs, pages kept for back and forward)
+  // would use them up. A page leaving (or frozen in the back/forward
+  // cache) lets go of it, and takes it again when shown.
+  const changed = (data) => {
+    const change = JSON.parse(data);
+    if (scope && change.workflow_id && change.workflow_id !== scope) return;
+    if (!timer) timer = setTimeout(refresh, 120);
+  };
+  const shown = (on) => state && state.classList.toggle("on", on);
+  const follow = () => {
+    if (window.SharedWorker) {
+      const port = new SharedWorker("/static/live-worker.js", { name: "opcode-live" }).port;
+      port.onmessage = ({ data }) => {
+        if (data.kind === "change") changed(data.data);
+        else shown(data.kind === "open");
+      };
+      port.start();
+      return () => port.postMessage("leave");
+    }
+    if (!window.EventSource) return () => {};
     const source = new EventSource("/panel/live");
-    source.addEventListener("open", () => state && state.classList.add("on"));
-    source.addEventListener("error", () => state && state.classList.remove("on"));
-    source.addEventListener("change", (event) => {
-      const change = JSON.parse(event.data);
-      if (scope && change.workflow_id && change.workflow_id !== scope) return;
-      if (!timer) timer = setTimeout(refresh, 120);
+    source.addEventListener("open", () => shown(true));
+    source.addEventListener("error", () => shown(false));
+    source.addEventListener("change", (event) => changed(event.data));
+    return () => source.close();
+  };
+  if (document.querySelector("[data-live]")) {
+    let leave = follow();
+    addEventListener("pagehide", () => {
+      leave();
+      leave = null;
+      shown(false);
+    });
+    addEventListener("pageshow", (event) => {
+      if (!event.persisted || leave) return;
+      leave = follow();
+      refresh();
     });
   }
 
