@@ -61,7 +61,7 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     /// Print the agent skill, or install it into a skills directory.
     Skill(skill::Args),
-    /// Agent definitions as versioned releases: init, check, publish, list, show, diff.
+    /// Agent definitions as versioned releases: init, check, test, publish, list, show, diff.
     Agent(agent::Args),
 }
 

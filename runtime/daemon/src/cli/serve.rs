@@ -45,8 +45,9 @@ pub struct Args {
     /// `--listen-addr` is opcode's spelling.
     #[arg(long, value_name = "ADDR", alias = "listen-addr")]
     listen: Option<String>,
-    /// The database file (default ~/.opcode/opcode.db).
-    #[arg(long, value_name = "PATH")]
+    /// The database: a libSQL file (default ~/.opcode/opcode.db), or a
+    /// PostgreSQL server shared by several daemons (`postgres://user@host/db`).
+    #[arg(long, value_name = "PATH|URL")]
     db: Option<PathBuf>,
     /// The URL clients reach this daemon by (names the SSE endpoint).
     #[arg(long, value_name = "URL")]

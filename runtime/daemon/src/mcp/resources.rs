@@ -60,8 +60,10 @@ pub async fn read(api: &Api, uri: &str) -> Result<ReadResourceResult, ErrorData>
     ]))
 }
 
-/// A resource that is not there is -32002 (resource not found), with the
-/// coded error and the `uri` asked as data; anything else an internal error.
+/// A resource that is not there is -32002 (resource not found; rmcp
+/// answers -32602 to a session at 2026-07-28 or newer, as SEP-2164 says),
+/// with the coded error and the `uri` asked as data; anything else an
+/// internal error.
 fn failed(error: ToolError, uri: &str) -> ErrorData {
     let mut data = error.to_json();
     if !uri.is_empty() {
