@@ -539,6 +539,11 @@ impl Inner {
             Some(reply),
         );
         let _ = tx.send(Msg::Deliver(Box::new(started)));
+        if let Some(reason) = request.cancelled {
+            // In the same first round: its dispatches are dropped unmade.
+            let cancel = Incoming::external(Event::Cancel { reason }, None);
+            let _ = tx.send(Msg::Deliver(Box::new(cancel)));
+        }
         match self.runs().entry(id.clone()) {
             // Loaded here, so it exists: the task of a second creation would
             // take the live run's place in the map and give its lease up.

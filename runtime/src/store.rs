@@ -39,7 +39,7 @@ pub use schema::LATEST as SCHEMA_VERSION;
 
 pub use delegated::{SessionTurn, Sessions, Transcript, Transcripts, WorktreeLease, Worktrees};
 pub use entry::{EntryKind, EventName, LogEntry, NewEntry};
-pub use flow::{Admission, Admitted, Debounced, PendingStart, RateCall, Slots, Standing};
+pub use flow::{Admission, Admitted, Debounced, PendingStart, RateCall, Rated, Slots, Standing};
 pub use notice::Notice;
 pub use registry::{AgentEval, AgentRelease, Published, Registry, SkillText};
 pub use retention::{Expiry, Prune, PrunedFilter, PrunedRow};

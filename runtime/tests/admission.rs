@@ -10,8 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{config, executor, request, runtime};
-use opcode_runtime::store::WorkflowStatus;
 use opcode_runtime::store::memory::MemoryStore;
+use opcode_runtime::store::{
+    Admission, Admitted, Commit, NewWorkflow, RunLog, Slots, Source, WorkflowStatus, WorkflowUpdate,
+};
 use opcode_runtime::{Executor, Until};
 use opcode_vm::event::Event;
 use serde_json::{Value, json};
@@ -184,4 +186,95 @@ fn mapped_children_of_a_holder_of_their_key_run_in_its_slot() {
                                   "params": {"depth": 1}}}]
         }),
     );
+}
+
+/// A run of another process, holding key `key`'s slot: created and
+/// admitted in the store by hand, as that process would have.
+async fn held_elsewhere(store: &Arc<MemoryStore>, id: &str, key: &str) {
+    let at = opcode_runtime::time::rfc3339(opcode_runtime::time::now_ms());
+    let create = Commit {
+        workflow_id: id.into(),
+        create: Some(NewWorkflow {
+            id: id.into(),
+            name: "elsewhere".into(),
+            source: Source {
+                hash: "h".into(),
+                definition: "{}".into(),
+                program: vec![1],
+            },
+            inputs: "{}".into(),
+            created_at: at.clone(),
+            ..NewWorkflow::default()
+        }),
+        update: Some(WorkflowUpdate {
+            status: WorkflowStatus::Active,
+            started_at: Some(at.clone()),
+            updated_at: at.clone(),
+            ..WorkflowUpdate::default()
+        }),
+        ..Commit::default()
+    };
+    store.commit(create).await.unwrap();
+    let admission = Admission {
+        key: key.into(),
+        workflow_id: id.into(),
+        limit: 1,
+        turn: 0,
+        wait: true,
+        at,
+    };
+    assert_eq!(store.admit(admission).await.unwrap(), Admitted::Holds);
+}
+
+/// Issue 61: a process frees a slot, gives it to a run waiting on another
+/// daemon, and is killed before telling it. The run, told by its inbox in
+/// the promotion's own transaction, starts at its owner's next poll; told
+/// by nobody, it waited for its own 30 s re-ask with the slot idle. On a
+/// paused clock: "before 20 s" is virtual time, not the machine's speed.
+#[test]
+fn a_run_promoted_by_a_process_that_died_before_telling_it_starts_at_once() {
+    opcode_runtime::time::use_virtual_clock();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    runtime.block_on(async {
+        let exec = executor(&store, config(dir.path()));
+        // The loop that polls inboxes (and promotes keys every 2 s).
+        let _background = exec.background();
+        let template = json!({
+            "concurrency": {"key": "one", "limit": 1},
+            "steps": [{"id": "work", "action": "workflow.log", "params": {"message": "ran"}}]
+        });
+        let mut ask = request(&template, &json!({}));
+        ask.template_name = Some("t".into());
+        let key = "t:one";
+        held_elsewhere(&store, "holder", key).await;
+        let waiting = exec.start(ask).await.unwrap();
+        until("the run waits for the slot", async || {
+            let standing = store.standing(&waiting).await.unwrap();
+            matches!(standing, Some(s) if s.key == key && matches!(s.admitted, Admitted::Waits { .. }))
+        })
+        .await;
+        // The other process: its run ends, it promotes, and dies.
+        let at = opcode_runtime::time::rfc3339(opcode_runtime::time::now_ms());
+        let end = Commit {
+            workflow_id: "holder".into(),
+            update: Some(WorkflowUpdate {
+                status: WorkflowStatus::Completed,
+                updated_at: at.clone(),
+                completed_at: Some(at),
+                ..WorkflowUpdate::default()
+            }),
+            ..Commit::default()
+        };
+        store.commit(end).await.unwrap();
+        assert_eq!(store.promote(key).await.unwrap(), [waiting.clone()]);
+        let ended = tokio::time::timeout(Duration::from_secs(20), exec.wait(&waiting, Until::Ended));
+        let ended = ended.await.expect("admitted before its 30 s re-ask");
+        assert_eq!(ended.unwrap(), WorkflowStatus::Completed);
+    });
 }

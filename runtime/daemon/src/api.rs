@@ -14,6 +14,7 @@ mod diagram;
 mod embedded;
 mod listing;
 mod outputs;
+mod pending;
 mod pruned;
 mod query;
 mod resources;

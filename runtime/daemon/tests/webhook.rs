@@ -415,3 +415,89 @@ async fn a_debounced_burst_starts_one_run_with_the_input_it_keeps() {
         "the last push's params"
     );
 }
+
+/// A signed push of `action` to hook `name`: its answer.
+async fn push(base: &str, name: &str, action: &str) -> Value {
+    let body = json!({"action": action}).to_string();
+    let headers = [(
+        "X-Hub-Signature-256",
+        format!("sha256={}", signature(body.as_bytes())),
+    )];
+    let (status, answer) = post(base, name, &headers, &body).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+    answer
+}
+
+/// Issue 61: a debounced run's id is announced at its burst's first
+/// delivery; from then `opcode.status` answers it (`pending`, when it
+/// starts) and a cancel holds: the run is cancelled before any step, the
+/// scheduler does not start it when the burst falls quiet, and the next
+/// delivery opens a burst of its own. (Before, both answered R0121 and
+/// the run started anyway.)
+#[tokio::test]
+async fn a_debounced_run_is_seen_and_cancelled_from_its_first_delivery() {
+    let (base, api, store) = daemon().await;
+    let debounce = json!({"key": "${{inputs.action}}", "period": "1s", "keep": "last"});
+    define(
+        &api,
+        "on-push",
+        json!({"secret": "HOOK", "debounce": debounce}),
+    )
+    .await;
+    let first = push(&base, "on-push", "pushed").await;
+    let id = first["workflow_id"].as_str().unwrap().to_owned();
+    let seen = api
+        .call("opcode.status", json!({"workflow_id": id}))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            seen["status"].clone(),
+            seen["debounced"]["deliveries"].clone()
+        ),
+        (json!("pending"), json!(1)),
+        "{seen}"
+    );
+    let cancelled = api
+        .call(
+            "opcode.signal",
+            json!({"workflow_id": id, "signal_type": "cancel", "payload": {"reason": "not this one"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    let later = opcode_runtime::time::now_ms() + 2_000;
+    opcode_daemon::scheduler::tick(api.executor(), later)
+        .await
+        .unwrap();
+    let row = store.workflow(&id).await.unwrap().unwrap();
+    assert_eq!(row.status.as_str(), "cancelled");
+    let log: Vec<String> = store
+        .entries(&id, 0, false)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event_type)
+        .collect();
+    assert!(
+        !log.iter().any(|e| e.starts_with("action_")),
+        "no step of the cancelled run ran: {log:?}"
+    );
+    let again = push(&base, "on-push", "pushed").await;
+    assert_ne!(
+        again["workflow_id"].as_str(),
+        Some(id.as_str()),
+        "a new burst"
+    );
+    assert_eq!(again["deliveries"], 1);
+    assert_eq!(runs(&store).await, [id], "nothing else started");
+    // An id no burst announced is still unknown.
+    let unknown = api
+        .call(
+            "opcode.status",
+            json!({"workflow_id": "debounce-000000000000000000000000"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code.id, "R0121");
+}

@@ -2,11 +2,13 @@
 //! that waits for a slot asks the store for one; when a holder ends, or
 //! every few seconds for keys with waiting runs (a process may have died
 //! between a run's end and the promotion), the store gives the free slots
-//! to the waiting runs, which are told wherever they are loaded.
+//! to the waiting runs and, in the same transaction, leaves each its
+//! admission in its inbox, read wherever it is loaded.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::run::Msg;
 use super::{ExecError, Inner};
 use crate::store::{Admission, Admitted};
 use crate::time::{now_ms, rfc3339};
@@ -30,10 +32,10 @@ pub(crate) const PROMOTE_EVERY: Duration = Duration::from_secs(2);
 
 /// Asks the store for a slot for run `id` and tells the run once it holds
 /// one or is refused (loading it again if it rested meanwhile); a run that
-/// must wait is told later, by [`promote`]. With `cancel_running`, the
-/// oldest holder is cancelled. A run one of whose ancestors holds a slot of
-/// the same key runs in that slot: it would otherwise wait for a run that
-/// waits for it.
+/// must wait is told later, through its inbox, by whoever promotes it.
+/// With `cancel_running`, the oldest holder is cancelled. A run one of
+/// whose ancestors holds a slot of the same key runs in that slot: it
+/// would otherwise wait for a run that waits for it.
 pub(crate) fn ask(inner: &Arc<Inner>, id: &str, request: Arc<AdmitRequest>) {
     let (inner, id) = (inner.clone(), id.to_owned());
     tokio::spawn(async move {
@@ -125,7 +127,11 @@ async fn ancestor_holds(inner: &Arc<Inner>, id: &str, key: &str) -> bool {
     false
 }
 
-/// Gives the free slots of `key` to its waiting runs, and tells them.
+/// Gives the free slots of `key` to its waiting runs. The store tells
+/// them in the same transaction (their inboxes); a run loaded here is
+/// nudged to read its inbox at once, one loaded elsewhere is woken by the
+/// store's notice or its owner's next poll, and one whose owner died reads
+/// it when it is taken over.
 pub(crate) async fn promote(inner: &Arc<Inner>, key: &str) {
     let admitted = match inner.store.promote(key).await {
         Ok(admitted) => admitted,
@@ -135,7 +141,10 @@ pub(crate) async fn promote(inner: &Arc<Inner>, key: &str) {
         }
     };
     for id in admitted {
-        tell(inner, &id, None).await;
+        let loaded = inner.runs().get(&id).cloned();
+        if let Some(run) = loaded {
+            let _ = run.send(Msg::Inbox);
+        }
     }
 }
 

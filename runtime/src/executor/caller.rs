@@ -114,7 +114,12 @@ impl Caller {
 
     /// Runs `dispatch`, holding `slot` if given, otherwise a slot it waits
     /// for (none for calls that only wait for other runs).
-    pub async fn call(&self, dispatch: &Dispatch, who: &Who<'_>, slot: Option<Slot>) -> Finished {
+    pub async fn call(
+        &self,
+        dispatch: &Dispatch,
+        who: &Who<'_>,
+        mut slot: Option<Slot>,
+    ) -> Finished {
         if let Some(stand_in) = &self.stand_in {
             match stand_in.answer(who.run_id, dispatch) {
                 Answer::Call => {}
@@ -150,15 +155,22 @@ impl Caller {
         if let Err(e) = self.ensure_workspace(&call) {
             return Finished::alone(Err(e));
         }
-        if let Some(rate) = &dispatch.rate
-            && let Err(throttled) =
-                super::throttle::admit(self.store.as_ref(), &self.actions, rate, &call).await
-        {
-            let key = throttled.details.as_ref().and_then(|d| d["key"].as_str());
-            if let (Some(observer), Some(key)) = (&self.observer, key) {
-                observer.throttled(key);
+        if let Some(rate) = &dispatch.rate {
+            // Counted only once nothing is left to wait for: a call counted
+            // and then kept waiting for a worker would be made in a later
+            // window than the one it was counted in.
+            if slot.is_none() {
+                slot = Some(self.slots.take(who.priority).await);
             }
-            return Finished::alone(Err(throttled));
+            if let Err(throttled) =
+                super::throttle::admit(self.store.as_ref(), &self.actions, rate, &call).await
+            {
+                let key = throttled.details.as_ref().and_then(|d| d["key"].as_str());
+                if let (Some(observer), Some(key)) = (&self.observer, key) {
+                    observer.throttled(key);
+                }
+                return Finished::alone(Err(throttled));
+            }
         }
         // Only a call to something outside this machine has a breaker
         // (spec/breakers.md, "Targets"): a command's or a child run's own

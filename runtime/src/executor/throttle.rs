@@ -1,6 +1,7 @@
-//! Rate limits at the call (spec/flow-control.md, "Rate limits"): before a
-//! rate-limited step's call is made, the store counts it in its key's
-//! window; a full window answers R0136 with the window's end, and the VM
+//! Rate limits at the call (spec/flow-control.md, "Rate limits"): once a
+//! rate-limited step's call holds its worker slot, with nothing left to
+//! wait for, the store counts it in its key's window and it is made at
+//! once; a full window answers R0136 with the window's end, and the VM
 //! starts the same attempt again then, by a durable timer.
 
 use opcode_stdlib::exec::{Actions, Call};
@@ -9,7 +10,7 @@ use opcode_vm::effect::Rate;
 use opcode_vm::error::ActionError;
 use serde_json::json;
 
-use crate::store::{EventStore, RateCall};
+use crate::store::{EventStore, RateCall, Rated};
 use crate::time::now_ms;
 
 /// Counts `call` in its window: `Ok` to make it now, or the R0136 that
@@ -30,11 +31,12 @@ pub async fn admit(
         key: key.clone(),
         limit: rate.limit,
         per_ms: rate.per_ms,
-        now_ms: now_ms(),
     };
     match store.take_call(asked).await {
-        Ok(None) => Ok(()),
-        Ok(Some(until_ms)) => Err(ActionError::new(
+        Ok(Rated::Counted { .. }) => Ok(()),
+        // The window's end by this process's clock: the store's clock (the
+        // database's) need not agree with it, the time left does.
+        Ok(Rated::Full { wait_ms, .. }) => Err(ActionError::new(
             codes::R0136,
             "THROTTLED",
             format!(
@@ -43,7 +45,7 @@ pub async fn admit(
             ),
             false,
         )
-        .with_details(json!({"key": key, "until_ms": until_ms, "limit": rate.limit, "per_ms": rate.per_ms}))),
+        .with_details(json!({"key": key, "until_ms": now_ms() + wait_ms, "limit": rate.limit, "per_ms": rate.per_ms}))),
         Err(error) => Err(ActionError::execution(format!(
             "counting the call in its rate limit `{key}` failed: {error}"
         ))),

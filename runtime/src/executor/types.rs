@@ -186,6 +186,10 @@ pub struct StartRequest {
     pub rerun: Option<(String, BTreeMap<String, Value>)>,
     /// Its priority, 0 (first) to 9 (last); `None`: its parent's, or 5.
     pub priority: Option<u8>,
+    /// Cancelled before it starts, for this reason: the run is created and
+    /// cancelled in its first round, so no step of it runs (a debounced
+    /// run cancelled while its burst gathered, spec/flow-control.md).
+    pub cancelled: Option<String>,
 }
 
 /// A change of a workflow's status, as broadcast to waiters.

@@ -53,7 +53,9 @@ pub trait Slots: Send + Sync {
 
     /// Gives the free slots of `key` to its waiting runs, lowest priority
     /// number then oldest first, and forgets runs that ended; the runs
-    /// that now hold one.
+    /// that now hold one. Each is told in the same transaction: its
+    /// `run_admitted` input is left in its inbox, so a process that dies
+    /// after promoting cannot leave a slot held by a run never told.
     fn promote<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>>;
 
     /// The keys runs are waiting on, each with how many wait, by key.
@@ -62,10 +64,13 @@ pub trait Slots: Send + Sync {
     /// Where run `id` stands with its concurrency key, if it has one.
     fn standing<'a>(&'a self, id: &'a str) -> BoxFuture<'a, StoreResult<Option<Standing>>>;
 
-    /// Counts a call in its rate limit's window (the window of `per_ms` that
-    /// `now_ms` falls in) if fewer than `limit` calls were counted there:
-    /// `None`; else the window's end, when the call may try again.
-    fn take_call(&self, call: RateCall) -> BoxFuture<'_, StoreResult<Option<u64>>>;
+    /// Counts a call in its rate limit's window if fewer than `limit` calls
+    /// were counted there, the call to be made at once. The window is read
+    /// under the key's lock, from the store's own clock (the database's on
+    /// PostgreSQL, so every daemon sharing it agrees); a call counted in a
+    /// window's last half counts in the next one too
+    /// ([`RateCall::spills`]).
+    fn take_call(&self, call: RateCall) -> BoxFuture<'_, StoreResult<Rated>>;
 
     /// Notes a delivery of a debounced trigger: opens its key's pending
     /// start (due after the period), or pushes the open one's due time by
@@ -153,14 +158,59 @@ pub struct RateCall {
     pub limit: u32,
     /// The window, milliseconds (windows start at multiples of it).
     pub per_ms: u64,
-    /// Now, milliseconds since the epoch.
-    pub now_ms: u64,
+}
+
+/// The store's answer to a [`RateCall`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rated {
+    /// Counted in the window starting at `window_ms`: make the call now.
+    Counted {
+        /// The window's start, milliseconds since the epoch (store's clock).
+        window_ms: u64,
+    },
+    /// The window starting at `window_ms` is full (or, in its last half,
+    /// the next one is); it ends `wait_ms` from
+    /// when the store looked (a span, not an instant: the caller's clock
+    /// need not agree with the store's).
+    Full {
+        /// The window's start (store's clock).
+        window_ms: u64,
+        /// How long until it ends.
+        wait_ms: u64,
+    },
 }
 
 impl RateCall {
-    /// The start of the window `now_ms` falls in.
-    pub fn window(&self) -> u64 {
-        self.now_ms - self.now_ms % self.per_ms.max(1)
+    /// The window of the grid `now_ms` falls in (the store's clock, read
+    /// under the key's lock, so calls are windowed in the order they are
+    /// counted).
+    pub fn window_at(&self, now_ms: u64) -> u64 {
+        now_ms - now_ms % self.per_ms.max(1)
+    }
+
+    /// Does a call counted at `now_ms` count in the window after `window`
+    /// too? In a window's last half (at most its last second) it does: a
+    /// call is made a moment after it is counted (a process to start, a
+    /// request to send), and counted near a window's end it may start in
+    /// the next one, whose own `limit` calls it would join.
+    pub fn spills(&self, now_ms: u64, window: u64) -> bool {
+        let left = (window + self.per_ms).saturating_sub(now_ms);
+        left <= (self.per_ms / 2).min(1000)
+    }
+
+    /// The answer for a call at `now_ms` in `window`, where `here` calls
+    /// were counted and `next` in the window after: counted if there is
+    /// room in each window it counts in.
+    pub fn rated(&self, now_ms: u64, window: u64, here: u64, next: u64) -> Rated {
+        let limit = u64::from(self.limit);
+        if here < limit && (next < limit || !self.spills(now_ms, window)) {
+            Rated::Counted { window_ms: window }
+        } else {
+            Rated::Full {
+                window_ms: window,
+                wait_ms: (window + self.per_ms).saturating_sub(now_ms),
+            }
+        }
     }
 }
 
@@ -173,4 +223,56 @@ pub struct Standing {
     pub limit: u32,
     /// Holding a slot or waiting ([`Admitted::Refused`] never).
     pub admitted: Admitted,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(limit: u32, per_ms: u64) -> RateCall {
+        RateCall {
+            key: "k".into(),
+            limit,
+            per_ms,
+        }
+    }
+
+    #[test]
+    fn a_call_in_a_windows_last_half_counts_in_the_next_too() {
+        let c = call(2, 1000);
+        assert_eq!(c.window_at(12_345), 12_000);
+        assert!(!c.spills(12_499, 12_000));
+        assert!(c.spills(12_500, 12_000));
+        // At most a window's last second.
+        let hour = call(2, 3_600_000);
+        assert!(!hour.spills(3_598_999, 0));
+        assert!(hour.spills(3_599_000, 0));
+    }
+
+    #[test]
+    fn a_call_is_counted_while_each_window_it_counts_in_has_room() {
+        let c = call(2, 1000);
+        assert_eq!(
+            c.rated(12_100, 12_000, 1, 2),
+            Rated::Counted { window_ms: 12_000 }
+        );
+        let full = Rated::Full {
+            window_ms: 12_000,
+            wait_ms: 900,
+        };
+        assert_eq!(c.rated(12_100, 12_000, 2, 0), full);
+        // Late in its window, it needs room in the next one too.
+        assert_eq!(
+            c.rated(12_600, 12_000, 1, 1),
+            Rated::Counted { window_ms: 12_000 }
+        );
+        let late = c.rated(12_600, 12_000, 1, 2);
+        assert_eq!(
+            late,
+            Rated::Full {
+                window_ms: 12_000,
+                wait_ms: 400
+            }
+        );
+    }
 }

@@ -22,7 +22,7 @@ use self::db::Db;
 use super::{
     Admission, Admitted, AgentRow, Backlog, BoxFuture, Catalog, Claim, Commit, Debounced,
     DecisionFilter, DecisionRow, DecisionStatus, Durability, EventFilter, Expiry, FoundEntry,
-    InboxMessage, Listing, LogEntry, PendingStart, Prune, PrunedFilter, PrunedRow, RateCall,
+    InboxMessage, Listing, LogEntry, PendingStart, Prune, PrunedFilter, PrunedRow, RateCall, Rated,
     RunLog, ScheduleAdvance, ScheduleRow, SecretRow, SessionTurn, Sessions, Slots, Source,
     Standing, StepDetail, StepRow, StoreError, StoreHealth, StoreResult, TemplateDraft,
     TemplateFilter, TemplateRow, Transcript, Transcripts, VaultHeader, WorkflowFilter, WorkflowRow,
@@ -474,7 +474,7 @@ impl Slots for LibsqlStore {
         self.ask(move |db| db.standing(&id))
     }
 
-    fn take_call(&self, call: RateCall) -> BoxFuture<'_, StoreResult<Option<u64>>> {
+    fn take_call(&self, call: RateCall) -> BoxFuture<'_, StoreResult<Rated>> {
         self.ask(move |db| db.take_call(&call))
     }
 

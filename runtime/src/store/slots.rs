@@ -36,6 +36,20 @@ pub const NEXT: &str = "SELECT s.workflow_id FROM run_slots s JOIN workflows w O
 /// Run `?1` holds a slot.
 pub const HOLD: &str = "UPDATE run_slots SET held = 1 WHERE workflow_id = ?1";
 
+/// Leaves input `?2` in run `?1`'s inbox at `?3`: a promotion tells the
+/// runs it gives slots to in its own transaction.
+pub const TELL: &str = "INSERT INTO inbox (workflow_id, event, created_at) VALUES (?1, ?2, ?3)";
+
+/// What a promotion leaves in the inbox of each run it gives a slot to:
+/// the `run_admitted` input. Written with the slot, it is lost with it or
+/// not at all, so a process that dies after promoting leaves no run
+/// holding a slot it was never told of; the run's owner takes it at its
+/// next look at the inbox (a notice wakes it at once on PostgreSQL), and
+/// a run whose owner died takes it when it is taken over.
+pub fn admitted_mail() -> String {
+    serde_json::to_string(&opcode_vm::event::Event::Admitted { refused: None }).unwrap_or_default()
+}
+
 /// Forgets the rows of key `?1` whose runs ended or are gone.
 pub const SWEEP: &str = "DELETE FROM run_slots WHERE key = ?1 AND NOT EXISTS (SELECT 1 FROM workflows w \
      WHERE w.id = run_slots.workflow_id AND w.status NOT IN ('completed', 'failed', 'cancelled'))";

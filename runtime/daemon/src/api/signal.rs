@@ -21,7 +21,18 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
     let empty = Map::new();
     let payload = args.opt_object("payload")?.unwrap_or(&empty);
     if api.store().workflow(id).await?.is_none() {
-        return Err(api.unknown_run(id).await);
+        // A debounced run whose burst still gathers may be cancelled.
+        let start = if kind == "cancel" && step_id.is_none() {
+            super::pending::pending(api.store().as_ref(), id).await?
+        } else {
+            None
+        };
+        let Some(start) = start else {
+            return Err(api.unknown_run(id).await);
+        };
+        let children = api.exec.changes();
+        super::pending::cancel(api, id, &start, reason(payload)).await?;
+        return settled(api, id, kind, false, wait.then_some(&asked), children).await;
     }
     api.seen(agent_id).await?;
     // A decision a child run waits for is answered there.
@@ -56,11 +67,7 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
                 Event::DecisionCancelled { decision }
             }
             None => Event::Cancel {
-                reason: payload
-                    .get("reason")
-                    .and_then(Value::as_str)
-                    .unwrap_or("cancelled by signal")
-                    .to_owned(),
+                reason: reason(payload).to_owned(),
             },
         },
         "resume" => {
@@ -118,6 +125,14 @@ pub async fn signal(api: &Api, args: &Args) -> ToolResult {
             "owner": owner,
         })),
     }
+}
+
+/// Why a cancel cancels: `payload.reason`, or that a signal did.
+fn reason(payload: &Map<String, Value>) -> &str {
+    payload
+        .get("reason")
+        .and_then(Value::as_str)
+        .unwrap_or("cancelled by signal")
 }
 
 /// The answer: `ok`, the signal, and the run view once the run has

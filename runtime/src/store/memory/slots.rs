@@ -2,8 +2,11 @@
 //! "Admission"): the store's mutex is every key's lock.
 
 use super::{MemoryStore, State};
+use crate::store::InboxMessage;
+use crate::store::slots::admitted_mail;
 use crate::store::{
-    Admission, Admitted, BoxFuture, Debounced, PendingStart, RateCall, Slots, Standing, StoreResult,
+    Admission, Admitted, BoxFuture, Debounced, PendingStart, RateCall, Rated, Slots, Standing,
+    StoreResult,
 };
 
 /// A run of a concurrency key.
@@ -123,10 +126,19 @@ impl Slots for MemoryStore {
             .take(free)
             .map(|(id, _)| id.clone())
             .collect();
+        let (mail, at) = (admitted_mail(), crate::time::rfc3339(crate::time::now_ms()));
         for id in &next {
             if let Some(row) = state.slots.get_mut(id) {
                 row.held = true;
             }
+            state.next_message += 1;
+            let message = InboxMessage {
+                id: state.next_message,
+                workflow_id: id.clone(),
+                event: mail.clone(),
+                created_at: at.clone(),
+            };
+            state.inbox.insert(message.id, message);
         }
         Box::pin(std::future::ready(Ok(next)))
     }
@@ -148,20 +160,31 @@ impl Slots for MemoryStore {
         Box::pin(std::future::ready(Ok(self.lock().standing(id))))
     }
 
-    fn take_call(&self, call: RateCall) -> BoxFuture<'_, StoreResult<Option<u64>>> {
+    fn take_call(&self, call: RateCall) -> BoxFuture<'_, StoreResult<Rated>> {
         let mut state = self.lock();
-        let window = call.window();
+        // The clock is read under the lock: calls are windowed in the
+        // order they are counted.
+        let now = crate::time::now_ms();
+        let window = call.window_at(now);
+        let next = window + call.per_ms;
         state
             .windows
             .retain(|(key, start), _| *key != call.key || *start >= window);
-        let calls = state.windows.entry((call.key.clone(), window)).or_default();
-        let answer = if *calls >= u64::from(call.limit) {
-            Some(window + call.per_ms)
-        } else {
-            *calls += 1;
-            None
+        let count = |start: u64| {
+            state
+                .windows
+                .get(&(call.key.clone(), start))
+                .copied()
+                .unwrap_or(0)
         };
-        Box::pin(std::future::ready(Ok(answer)))
+        let rated = call.rated(now, window, count(window), count(next));
+        if matches!(rated, Rated::Counted { .. }) {
+            *state.windows.entry((call.key.clone(), window)).or_default() += 1;
+            if call.spills(now, window) {
+                *state.windows.entry((call.key.clone(), next)).or_default() += 1;
+            }
+        }
+        Box::pin(std::future::ready(Ok(rated)))
     }
 
     fn debounce(&self, delivery: Debounced) -> BoxFuture<'_, StoreResult<PendingStart>> {

@@ -5,17 +5,22 @@
 
 use tokio_postgres::Transaction;
 
-use super::{PostgresStore, backend};
+use super::{CHANNEL, PostgresStore, backend};
 use crate::store::slots::{
     AHEAD, CALL, CALLS, DUE, FORGET, HOLD, HOLDERS, INSERT, LIMIT, MINE, NEXT, PAST_WINDOWS,
-    PENDING, PUT_PENDING, SWEEP, WAITING, numbered,
+    PENDING, PUT_PENDING, SWEEP, TELL, WAITING, admitted_mail, numbered,
 };
 use crate::store::{
-    Admission, Admitted, BoxFuture, Debounced, PendingStart, RateCall, Slots, Standing, StoreResult,
+    Admission, Admitted, BoxFuture, Debounced, Notice, PendingStart, RateCall, Rated, Slots,
+    Standing, StoreResult,
 };
 
 /// Locks key `$1` until the transaction ends.
 const LOCK_KEY: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 51))";
+
+/// The database's clock now (not the transaction's start), milliseconds
+/// since the epoch.
+const CLOCK: &str = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 impl Slots for PostgresStore {
     fn admit(&self, ask: Admission) -> BoxFuture<'_, StoreResult<Admitted>> {
@@ -69,6 +74,7 @@ impl Slots for PostgresStore {
                     tx.execute(numbered(HOLD).as_str(), &[&id])
                         .await
                         .map_err(backend)?;
+                    tell(&tx, &id).await?;
                     next.push(id);
                 }
             }
@@ -83,28 +89,38 @@ impl Slots for PostgresStore {
         }))
     }
 
-    fn take_call(&self, call: RateCall) -> BoxFuture<'_, StoreResult<Option<u64>>> {
+    fn take_call(&self, call: RateCall) -> BoxFuture<'_, StoreResult<Rated>> {
         Box::pin(async move {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(backend)?;
             tx.execute(LOCK_KEY, &[&call.key]).await.map_err(backend)?;
-            let window = call.window() as i64;
-            tx.execute(numbered(PAST_WINDOWS).as_str(), &[&call.key, &window])
-                .await
-                .map_err(backend)?;
-            let calls: i64 = tx
-                .query_opt(numbered(CALLS).as_str(), &[&call.key, &window])
-                .await
-                .map_err(backend)?
-                .map_or(0, |row| row.get(0));
-            if calls >= i64::from(call.limit) {
-                return Ok(Some(call.window() + call.per_ms));
+            // The database's clock, read once the key is locked: one clock
+            // for every daemon, in the order the calls are counted.
+            let now: i64 = tx.query_one(CLOCK, &[]).await.map_err(backend)?.get(0);
+            let now = u64::try_from(now).unwrap_or(0);
+            let window = call.window_at(now);
+            let next = window + call.per_ms;
+            let (here, after) = (
+                calls(&tx, &call.key, window).await?,
+                calls(&tx, &call.key, next).await?,
+            );
+            let rated = call.rated(now, window, here, after);
+            if matches!(rated, Rated::Counted { .. }) {
+                let (window, next) = (window as i64, next as i64);
+                tx.execute(numbered(PAST_WINDOWS).as_str(), &[&call.key, &window])
+                    .await
+                    .map_err(backend)?;
+                tx.execute(numbered(CALL).as_str(), &[&call.key, &window])
+                    .await
+                    .map_err(backend)?;
+                if call.spills(now, window as u64) {
+                    tx.execute(numbered(CALL).as_str(), &[&call.key, &next])
+                        .await
+                        .map_err(backend)?;
+                }
+                tx.commit().await.map_err(backend)?;
             }
-            tx.execute(numbered(CALL).as_str(), &[&call.key, &window])
-                .await
-                .map_err(backend)?;
-            tx.commit().await.map_err(backend)?;
-            Ok(None)
+            Ok(rated)
         })
     }
 
@@ -172,6 +188,29 @@ impl Slots for PostgresStore {
             standing(&tx, id).await
         })
     }
+}
+
+/// Leaves run `id` its `run_admitted` input, and announces the mail once
+/// the transaction commits (a wake-up for its owner; polling backs it).
+async fn tell(tx: &Transaction<'_>, id: &str) -> StoreResult<()> {
+    let (mail, at) = (admitted_mail(), crate::time::rfc3339(crate::time::now_ms()));
+    tx.execute(numbered(TELL).as_str(), &[&id, &mail, &at])
+        .await
+        .map_err(backend)?;
+    let notice = Notice::Mail(id.to_owned()).encode();
+    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &notice])
+        .await
+        .map_err(backend)?;
+    Ok(())
+}
+
+/// The calls counted in window `start` of rate key `key`.
+async fn calls(tx: &Transaction<'_>, key: &str, start: u64) -> StoreResult<u64> {
+    let row = tx
+        .query_opt(numbered(CALLS).as_str(), &[&key, &(start as i64)])
+        .await
+        .map_err(backend)?;
+    Ok(row.map_or(0, |row| row.get::<_, i64>(0) as u64))
 }
 
 /// Where run `id` stands with its key.

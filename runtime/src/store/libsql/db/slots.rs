@@ -7,9 +7,11 @@ use libsql::Value;
 use super::{Db, get};
 use crate::store::slots::{
     AHEAD, CALL, CALLS, DUE, FORGET, HOLD, HOLDERS, INSERT, LIMIT, MINE, NEXT, PAST_WINDOWS,
-    PENDING, PUT_PENDING, SWEEP, WAITING,
+    PENDING, PUT_PENDING, SWEEP, TELL, WAITING, admitted_mail,
 };
-use crate::store::{Admission, Admitted, Debounced, PendingStart, RateCall, Standing, StoreResult};
+use crate::store::{
+    Admission, Admitted, Debounced, PendingStart, RateCall, Rated, Standing, StoreResult,
+};
 
 impl Db {
     /// [`Slots::admit`](crate::store::Slots::admit).
@@ -104,8 +106,11 @@ impl Db {
                     get::<String>(row, 0)
                 })
                 .await?;
+            let (mail, at) = (admitted_mail(), crate::time::rfc3339(crate::time::now_ms()));
             for id in &next {
                 self.change(HOLD, vec![id.as_str().into()]).await?;
+                let told = vec![id.as_str().into(), mail.as_str().into(), at.as_str().into()];
+                self.change(TELL, told).await?;
             }
             Ok(next)
         }))
@@ -118,23 +123,32 @@ impl Db {
         }))
     }
 
-    /// [`Slots::take_call`](crate::store::Slots::take_call).
-    pub fn take_call(&self, call: &RateCall) -> StoreResult<Option<u64>> {
+    /// [`Slots::take_call`](crate::store::Slots::take_call): the clock is
+    /// read in the transaction, under the single writer.
+    pub fn take_call(&self, call: &RateCall) -> StoreResult<Rated> {
         self.block(self.in_transaction(async {
-            let (key, window) = (call.key.as_str(), call.window() as i64);
-            self.change(PAST_WINDOWS, vec![key.into(), window.into()])
-                .await?;
-            let calls = self
-                .query_one(CALLS, vec![key.into(), window.into()], |row| {
-                    get::<i64>(row, 0)
-                })
-                .await?
-                .unwrap_or(0);
-            if calls >= i64::from(call.limit) {
-                return Ok(Some(call.window() + call.per_ms));
+            let key = call.key.as_str();
+            let now = crate::time::now_ms();
+            let window = call.window_at(now);
+            let next = window + call.per_ms;
+            let count = async |start: u64| {
+                let at = vec![key.into(), (start as i64).into()];
+                self.query_one(CALLS, at, |row| get::<i64>(row, 0))
+                    .await
+                    .map(|calls| calls.unwrap_or(0) as u64)
+            };
+            let rated = call.rated(now, window, count(window).await?, count(next).await?);
+            if matches!(rated, Rated::Counted { .. }) {
+                self.change(PAST_WINDOWS, vec![key.into(), (window as i64).into()])
+                    .await?;
+                self.change(CALL, vec![key.into(), (window as i64).into()])
+                    .await?;
+                if call.spills(now, window) {
+                    self.change(CALL, vec![key.into(), (next as i64).into()])
+                        .await?;
+                }
             }
-            self.change(CALL, vec![key.into(), window.into()]).await?;
-            Ok(None)
+            Ok(rated)
         }))
     }
 
