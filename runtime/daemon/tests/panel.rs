@@ -563,7 +563,7 @@ async fn an_unknown_route_gets_a_not_found_page() {
     assert_eq!(page.status(), StatusCode::NOT_FOUND);
     let text = page.text().await.unwrap();
     assert!(
-        text.contains("There is no page `/no/such/page` here."),
+        text.contains("There is no page <code>/no/such/page</code> here."),
         "{text}"
     );
     assert!(text.contains("href=\"/workflows\""), "the way back: {text}");
