@@ -272,7 +272,7 @@ fn a_run_promoted_by_a_process_that_died_before_telling_it_starts_at_once() {
             ..Commit::default()
         };
         store.commit(end).await.unwrap();
-        assert_eq!(store.promote(key).await.unwrap(), [waiting.clone()]);
+        assert_eq!(store.promote(key).await.unwrap(), std::slice::from_ref(&waiting));
         let ended = tokio::time::timeout(Duration::from_secs(20), exec.wait(&waiting, Until::Ended));
         let ended = ended.await.expect("admitted before its 30 s re-ask");
         assert_eq!(ended.unwrap(), WorkflowStatus::Completed);
